@@ -1,0 +1,457 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Distance(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DISTANCE_UNSPECIFIED: _ClassVar[Distance]
+    DISTANCE_PIX: _ClassVar[Distance]
+    DISTANCE_PXB: _ClassVar[Distance]
+    DISTANCE_PHB: _ClassVar[Distance]
+    DISTANCE_NODE: _ClassVar[Distance]
+    DISTANCE_SYS: _ClassVar[Distance]
+
+class Requirement(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REQUIREMENT_UNSPECIFIED: _ClassVar[Requirement]
+    REQUIREMENT_NONE: _ClassVar[Requirement]
+    REQUIREMENT_PREFERRED: _ClassVar[Requirement]
+    REQUIREMENT_REQUIRED: _ClassVar[Requirement]
+
+class NicMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NIC_MODE_UNSPECIFIED: _ClassVar[NicMode]
+    NIC_MODE_NONE: _ClassVar[NicMode]
+    NIC_MODE_PER_GPU: _ClassVar[NicMode]
+    NIC_MODE_PER_MEMBER: _ClassVar[NicMode]
+
+class SwitchKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SWITCH_KIND_UNSPECIFIED: _ClassVar[SwitchKind]
+    SWITCH_KIND_SWITCH: _ClassVar[SwitchKind]
+    SWITCH_KIND_HOST_BRIDGE: _ClassVar[SwitchKind]
+
+class Packing(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PACKING_UNSPECIFIED: _ClassVar[Packing]
+    PACKING_BINPACK: _ClassVar[Packing]
+    PACKING_SPREAD: _ClassVar[Packing]
+
+class ObjectiveTier(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OBJECTIVE_TIER_UNSPECIFIED: _ClassVar[ObjectiveTier]
+    OBJECTIVE_TIER_PLACED_WORK: _ClassVar[ObjectiveTier]
+    OBJECTIVE_TIER_TOPOLOGY: _ClassVar[ObjectiveTier]
+    OBJECTIVE_TIER_PACKING: _ClassVar[ObjectiveTier]
+    OBJECTIVE_TIER_FRAGMENTATION: _ClassVar[ObjectiveTier]
+    OBJECTIVE_TIER_STABILITY: _ClassVar[ObjectiveTier]
+
+class SolveStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SOLVE_STATUS_UNSPECIFIED: _ClassVar[SolveStatus]
+    SOLVE_STATUS_OPTIMAL: _ClassVar[SolveStatus]
+    SOLVE_STATUS_FEASIBLE: _ClassVar[SolveStatus]
+    SOLVE_STATUS_INFEASIBLE: _ClassVar[SolveStatus]
+    SOLVE_STATUS_UNKNOWN: _ClassVar[SolveStatus]
+    SOLVE_STATUS_MODEL_INVALID: _ClassVar[SolveStatus]
+
+class ReasonCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REASON_CODE_UNSPECIFIED: _ClassVar[ReasonCode]
+    REASON_CODE_NO_NODE_FITS: _ClassVar[ReasonCode]
+    REASON_CODE_INSUFFICIENT_CAPACITY: _ClassVar[ReasonCode]
+    REASON_CODE_OUTPRIORITISED: _ClassVar[ReasonCode]
+    REASON_CODE_TIME_LIMIT: _ClassVar[ReasonCode]
+DISTANCE_UNSPECIFIED: Distance
+DISTANCE_PIX: Distance
+DISTANCE_PXB: Distance
+DISTANCE_PHB: Distance
+DISTANCE_NODE: Distance
+DISTANCE_SYS: Distance
+REQUIREMENT_UNSPECIFIED: Requirement
+REQUIREMENT_NONE: Requirement
+REQUIREMENT_PREFERRED: Requirement
+REQUIREMENT_REQUIRED: Requirement
+NIC_MODE_UNSPECIFIED: NicMode
+NIC_MODE_NONE: NicMode
+NIC_MODE_PER_GPU: NicMode
+NIC_MODE_PER_MEMBER: NicMode
+SWITCH_KIND_UNSPECIFIED: SwitchKind
+SWITCH_KIND_SWITCH: SwitchKind
+SWITCH_KIND_HOST_BRIDGE: SwitchKind
+PACKING_UNSPECIFIED: Packing
+PACKING_BINPACK: Packing
+PACKING_SPREAD: Packing
+OBJECTIVE_TIER_UNSPECIFIED: ObjectiveTier
+OBJECTIVE_TIER_PLACED_WORK: ObjectiveTier
+OBJECTIVE_TIER_TOPOLOGY: ObjectiveTier
+OBJECTIVE_TIER_PACKING: ObjectiveTier
+OBJECTIVE_TIER_FRAGMENTATION: ObjectiveTier
+OBJECTIVE_TIER_STABILITY: ObjectiveTier
+SOLVE_STATUS_UNSPECIFIED: SolveStatus
+SOLVE_STATUS_OPTIMAL: SolveStatus
+SOLVE_STATUS_FEASIBLE: SolveStatus
+SOLVE_STATUS_INFEASIBLE: SolveStatus
+SOLVE_STATUS_UNKNOWN: SolveStatus
+SOLVE_STATUS_MODEL_INVALID: SolveStatus
+REASON_CODE_UNSPECIFIED: ReasonCode
+REASON_CODE_NO_NODE_FITS: ReasonCode
+REASON_CODE_INSUFFICIENT_CAPACITY: ReasonCode
+REASON_CODE_OUTPRIORITISED: ReasonCode
+REASON_CODE_TIME_LIMIT: ReasonCode
+
+class Gpu(_message.Message):
+    __slots__ = ("id", "index", "uuid", "model", "memory_mib", "numa", "pcie_switch", "healthy")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    NUMA_FIELD_NUMBER: _ClassVar[int]
+    PCIE_SWITCH_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    index: int
+    uuid: str
+    model: str
+    memory_mib: int
+    numa: int
+    pcie_switch: str
+    healthy: bool
+    def __init__(self, id: _Optional[str] = ..., index: _Optional[int] = ..., uuid: _Optional[str] = ..., model: _Optional[str] = ..., memory_mib: _Optional[int] = ..., numa: _Optional[int] = ..., pcie_switch: _Optional[str] = ..., healthy: _Optional[bool] = ...) -> None: ...
+
+class Nic(_message.Message):
+    __slots__ = ("name", "numa", "pcie_switch", "bandwidth_gbps", "rdma", "rail", "healthy")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NUMA_FIELD_NUMBER: _ClassVar[int]
+    PCIE_SWITCH_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
+    RDMA_FIELD_NUMBER: _ClassVar[int]
+    RAIL_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    numa: int
+    pcie_switch: str
+    bandwidth_gbps: int
+    rdma: bool
+    rail: int
+    healthy: bool
+    def __init__(self, name: _Optional[str] = ..., numa: _Optional[int] = ..., pcie_switch: _Optional[str] = ..., bandwidth_gbps: _Optional[int] = ..., rdma: _Optional[bool] = ..., rail: _Optional[int] = ..., healthy: _Optional[bool] = ...) -> None: ...
+
+class PcieSwitch(_message.Message):
+    __slots__ = ("id", "parent", "kind", "numa")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NUMA_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    parent: str
+    kind: SwitchKind
+    numa: int
+    def __init__(self, id: _Optional[str] = ..., parent: _Optional[str] = ..., kind: _Optional[_Union[SwitchKind, str]] = ..., numa: _Optional[int] = ...) -> None: ...
+
+class NumaNode(_message.Message):
+    __slots__ = ("id", "cpu_milli", "memory_mib")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    cpu_milli: int
+    memory_mib: int
+    def __init__(self, id: _Optional[int] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ...) -> None: ...
+
+class NvLink(_message.Message):
+    __slots__ = ("gpu_a", "gpu_b", "links")
+    GPU_A_FIELD_NUMBER: _ClassVar[int]
+    GPU_B_FIELD_NUMBER: _ClassVar[int]
+    LINKS_FIELD_NUMBER: _ClassVar[int]
+    gpu_a: str
+    gpu_b: str
+    links: int
+    def __init__(self, gpu_a: _Optional[str] = ..., gpu_b: _Optional[str] = ..., links: _Optional[int] = ...) -> None: ...
+
+class Allocation(_message.Message):
+    __slots__ = ("owner", "gpus", "nics", "cpu_milli", "memory_mib")
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    NICS_FIELD_NUMBER: _ClassVar[int]
+    CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    owner: str
+    gpus: _containers.RepeatedScalarFieldContainer[str]
+    nics: _containers.RepeatedScalarFieldContainer[str]
+    cpu_milli: int
+    memory_mib: int
+    def __init__(self, owner: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., nics: _Optional[_Iterable[str]] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ...) -> None: ...
+
+class Node(_message.Message):
+    __slots__ = ("name", "labels", "cpu_milli", "memory_mib", "numa_nodes", "gpus", "nics", "pcie_switches", "nvlinks", "leaf", "nvlink_domain", "allocations", "schedulable")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    NUMA_NODES_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    NICS_FIELD_NUMBER: _ClassVar[int]
+    PCIE_SWITCHES_FIELD_NUMBER: _ClassVar[int]
+    NVLINKS_FIELD_NUMBER: _ClassVar[int]
+    LEAF_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    labels: _containers.ScalarMap[str, str]
+    cpu_milli: int
+    memory_mib: int
+    numa_nodes: _containers.RepeatedCompositeFieldContainer[NumaNode]
+    gpus: _containers.RepeatedCompositeFieldContainer[Gpu]
+    nics: _containers.RepeatedCompositeFieldContainer[Nic]
+    pcie_switches: _containers.RepeatedCompositeFieldContainer[PcieSwitch]
+    nvlinks: _containers.RepeatedCompositeFieldContainer[NvLink]
+    leaf: str
+    nvlink_domain: str
+    allocations: _containers.RepeatedCompositeFieldContainer[Allocation]
+    schedulable: bool
+    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., numa_nodes: _Optional[_Iterable[_Union[NumaNode, _Mapping]]] = ..., gpus: _Optional[_Iterable[_Union[Gpu, _Mapping]]] = ..., nics: _Optional[_Iterable[_Union[Nic, _Mapping]]] = ..., pcie_switches: _Optional[_Iterable[_Union[PcieSwitch, _Mapping]]] = ..., nvlinks: _Optional[_Iterable[_Union[NvLink, _Mapping]]] = ..., leaf: _Optional[str] = ..., nvlink_domain: _Optional[str] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., schedulable: _Optional[bool] = ...) -> None: ...
+
+class FabricSwitch(_message.Message):
+    __slots__ = ("id", "tier", "parent")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    tier: int
+    parent: str
+    def __init__(self, id: _Optional[str] = ..., tier: _Optional[int] = ..., parent: _Optional[str] = ...) -> None: ...
+
+class Inventory(_message.Message):
+    __slots__ = ("nodes", "switches")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    SWITCHES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[Node]
+    switches: _containers.RepeatedCompositeFieldContainer[FabricSwitch]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., switches: _Optional[_Iterable[_Union[FabricSwitch, _Mapping]]] = ...) -> None: ...
+
+class NicRequest(_message.Message):
+    __slots__ = ("mode", "count")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    mode: NicMode
+    count: int
+    def __init__(self, mode: _Optional[_Union[NicMode, str]] = ..., count: _Optional[int] = ...) -> None: ...
+
+class Alignment(_message.Message):
+    __slots__ = ("mode", "distance")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    DISTANCE_FIELD_NUMBER: _ClassVar[int]
+    mode: Requirement
+    distance: Distance
+    def __init__(self, mode: _Optional[_Union[Requirement, str]] = ..., distance: _Optional[_Union[Distance, str]] = ...) -> None: ...
+
+class MemberShape(_message.Message):
+    __slots__ = ("gpus", "gpu_models", "nics", "alignment", "numa", "nvlink", "cpu_milli", "memory_mib", "node_selector")
+    class NodeSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPU_MODELS_FIELD_NUMBER: _ClassVar[int]
+    NICS_FIELD_NUMBER: _ClassVar[int]
+    ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    NUMA_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_FIELD_NUMBER: _ClassVar[int]
+    CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    gpus: int
+    gpu_models: _containers.RepeatedScalarFieldContainer[str]
+    nics: NicRequest
+    alignment: Alignment
+    numa: Requirement
+    nvlink: Requirement
+    cpu_milli: int
+    memory_mib: int
+    node_selector: _containers.ScalarMap[str, str]
+    def __init__(self, gpus: _Optional[int] = ..., gpu_models: _Optional[_Iterable[str]] = ..., nics: _Optional[_Union[NicRequest, _Mapping]] = ..., alignment: _Optional[_Union[Alignment, _Mapping]] = ..., numa: _Optional[_Union[Requirement, str]] = ..., nvlink: _Optional[_Union[Requirement, str]] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., node_selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class Role(_message.Message):
+    __slots__ = ("name", "replicas", "min_replicas", "member")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    MIN_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    replicas: int
+    min_replicas: int
+    member: MemberShape
+    def __init__(self, name: _Optional[str] = ..., replicas: _Optional[int] = ..., min_replicas: _Optional[int] = ..., member: _Optional[_Union[MemberShape, _Mapping]] = ...) -> None: ...
+
+class Job(_message.Message):
+    __slots__ = ("id", "priority", "labels", "roles")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    priority: int
+    labels: _containers.ScalarMap[str, str]
+    roles: _containers.RepeatedCompositeFieldContainer[Role]
+    def __init__(self, id: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., roles: _Optional[_Iterable[_Union[Role, _Mapping]]] = ...) -> None: ...
+
+class Policy(_message.Message):
+    __slots__ = ("objective", "packing", "time_limit_s", "seed", "deterministic", "workers")
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    PACKING_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    objective: _containers.RepeatedScalarFieldContainer[ObjectiveTier]
+    packing: Packing
+    time_limit_s: float
+    seed: int
+    deterministic: bool
+    workers: int
+    def __init__(self, objective: _Optional[_Iterable[_Union[ObjectiveTier, str]]] = ..., packing: _Optional[_Union[Packing, str]] = ..., time_limit_s: _Optional[float] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., workers: _Optional[int] = ...) -> None: ...
+
+class SolveRequest(_message.Message):
+    __slots__ = ("request_id", "inventory", "jobs", "policy")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    INVENTORY_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    inventory: Inventory
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    policy: Policy
+    def __init__(self, request_id: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ...) -> None: ...
+
+class MemberPlacement(_message.Message):
+    __slots__ = ("role", "index", "node", "gpus", "nics", "numa", "aligned")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    NICS_FIELD_NUMBER: _ClassVar[int]
+    NUMA_FIELD_NUMBER: _ClassVar[int]
+    ALIGNED_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    index: int
+    node: str
+    gpus: _containers.RepeatedScalarFieldContainer[str]
+    nics: _containers.RepeatedScalarFieldContainer[str]
+    numa: int
+    aligned: bool
+    def __init__(self, role: _Optional[str] = ..., index: _Optional[int] = ..., node: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., nics: _Optional[_Iterable[str]] = ..., numa: _Optional[int] = ..., aligned: _Optional[bool] = ...) -> None: ...
+
+class Reason(_message.Message):
+    __slots__ = ("code", "message", "relaxation")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RELAXATION_FIELD_NUMBER: _ClassVar[int]
+    code: ReasonCode
+    message: str
+    relaxation: str
+    def __init__(self, code: _Optional[_Union[ReasonCode, str]] = ..., message: _Optional[str] = ..., relaxation: _Optional[str] = ...) -> None: ...
+
+class JobResult(_message.Message):
+    __slots__ = ("job_id", "placed", "members", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PLACED_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    placed: bool
+    members: _containers.RepeatedCompositeFieldContainer[MemberPlacement]
+    reason: Reason
+    def __init__(self, job_id: _Optional[str] = ..., placed: _Optional[bool] = ..., members: _Optional[_Iterable[_Union[MemberPlacement, _Mapping]]] = ..., reason: _Optional[_Union[Reason, _Mapping]] = ...) -> None: ...
+
+class TierValue(_message.Message):
+    __slots__ = ("tier", "value", "bound", "optimal")
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOUND_FIELD_NUMBER: _ClassVar[int]
+    OPTIMAL_FIELD_NUMBER: _ClassVar[int]
+    tier: ObjectiveTier
+    value: float
+    bound: float
+    optimal: bool
+    def __init__(self, tier: _Optional[_Union[ObjectiveTier, str]] = ..., value: _Optional[float] = ..., bound: _Optional[float] = ..., optimal: _Optional[bool] = ...) -> None: ...
+
+class StageTiming(_message.Message):
+    __slots__ = ("stage", "ms")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    MS_FIELD_NUMBER: _ClassVar[int]
+    stage: str
+    ms: float
+    def __init__(self, stage: _Optional[str] = ..., ms: _Optional[float] = ...) -> None: ...
+
+class ModelSize(_message.Message):
+    __slots__ = ("variables", "constraints", "node_classes", "configurations", "candidate_nodes")
+    VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    NODE_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURATIONS_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_NODES_FIELD_NUMBER: _ClassVar[int]
+    variables: int
+    constraints: int
+    node_classes: int
+    configurations: int
+    candidate_nodes: int
+    def __init__(self, variables: _Optional[int] = ..., constraints: _Optional[int] = ..., node_classes: _Optional[int] = ..., configurations: _Optional[int] = ..., candidate_nodes: _Optional[int] = ...) -> None: ...
+
+class ClusterMetrics(_message.Message):
+    __slots__ = ("gpus_total", "gpus_used_before", "gpus_used_after", "nodes_fully_free_before", "nodes_fully_free_after")
+    GPUS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    GPUS_USED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_USED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    NODES_FULLY_FREE_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    NODES_FULLY_FREE_AFTER_FIELD_NUMBER: _ClassVar[int]
+    gpus_total: int
+    gpus_used_before: int
+    gpus_used_after: int
+    nodes_fully_free_before: int
+    nodes_fully_free_after: int
+    def __init__(self, gpus_total: _Optional[int] = ..., gpus_used_before: _Optional[int] = ..., gpus_used_after: _Optional[int] = ..., nodes_fully_free_before: _Optional[int] = ..., nodes_fully_free_after: _Optional[int] = ...) -> None: ...
+
+class SolveResponse(_message.Message):
+    __slots__ = ("request_id", "status", "jobs", "objectives", "gap", "timings", "model_size", "metrics")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVES_FIELD_NUMBER: _ClassVar[int]
+    GAP_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    status: SolveStatus
+    jobs: _containers.RepeatedCompositeFieldContainer[JobResult]
+    objectives: _containers.RepeatedCompositeFieldContainer[TierValue]
+    gap: float
+    timings: _containers.RepeatedCompositeFieldContainer[StageTiming]
+    model_size: ModelSize
+    metrics: ClusterMetrics
+    def __init__(self, request_id: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., jobs: _Optional[_Iterable[_Union[JobResult, _Mapping]]] = ..., objectives: _Optional[_Iterable[_Union[TierValue, _Mapping]]] = ..., gap: _Optional[float] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., model_size: _Optional[_Union[ModelSize, _Mapping]] = ..., metrics: _Optional[_Union[ClusterMetrics, _Mapping]] = ...) -> None: ...

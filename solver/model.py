@@ -1,0 +1,313 @@
+"""Domain types: the inventory, the job batch, the policy and the result.
+
+Every value is an immutable pydantic model. Field names are exactly the field names of
+``proto/topoplace/v1/placement.proto`` and enum members carry the proto's numbers, so converting
+to and from the wire is a generic walk (``solver.service.convert``), not hand-written glue.
+
+Only *local* rules live here (a count is positive, a share is within (0, 1000]); rules that relate
+one part of a request to another (ids unique, references resolve, a member fits some node) live in
+``solver.validate`` so that every problem is reported at once, with its path.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Frozen(BaseModel):
+    """Base of every domain value: immutable, unknown fields refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+
+# --------------------------------------------------------------------------- enums
+
+
+class Distance(IntEnum):
+    """PCIe distance classes as ``nvidia-smi topo -m`` names them, nearest first.
+
+    ``NV`` (an NVLink bond) is not a PCIe distance and never appears as an alignment target.
+    """
+
+    UNSPECIFIED = 0
+    PIX = 1
+    PXB = 2
+    PHB = 3
+    NODE = 4
+    SYS = 5
+
+
+class Requirement(IntEnum):
+    """How hard a topology rule is: ignored, worth a score, or a filter."""
+
+    UNSPECIFIED = 0  # treated as NONE
+    NONE = 1
+    PREFERRED = 2
+    REQUIRED = 3
+
+
+class NicMode(IntEnum):
+    """How a member asks for RDMA NICs."""
+
+    UNSPECIFIED = 0  # treated as NONE
+    NONE = 1
+    PER_GPU = 2  # one NIC for each of the member's GPUs
+    PER_MEMBER = 3  # ``nic_count`` NICs for the member as a whole
+
+
+class SwitchKind(IntEnum):
+    UNSPECIFIED = 0  # treated as SWITCH
+    SWITCH = 1
+    HOST_BRIDGE = 2  # a CPU root complex: devices meeting here are PHB apart
+
+
+class Packing(IntEnum):
+    UNSPECIFIED = 0  # treated as BINPACK
+    BINPACK = 1  # fill partly used nodes first, keep whole nodes free
+    SPREAD = 2  # prefer empty nodes, one member per node where possible
+
+
+class ObjectiveTier(IntEnum):
+    UNSPECIFIED = 0
+    PLACED_WORK = 1  # priority-weighted GPUs placed, all-or-nothing per gang
+    TOPOLOGY = 2  # preferred alignments met (and, later, locality)
+    PACKING = 3  # binpack or spread
+    FRAGMENTATION = 4
+    STABILITY = 5
+
+
+class SolveStatus(IntEnum):
+    UNSPECIFIED = 0
+    OPTIMAL = 1  # every objective tier proven optimal
+    FEASIBLE = 2  # a verified placement, not proven optimal (see gap)
+    INFEASIBLE = 3  # not used for "nothing fits": that is OPTIMAL with unplaced jobs
+    UNKNOWN = 4  # the time ran out before any placement was found
+    MODEL_INVALID = 5
+
+
+class ReasonCode(IntEnum):
+    UNSPECIFIED = 0
+    NO_NODE_FITS = 1  # no single node could host one member, even empty of other new work
+    INSUFFICIENT_CAPACITY = 2  # members fit one by one but the gang does not fit as a whole
+    OUTPRIORITISED = 3  # it would fit alone; other jobs used the room
+    TIME_LIMIT = 4  # the solver ran out of time before placing it
+
+
+# --------------------------------------------------------------------------- inventory
+
+
+class Gpu(Frozen):
+    id: str = Field(min_length=1, description="unique within its node, e.g. GPU0 or a UUID")
+    index: int = Field(ge=0)
+    uuid: str = ""
+    model: str = ""
+    memory_mib: int = Field(default=0, ge=0)
+    numa: int | None = None
+    pcie_switch: str = ""  # the leaf PCIe switch the GPU hangs off; "" when unknown
+    healthy: bool = True
+
+
+class Nic(Frozen):
+    name: str = Field(min_length=1, description="e.g. mlx5_0; unique within its node")
+    numa: int | None = None
+    pcie_switch: str = ""
+    bandwidth_gbps: int = Field(default=0, ge=0)
+    rdma: bool = True
+    rail: int | None = None
+    healthy: bool = True
+
+
+class PcieSwitch(Frozen):
+    """A PCIe switch (or host bridge) inside a node; ``parent`` builds the PCIe tree."""
+
+    id: str = Field(min_length=1)
+    parent: str = ""
+    kind: SwitchKind = SwitchKind.SWITCH
+    numa: int | None = None
+
+
+class NumaNode(Frozen):
+    id: int = Field(ge=0)
+    cpu_milli: int = Field(default=0, ge=0)
+    memory_mib: int = Field(default=0, ge=0)
+
+
+class NvLink(Frozen):
+    """An NVLink bond between two GPUs of one node (``links`` = the # of ``NV#``)."""
+
+    gpu_a: str
+    gpu_b: str
+    links: int = Field(default=1, ge=1)
+
+
+class Allocation(Frozen):
+    """Work already running on a node: what it holds stays held."""
+
+    owner: str = ""  # job or pod that holds it, for people
+    gpus: tuple[str, ...] = ()
+    nics: tuple[str, ...] = ()
+    cpu_milli: int = Field(default=0, ge=0)
+    memory_mib: int = Field(default=0, ge=0)
+
+
+class Node(Frozen):
+    name: str = Field(min_length=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+    cpu_milli: int = Field(default=0, ge=0)
+    memory_mib: int = Field(default=0, ge=0)
+    numa_nodes: tuple[NumaNode, ...] = ()
+    gpus: tuple[Gpu, ...] = ()
+    nics: tuple[Nic, ...] = ()
+    pcie_switches: tuple[PcieSwitch, ...] = ()
+    nvlinks: tuple[NvLink, ...] = ()
+    leaf: str = ""  # the fabric switch (tier 1) the node is cabled to
+    nvlink_domain: str = ""  # a multi-node NVLink domain (e.g. an NVL72 rack)
+    allocations: tuple[Allocation, ...] = ()
+    schedulable: bool = True
+
+
+class FabricSwitch(Frozen):
+    id: str = Field(min_length=1)
+    tier: int = Field(ge=1, description="1 = leaf, 2 = spine, ...")
+    parent: str = ""
+
+
+class Inventory(Frozen):
+    nodes: tuple[Node, ...] = ()
+    switches: tuple[FabricSwitch, ...] = ()
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+class NicRequest(Frozen):
+    mode: NicMode = NicMode.NONE
+    count: int = Field(default=0, ge=0, description="NICs per member when mode is PER_MEMBER")
+
+
+class Alignment(Frozen):
+    """GPU↔NIC alignment: each of the member's NICs at ``distance`` or closer to its GPU(s)."""
+
+    mode: Requirement = Requirement.NONE
+    distance: Distance = Distance.PIX
+
+
+class MemberShape(Frozen):
+    """What one replica of a role asks for, and the topology rules its devices obey."""
+
+    gpus: int = Field(default=0, ge=0)
+    gpu_models: tuple[str, ...] = ()  # any of these models; empty = any
+    nics: NicRequest = NicRequest()
+    alignment: Alignment = Alignment()
+    numa: Requirement = Requirement.NONE  # all GPUs and NICs on one NUMA node
+    nvlink: Requirement = Requirement.NONE  # every pair of the member's GPUs NVLinked
+    cpu_milli: int = Field(default=0, ge=0)
+    memory_mib: int = Field(default=0, ge=0)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+
+
+class Role(Frozen):
+    name: str = Field(min_length=1)
+    replicas: int = Field(ge=1)
+    min_replicas: int | None = Field(default=None, ge=1, description="gang minimum; default: replicas")
+    member: MemberShape
+
+    @property
+    def minimum(self) -> int:
+        return self.replicas if self.min_replicas is None else self.min_replicas
+
+
+class Job(Frozen):
+    id: str = Field(min_length=1)
+    priority: int = Field(default=0, ge=0, le=1_000_000)
+    labels: dict[str, str] = Field(default_factory=dict)
+    roles: tuple[Role, ...] = Field(min_length=1)
+
+
+# --------------------------------------------------------------------------- policy
+
+
+DEFAULT_TIERS = (ObjectiveTier.PLACED_WORK, ObjectiveTier.TOPOLOGY, ObjectiveTier.PACKING)
+
+
+class Policy(Frozen):
+    objective: tuple[ObjectiveTier, ...] = DEFAULT_TIERS
+    packing: Packing = Packing.BINPACK
+    time_limit_s: float = Field(default=10.0, gt=0, le=3600)
+    seed: int = Field(default=0, ge=0)
+    deterministic: bool = True
+    workers: int = Field(default=0, ge=0, le=64, description="CP-SAT workers; 0 = one per core")
+
+
+class SolveRequest(Frozen):
+    request_id: str = ""
+    inventory: Inventory
+    jobs: tuple[Job, ...] = ()
+    policy: Policy = Policy()
+
+
+# --------------------------------------------------------------------------- result
+
+
+class MemberPlacement(Frozen):
+    role: str
+    index: int = Field(ge=0)
+    node: str
+    gpus: tuple[str, ...] = ()
+    nics: tuple[str, ...] = ()
+    numa: int | None = None
+    aligned: bool = True  # every GPU↔NIC pair at the asked distance or closer
+
+
+class Reason(Frozen):
+    code: ReasonCode
+    message: str
+    relaxation: str = ""  # the smallest change that would place the job, in words
+
+
+class JobResult(Frozen):
+    job_id: str
+    placed: bool
+    members: tuple[MemberPlacement, ...] = ()
+    reason: Reason | None = None
+
+
+class TierValue(Frozen):
+    tier: ObjectiveTier
+    value: float
+    bound: float
+    optimal: bool
+
+
+class StageTiming(Frozen):
+    stage: str
+    ms: float
+
+
+class ModelSize(Frozen):
+    variables: int = 0
+    constraints: int = 0
+    node_classes: int = 0
+    configurations: int = 0
+    candidate_nodes: int = 0
+
+
+class ClusterMetrics(Frozen):
+    gpus_total: int = 0
+    gpus_used_before: int = 0
+    gpus_used_after: int = 0
+    nodes_fully_free_before: int = 0
+    nodes_fully_free_after: int = 0
+
+
+class SolveResult(Frozen):
+    request_id: str = ""
+    status: SolveStatus
+    jobs: tuple[JobResult, ...] = ()
+    objectives: tuple[TierValue, ...] = ()
+    gap: float = 0.0
+    timings: tuple[StageTiming, ...] = ()
+    model_size: ModelSize = ModelSize()
+    metrics: ClusterMetrics = ClusterMetrics()
