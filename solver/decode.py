@@ -1,0 +1,147 @@
+"""Decode: the class-level answer back to concrete nodes, GPUs and NICs (the reductions inverted).
+
+Nodes of a class take the chosen configurations in name order; each configuration's witness slots
+are mapped through the node's own canonical-index → device-id table; members of each role fill the
+slots of their shape, strict members into strict slots first. Flags in the result (``aligned``,
+``numa``) are computed from the devices actually chosen, so they are true whatever the model said.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from solver.compile import Compiled
+from solver.intranode import Slot
+from solver.model import (
+    ClusterMetrics,
+    JobResult,
+    MemberPlacement,
+    MemberShape,
+    NicMode,
+    SolveRequest,
+)
+from solver.normalise import ConcreteNode, NodeShape, Normalised, alignment_distance, nic_demand
+
+
+def decode(problem: Normalised, compiled: Compiled, solution: dict[str, int] | None) -> tuple[JobResult, ...]:
+    """One ``JobResult`` per job in request order; unplaced jobs carry no reason yet (see explain)."""
+    members: dict[int, list[MemberPlacement]] = defaultdict(list)  # by role index
+    if solution is not None:
+        for cls in problem.classes:
+            slots = _class_slots(cls.index, problem, compiled, solution)
+            _fill(cls.index, cls.shape, slots, problem, compiled, solution, members)
+    results = []
+    for j, job in enumerate(problem.request.jobs):
+        placed = solution is not None and solution.get(compiled.placed[j].name, 0) == 1
+        job_members: list[MemberPlacement] = []
+        if placed:
+            for r, ref in enumerate(problem.roles):
+                if ref.job_index == j:
+                    job_members.extend(members[r])
+        results.append(JobResult(job_id=job.id, placed=placed, members=tuple(job_members)))
+    return tuple(results)
+
+
+def _class_slots(
+    c: int, problem: Normalised, compiled: Compiled, solution: dict[str, int]
+) -> dict[int, list[tuple[ConcreteNode, Slot]]]:
+    """Every open slot of class ``c``, by shape: strict slots first, then in node order."""
+    cls = problem.classes[c]
+    nodes = iter(cls.nodes)
+    by_shape: dict[int, list[tuple[ConcreteNode, Slot]]] = defaultdict(list)
+    for k, config in enumerate(compiled.configs[c]):
+        var = compiled.x.get((c, k))
+        for _ in range(solution.get(var.name, 0) if var is not None else 0):
+            node = next(nodes)
+            for slot in config.slots:
+                by_shape[slot.shape].append((node, slot))
+    for shape in by_shape:
+        by_shape[shape].sort(key=lambda ns: not ns[1].strict)  # stable: node order kept
+    return by_shape
+
+
+def _fill(
+    c: int,
+    shape: NodeShape,
+    slots: dict[int, list[tuple[ConcreteNode, Slot]]],
+    problem: Normalised,
+    compiled: Compiled,
+    solution: dict[str, int],
+    members: dict[int, list[MemberPlacement]],
+) -> None:
+    """Hand the class's slots to the roles: each role's strict members take strict slots first."""
+    for shape_index, open_slots in slots.items():
+        roles = [
+            r for r, ref in enumerate(problem.roles) if ref.shape == shape_index and (r, c) in compiled.y
+        ]
+        wants = {r: solution[compiled.y[r, c].name] for r in roles}
+        strict = {r: solution[compiled.s[r, c].name] if (r, c) in compiled.s else 0 for r in roles}
+        strict_slots = [ns for ns in open_slots if ns[1].strict]
+        other_slots = [ns for ns in open_slots if not ns[1].strict]
+        for r in roles:
+            take = strict_slots[: strict[r]]
+            del strict_slots[: strict[r]]
+            for ns in take:
+                members[r].append(_placement(problem, r, shape, *ns, index=len(members[r])))
+        rest = other_slots + strict_slots
+        for r in roles:
+            n = wants[r] - strict[r]
+            take = rest[:n]
+            del rest[:n]
+            for ns in take:
+                members[r].append(_placement(problem, r, shape, *ns, index=len(members[r])))
+
+
+def _placement(
+    problem: Normalised, r: int, shape: NodeShape, node: ConcreteNode, slot: Slot, *, index: int
+) -> MemberPlacement:
+    member = problem.roles[r].role.member
+    numas = {node.gpu_numa[g] for g in slot.gpus} | {node.nic_numa[n] for n in slot.nics}
+    return MemberPlacement(
+        role=problem.roles[r].role.name,
+        index=index,
+        node=node.name,
+        gpus=tuple(node.gpu_ids[g] for g in slot.gpus),
+        nics=tuple(node.nic_names[n] for n in slot.nics),
+        numa=next(iter(numas)) if len(numas) == 1 and None not in numas else None,
+        aligned=is_aligned(shape, member, slot.gpus, slot.nics),
+    )
+
+
+def is_aligned(shape: NodeShape, member: MemberShape, gpus: Sequence[int], nics: Sequence[int]) -> bool:
+    """Is every GPU↔NIC pair of the member at its asked distance or closer?"""
+    if nic_demand(member) == 0 or not gpus:
+        return True
+    limit = int(alignment_distance(member))
+    if member.nics.mode == NicMode.PER_MEMBER:
+        return all(min(shape.nic_distance(g, n) for g in gpus) <= limit for n in nics)
+    owner: dict[int, int] = {}
+
+    def augment(g: int, seen: set[int]) -> bool:
+        for n in nics:
+            if n in seen or shape.nic_distance(g, n) > limit:
+                continue
+            seen.add(n)
+            if n not in owner or augment(owner[n], seen):
+                owner[n] = g
+                return True
+        return False
+
+    return all(augment(g, set()) for g in gpus)
+
+
+def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> ClusterMetrics:
+    """GPU counts before and after the plan, over every node of the inventory."""
+    nodes = request.inventory.nodes
+    used_before = sum(len({g for a in n.allocations for g in a.gpus}) for n in nodes)
+    placed = sum(len(m.gpus) for j in jobs for m in j.members)
+    touched = {m.node for j in jobs for m in j.members}
+    free_before = [n for n in nodes if n.schedulable and not any(a.gpus for a in n.allocations)]
+    return ClusterMetrics(
+        gpus_total=sum(len(n.gpus) for n in nodes),
+        gpus_used_before=used_before,
+        gpus_used_after=used_before + placed,
+        nodes_fully_free_before=len(free_before),
+        nodes_fully_free_after=sum(n.name not in touched for n in free_before),
+    )

@@ -1,0 +1,148 @@
+"""Explain: why a job was left unplaced, and the smallest change that would place it.
+
+The reasons are checked from the most basic up: no node can host a single member (then: which rule
+to relax so that one could); the free cluster cannot hold the gang's minimum even with nothing
+else placed (then: the minimum that would fit); the search ran out of time; or the job fits alone
+and other jobs of the batch won the room.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from solver.compile import Compiled
+from solver.intranode import configurations_for
+from solver.model import (
+    Alignment,
+    JobResult,
+    MemberShape,
+    NicMode,
+    Reason,
+    ReasonCode,
+    Requirement,
+)
+from solver.normalise import Normalised, RoleRef
+
+
+def explain(
+    problem: Normalised, compiled: Compiled, jobs: Sequence[JobResult], *, timed_out: bool
+) -> tuple[JobResult, ...]:
+    out = []
+    for j, result in enumerate(jobs):
+        if result.placed:
+            out.append(result)
+            continue
+        reason = why_unplaced(problem, compiled, j, timed_out=timed_out)
+        out.append(result.model_copy(update={"reason": reason}))
+    return tuple(out)
+
+
+def why_unplaced(problem: Normalised, compiled: Compiled, j: int, *, timed_out: bool) -> Reason:
+    roles = [(r, ref) for r, ref in enumerate(problem.roles) if ref.job_index == j]
+    for r, ref in roles:
+        if not any(rr == r for rr, _ in compiled.y):
+            return Reason(
+                code=ReasonCode.NO_NODE_FITS,
+                message=f"no node can host one {ref.role.name} member ({describe(ref.role.member)}); "
+                f"the largest free node has {largest_free_gpus(problem)} free GPUs",
+                relaxation=smallest_relaxation(problem, ref),
+            )
+    for r, ref in roles:
+        room = capacity(problem, compiled, r)
+        if room < ref.minimum:
+            fix = (
+                f"lower min_replicas of {ref.role.name} to {room}"
+                if room >= 1
+                else f"free room for one {ref.role.name} member"
+            )
+            return Reason(
+                code=ReasonCode.INSUFFICIENT_CAPACITY,
+                message=f"needs {ref.minimum} {ref.role.name} members ({describe(ref.role.member)}); "
+                f"the free cluster can host at most {room}",
+                relaxation=fix,
+            )
+    if timed_out:
+        return Reason(
+            code=ReasonCode.TIME_LIMIT,
+            message="the time limit ran out before any placement was found",
+            relaxation="raise policy.time_limit_s or the call's deadline",
+        )
+    return Reason(
+        code=ReasonCode.OUTPRIORITISED,
+        message="the free cluster has room for this job alone, but the batch's other jobs "
+        "are worth more under the objective and took it",
+        relaxation="raise its priority, or submit it again when capacity frees up",
+    )
+
+
+def capacity(problem: Normalised, compiled: Compiled, r: int) -> int:
+    """Members of role ``r`` the free cluster could host with nothing else placed."""
+    shape = problem.roles[r].shape
+    return sum(
+        cls.count * max((k.counts[shape] for k in compiled.configs[cls.index]), default=0)
+        for cls in problem.classes
+    )
+
+
+def largest_free_gpus(problem: Normalised) -> int:
+    return max((len(cls.shape.gpus) for cls in problem.classes), default=0)
+
+
+def describe(shape: MemberShape) -> str:
+    parts = [f"{shape.gpus} GPU" + ("s" if shape.gpus != 1 else "")]
+    if shape.gpu_models:
+        parts.append("model " + "|".join(shape.gpu_models))
+    if shape.nics.mode == NicMode.PER_GPU:
+        parts.append("a NIC per GPU")
+    elif shape.nics.mode == NicMode.PER_MEMBER:
+        parts.append(f"{shape.nics.count} NICs")
+    if shape.alignment.mode == Requirement.REQUIRED:
+        parts.append(f"aligned at {shape.alignment.distance.name} or closer")
+    if shape.numa == Requirement.REQUIRED:
+        parts.append("one NUMA node")
+    if shape.nvlink == Requirement.REQUIRED:
+        parts.append("all NVLinked")
+    if shape.cpu_milli:
+        parts.append(f"{shape.cpu_milli / 1000:g} CPUs")
+    if shape.memory_mib:
+        parts.append(f"{shape.memory_mib} MiB memory")
+    return ", ".join(parts)
+
+
+def _relaxations(shape: MemberShape) -> list[tuple[str, MemberShape]]:
+    """Single-rule relaxations, least intrusive first."""
+    out = []
+    if shape.alignment.mode == Requirement.REQUIRED:
+        out.append(
+            (
+                "make GPU↔NIC alignment PREFERRED instead of REQUIRED",
+                shape.model_copy(
+                    update={
+                        "alignment": Alignment(mode=Requirement.PREFERRED, distance=shape.alignment.distance)
+                    }
+                ),
+            )
+        )
+    if shape.numa == Requirement.REQUIRED:
+        out.append(
+            ("make NUMA alignment PREFERRED", shape.model_copy(update={"numa": Requirement.PREFERRED}))
+        )
+    if shape.nvlink == Requirement.REQUIRED:
+        out.append(("make NVLink PREFERRED", shape.model_copy(update={"nvlink": Requirement.PREFERRED})))
+    if shape.node_selector:
+        out.append(("drop the node selector", shape.model_copy(update={"node_selector": {}})))
+    if shape.gpu_models:
+        out.append(("accept any GPU model", shape.model_copy(update={"gpu_models": ()})))
+    return out
+
+
+def smallest_relaxation(problem: Normalised, ref: RoleRef) -> str:
+    """The first single-rule relaxation under which some node could host one member."""
+    for words, relaxed in _relaxations(ref.role.member):
+        key = (relaxed.model_dump_json(),)
+        if any(len(configurations_for(cls.shape, key)) > 1 for cls in problem.classes):
+            return words
+    largest = largest_free_gpus(problem)
+    if ref.role.member.gpus > largest:
+        return f"ask for at most {largest} GPUs per member, or free a node"
+    return "free capacity on a node (no single rule relaxation makes one member fit)"

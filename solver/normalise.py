@@ -1,0 +1,241 @@
+"""Normalise: from a validated request to the small problem the model is built on.
+
+Two reductions happen here (in cvxpy's sense: each keeps what is needed to map the answer back):
+
+* **Member shapes.** Members whose requests are identical are interchangeable inside a node,
+  whichever job they belong to: the batch is reduced to its distinct shapes.
+* **Node classes.** Nodes whose *free* devices are the same up to relabelling (same distances,
+  NVLink, NUMA, models, CPU, memory and the labels any job selects on) are one class with a count.
+  Each node keeps the permutation from the class's canonical device order to its own device ids, so
+  an answer for the class decodes to concrete GPUs and NICs on every node.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from solver.model import (
+    Distance,
+    MemberShape,
+    NicMode,
+    Node,
+    Requirement,
+    Role,
+    SolveRequest,
+)
+from solver.topology import pcie_distance
+
+# --------------------------------------------------------------------------- member kinds
+
+
+def required(rule: Requirement) -> bool:
+    return rule == Requirement.REQUIRED
+
+
+def preferred(rule: Requirement) -> bool:
+    return rule == Requirement.PREFERRED
+
+
+def nic_demand(shape: MemberShape) -> int:
+    """How many NICs one member of ``shape`` takes."""
+    if shape.nics.mode == NicMode.PER_GPU:
+        return shape.gpus
+    if shape.nics.mode == NicMode.PER_MEMBER:
+        return shape.nics.count
+    return 0
+
+
+def alignment_distance(shape: MemberShape) -> Distance:
+    d = shape.alignment.distance
+    return Distance.PIX if d == Distance.UNSPECIFIED else d
+
+
+def has_preferences(shape: MemberShape) -> bool:
+    return (
+        (preferred(shape.alignment.mode) and nic_demand(shape) > 0)
+        or preferred(shape.numa)
+        or (preferred(shape.nvlink) and shape.gpus > 1)
+    )
+
+
+# --------------------------------------------------------------------------- node shapes
+
+
+@dataclass(frozen=True)
+class FreeGpu:
+    model: str
+    numa: int | None
+
+
+@dataclass(frozen=True)
+class FreeNic:
+    numa: int | None
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """A node's free resources in canonical order; equal shapes are interchangeable nodes.
+
+    ``distance[i][j]`` covers GPUs first then NICs (index ``len(gpus) + k`` for NIC k);
+    ``nvlink`` holds canonical GPU index pairs (i < j).
+    """
+
+    gpus: tuple[FreeGpu, ...]
+    nics: tuple[FreeNic, ...]
+    distance: tuple[tuple[int, ...], ...]
+    nvlink: frozenset[tuple[int, int]]
+    cpu_milli: int | None  # None: not tracked on this node
+    memory_mib: int | None
+    labels: tuple[tuple[str, str], ...]  # only the labels some job selects on
+    fully_free: bool  # nothing allocated: binpack keeps such nodes whole
+
+    def nic_distance(self, gpu: int, nic: int) -> int:
+        return self.distance[gpu][len(self.gpus) + nic]
+
+
+@dataclass(frozen=True)
+class ConcreteNode:
+    """One node of a class: its name and the device ids behind the class's canonical indices."""
+
+    name: str
+    gpu_ids: tuple[str, ...]
+    nic_names: tuple[str, ...]
+    gpu_numa: tuple[int | None, ...]
+    nic_numa: tuple[int | None, ...]
+
+
+@dataclass(frozen=True)
+class NodeClass:
+    index: int
+    shape: NodeShape
+    nodes: tuple[ConcreteNode, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.nodes)
+
+
+@dataclass(frozen=True)
+class RoleRef:
+    """A role of a job in the batch, and the index of its member shape in the batch's shape list."""
+
+    job_index: int
+    role_index: int
+    role: Role
+    shape: int
+
+    @property
+    def minimum(self) -> int:
+        return self.role.minimum
+
+
+@dataclass(frozen=True)
+class Normalised:
+    request: SolveRequest
+    classes: tuple[NodeClass, ...]
+    roles: tuple[RoleRef, ...]
+    shapes: tuple[MemberShape, ...]  # distinct member shapes of the batch, in first-seen order
+    candidate_nodes: int
+
+
+def free_devices(node: Node) -> tuple[list, list, int | None, int | None]:
+    """The node's GPUs and RDMA NICs that are healthy and unallocated, and its free CPU and memory."""
+    taken_gpus = {g for a in node.allocations for g in a.gpus}
+    taken_nics = {n for a in node.allocations for n in a.nics}
+    gpus = [g for g in node.gpus if g.healthy and g.id not in taken_gpus]
+    nics = [n for n in node.nics if n.healthy and n.rdma and n.name not in taken_nics]
+    cpu = node.cpu_milli - sum(a.cpu_milli for a in node.allocations) if node.cpu_milli else None
+    mem = node.memory_mib - sum(a.memory_mib for a in node.allocations) if node.memory_mib else None
+    return gpus, nics, cpu, mem
+
+
+def _canonical_order(node: Node, gpus: list, nics: list) -> tuple[list, list]:
+    """Order devices so that nodes built alike (same hardware, same free set) list them alike.
+
+    Devices are grouped by the NUMA node and the PCIe switch they hang off; groups sort by what
+    they hold, so two nodes whose free devices differ only by *which* of two identical switches
+    is busy get the same order (and so the same class).
+    """
+    groups: dict[tuple, list] = defaultdict(list)
+    for g in gpus:
+        groups[(g.numa if g.numa is not None else -1, g.pcie_switch)].append(("g", g))
+    for n in nics:
+        groups[(n.numa if n.numa is not None else -1, n.pcie_switch)].append(("n", n))
+
+    def content(items: list) -> tuple:
+        return tuple(sorted((kind, getattr(d, "model", "")) for kind, d in items))
+
+    ordered = sorted(groups.items(), key=lambda kv: (kv[0][0], content(kv[1]), kv[0][1]))
+    out_g = [d for _, items in ordered for kind, d in items if kind == "g"]
+    out_n = [d for _, items in ordered for kind, d in items if kind == "n"]
+    return out_g, out_n
+
+
+def node_shape(node: Node, selected_label_keys: frozenset[str]) -> tuple[NodeShape, ConcreteNode]:
+    gpus, nics, cpu, mem = free_devices(node)
+    gpus, nics = _canonical_order(node, gpus, nics)
+    devices = [(g.pcie_switch, g.numa) for g in gpus] + [(n.pcie_switch, n.numa) for n in nics]
+    distance = tuple(
+        tuple(int(pcie_distance(node, sa, sb, na, nb)) for (sb, nb) in devices) for (sa, na) in devices
+    )
+    position = {g.id: i for i, g in enumerate(gpus)}
+    nvlink = frozenset(
+        (min(position[link.gpu_a], position[link.gpu_b]), max(position[link.gpu_a], position[link.gpu_b]))
+        for link in node.nvlinks
+        if link.gpu_a in position and link.gpu_b in position
+    )
+    shape = NodeShape(
+        gpus=tuple(FreeGpu(model=g.model, numa=g.numa) for g in gpus),
+        nics=tuple(FreeNic(numa=n.numa) for n in nics),
+        distance=distance,
+        nvlink=nvlink,
+        cpu_milli=cpu,
+        memory_mib=mem,
+        labels=tuple(sorted((k, v) for k, v in node.labels.items() if k in selected_label_keys)),
+        fully_free=not node.allocations,
+    )
+    concrete = ConcreteNode(
+        name=node.name,
+        gpu_ids=tuple(g.id for g in gpus),
+        nic_names=tuple(n.name for n in nics),
+        gpu_numa=tuple(g.numa for g in gpus),
+        nic_numa=tuple(n.numa for n in nics),
+    )
+    return shape, concrete
+
+
+def normalise(request: SolveRequest) -> Normalised:
+    """Group schedulable nodes into classes and the batch's members into kinds."""
+    selected = frozenset(k for job in request.jobs for r in job.roles for k in r.member.node_selector)
+    by_shape: dict[NodeShape, list[ConcreteNode]] = defaultdict(list)
+    candidates = 0
+    for node in sorted(request.inventory.nodes, key=lambda n: n.name):
+        if not node.schedulable:
+            continue
+        shape, concrete = node_shape(node, selected)
+        by_shape[shape].append(concrete)
+        candidates += 1
+    # Class order is deterministic: by the first node's name.
+    classes = tuple(
+        NodeClass(index=i, shape=shape, nodes=tuple(nodes))
+        for i, (shape, nodes) in enumerate(sorted(by_shape.items(), key=lambda kv: kv[1][0].name))
+    )
+    # Members of different jobs with equal shapes are interchangeable inside a node.
+    shape_index: dict[str, int] = {}
+    shapes: list[MemberShape] = []
+    roles = []
+    for j, job in enumerate(request.jobs):
+        for r, role in enumerate(job.roles):
+            key = role.member.model_dump_json()
+            if key not in shape_index:
+                shape_index[key] = len(shapes)
+                shapes.append(role.member)
+            roles.append(RoleRef(job_index=j, role_index=r, role=role, shape=shape_index[key]))
+    return Normalised(
+        request=request,
+        classes=classes,
+        roles=tuple(roles),
+        shapes=tuple(shapes),
+        candidate_nodes=candidates,
+    )

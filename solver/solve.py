@@ -1,0 +1,202 @@
+"""The pipeline of one Solve: validate → normalise → compile → CP-SAT → decode → verify → explain.
+
+Each stage is a function over immutable values and can be called alone; this module only chains
+them, keeps time, and runs the lexicographic objective: one CP-SAT search per tier, each tier's
+value then held as a constraint while the next is optimised, each search hinted with the last answer.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from solver.compile import Compiled, Tier, compile_model
+from solver.decode import cluster_metrics, decode
+from solver.errors import InvalidRequest, VerificationFailed
+from solver.explain import explain
+from solver.model import (
+    ModelSize,
+    Policy,
+    SolveRequest,
+    SolveResult,
+    SolveStatus,
+    StageTiming,
+    TierValue,
+)
+from solver.normalise import Normalised, normalise
+from solver.validate import validate
+from solver.verify import verify
+
+# Time kept back from the caller's deadline for decode, verify, explain and the reply.
+DEADLINE_MARGIN_S = 0.05
+# In deterministic mode the limit is CP-SAT's deterministic time (work units, not seconds), so the
+# answer does not depend on the machine's load. Roughly one unit per second on this hardware.
+DETERMINISTIC_UNITS_PER_SECOND = 1.0
+
+
+class Stopwatch:
+    """Stage timings in milliseconds, in the order the stages ran."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.stages: list[StageTiming] = []
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stages.append(StageTiming(stage=name, ms=(time.perf_counter() - t0) * 1000))
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+
+@dataclass(frozen=True)
+class TierOutcome:
+    value: TierValue
+    solution: dict[str, int] | None  # values of every variable, by name
+
+
+def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+    """Place ``request.jobs`` on ``request.inventory``; verified, explained, timed.
+
+    ``deadline_s`` is the time the caller still waits (e.g. a gRPC deadline): the search stops in
+    time to answer before it, whatever the policy's time limit says.
+    Raises ``InvalidRequest`` for bad input and ``VerificationFailed`` if the answer is wrong.
+    """
+    clock = Stopwatch()
+    with clock.stage("validate"):
+        problems = validate(request)
+    if problems:
+        raise InvalidRequest(problems)
+
+    with clock.stage("normalise"):
+        problem = normalise(request)
+    with clock.stage("compile"):
+        compiled = compile_model(problem, request.policy)
+
+    budget = request.policy.time_limit_s
+    if deadline_s is not None:
+        budget = min(budget, deadline_s - DEADLINE_MARGIN_S)
+    budget = max(0.01, budget - clock.elapsed())
+
+    with clock.stage("solve"):
+        outcomes = solve_lexicographic(compiled, request.policy, budget)
+    values = [o.value for o in outcomes]
+    solution = next((o.solution for o in reversed(outcomes) if o.solution is not None), None)
+    status = overall_status(outcomes)
+
+    with clock.stage("decode"):
+        jobs = decode(problem, compiled, solution)
+    with clock.stage("explain"):
+        jobs = explain(problem, compiled, jobs, timed_out=status == SolveStatus.UNKNOWN)
+    metrics = cluster_metrics(request, jobs)
+    result = SolveResult(
+        request_id=request.request_id,
+        status=status,
+        jobs=jobs,
+        objectives=tuple(values),
+        gap=max((relative_gap(v) for v in values), default=0.0),
+        model_size=model_size(problem, compiled),
+        metrics=metrics,
+    )
+    with clock.stage("verify"):
+        violations = verify(request, result)
+    if violations:
+        raise VerificationFailed(violations)
+    return result.model_copy(update={"timings": tuple(clock.stages)})
+
+
+def solve_lexicographic(compiled: Compiled, policy: Policy, budget_s: float) -> list[TierOutcome]:
+    """Optimise each tier in turn, holding the tiers above at the values reached."""
+    outcomes: list[TierOutcome] = []
+    model = compiled.model
+    deadline = time.perf_counter() + budget_s
+    hint: dict[str, int] | None = None
+    for i, tier in enumerate(compiled.tiers):
+        remaining = deadline - time.perf_counter()
+        tiers_left = len(compiled.tiers) - i
+        # Higher tiers matter more: the first gets half of what is left, the last all of it.
+        share = remaining if tiers_left == 1 else remaining / 2
+        model.maximize(tier.expr)
+        apply_hint(model, hint)
+        outcome = run_tier(model, tier, policy, max(0.01, share))
+        outcomes.append(outcome)
+        if outcome.solution is None:
+            break
+        hint = outcome.solution
+        model.add(tier.expr >= round(outcome.value.value))
+    return outcomes
+
+
+def apply_hint(model: cp_model.CpModel, hint: dict[str, int] | None) -> None:
+    model.clear_hints()
+    if not hint:
+        return
+    for var in _variables(model):
+        if var.name in hint:
+            model.add_hint(var, hint[var.name])
+
+
+def _variables(model: cp_model.CpModel) -> list[cp_model.IntVar]:
+    return [model.get_int_var_from_proto_index(i) for i in range(len(model.proto.variables))]
+
+
+def run_tier(model: cp_model.CpModel, tier: Tier, policy: Policy, seconds: float) -> TierOutcome:
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    params.random_seed = policy.seed
+    params.max_time_in_seconds = seconds
+    if policy.deterministic:
+        # interleave_search makes the run independent of thread timing; the deterministic time
+        # limit makes it independent of how loaded the machine is. Wall time stays as a safety net.
+        params.num_workers = policy.workers or 2
+        params.interleave_search = True
+        params.max_deterministic_time = seconds * DETERMINISTIC_UNITS_PER_SECOND
+    else:
+        params.num_workers = policy.workers or max(1, os.cpu_count() or 1)
+    code = solver.solve(model)
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return TierOutcome(TierValue(tier=tier.tier, value=0.0, bound=float(tier.upper), optimal=False), None)
+    solution = {var.name: solver.value(var) for var in _variables(model)}
+    return TierOutcome(
+        TierValue(
+            tier=tier.tier,
+            value=float(solver.objective_value),
+            bound=float(solver.best_objective_bound),
+            optimal=code == cp_model.OPTIMAL,
+        ),
+        solution,
+    )
+
+
+def overall_status(outcomes: list[TierOutcome]) -> SolveStatus:
+    if not outcomes:
+        return SolveStatus.OPTIMAL  # nothing to optimise: an empty batch
+    if outcomes[0].solution is None:
+        return SolveStatus.UNKNOWN
+    if all(o.value.optimal for o in outcomes) and all(o.solution is not None for o in outcomes):
+        return SolveStatus.OPTIMAL
+    return SolveStatus.FEASIBLE
+
+
+def relative_gap(v: TierValue) -> float:
+    return abs(v.bound - v.value) / max(1.0, abs(v.bound))
+
+
+def model_size(problem: Normalised, compiled: Compiled) -> ModelSize:
+    proto = compiled.model.proto
+    return ModelSize(
+        variables=len(proto.variables),
+        constraints=len(proto.constraints),
+        node_classes=len(problem.classes),
+        configurations=sum(len(c) for c in compiled.configs.values()),
+        candidate_nodes=problem.candidate_nodes,
+    )
