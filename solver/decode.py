@@ -132,12 +132,13 @@ def is_aligned(shape: NodeShape, member: MemberShape, gpus: Sequence[int], nics:
 
 
 def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> ClusterMetrics:
-    """GPU counts before and after the plan, over every node of the inventory."""
-    nodes = request.inventory.nodes
+    """GPU counts before and after the plan, over the schedulable nodes (cordoned nodes are not
+    capacity). A node is fully free when none of its GPUs is allocated."""
+    nodes = [n for n in request.inventory.nodes if n.schedulable]
     used_before = sum(len({g for a in n.allocations for g in a.gpus}) for n in nodes)
     placed = sum(len(m.gpus) for j in jobs for m in j.members)
     touched = {m.node for j in jobs for m in j.members}
-    free_before = [n for n in nodes if n.schedulable and not any(a.gpus for a in n.allocations)]
+    free_before = [n for n in nodes if not any(a.gpus for a in n.allocations)]
     return ClusterMetrics(
         gpus_total=sum(len(n.gpus) for n in nodes),
         gpus_used_before=used_before,

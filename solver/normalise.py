@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import lru_cache
 
 from solver.model import (
     Distance,
     MemberShape,
     NicMode,
     Node,
+    PcieSwitch,
     Requirement,
     Role,
     SolveRequest,
@@ -172,13 +174,24 @@ def _canonical_order(node: Node, gpus: list, nics: list) -> tuple[list, list]:
     return out_g, out_n
 
 
+@lru_cache(maxsize=8192)
+def distance_matrix(
+    switches: tuple[PcieSwitch, ...], devices: tuple[tuple[str, int | None], ...]
+) -> tuple[tuple[int, ...], ...]:
+    """PCIe distance between every pair of ``devices`` (leaf switch, NUMA) of a node built from
+    ``switches``. Cached: a cluster has a handful of server types and free-device patterns, so this
+    is computed a handful of times, not once per node."""
+    tree_only = Node(name="distance", pcie_switches=switches)
+    return tuple(
+        tuple(int(pcie_distance(tree_only, sa, sb, na, nb)) for (sb, nb) in devices) for (sa, na) in devices
+    )
+
+
 def node_shape(node: Node, selected_label_keys: frozenset[str]) -> tuple[NodeShape, ConcreteNode]:
     gpus, nics, cpu, mem = free_devices(node)
     gpus, nics = _canonical_order(node, gpus, nics)
-    devices = [(g.pcie_switch, g.numa) for g in gpus] + [(n.pcie_switch, n.numa) for n in nics]
-    distance = tuple(
-        tuple(int(pcie_distance(node, sa, sb, na, nb)) for (sb, nb) in devices) for (sa, na) in devices
-    )
+    devices = tuple((g.pcie_switch, g.numa) for g in gpus) + tuple((n.pcie_switch, n.numa) for n in nics)
+    distance = distance_matrix(node.pcie_switches, devices)
     position = {g.id: i for i, g in enumerate(gpus)}
     nvlink = frozenset(
         (min(position[link.gpu_a], position[link.gpu_b]), max(position[link.gpu_a], position[link.gpu_b]))

@@ -1,0 +1,185 @@
+"""``topoplace``: the command line. Thin: every command parses its arguments, calls the library and
+prints; nothing here decides anything about a placement.
+
+Exit codes: 0 success, 1 a verified "no" (``verify`` found violations), 2 bad input (every problem
+printed to stderr with its path), 3 an internal error (a placement the verifier refused, a failed
+remote call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from solver.errors import InvalidRequest, Problem, VerificationFailed
+from solver.model import JobResult, SolveRequest, SolveResult, SolveStatus
+
+EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except InvalidRequest as err:
+        for problem in err.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except VerificationFailed as err:
+        print(f"internal error: {err}", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="topoplace", description="Topology-aware batch placement of GPU gang jobs."
+    )
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    solve = commands.add_parser("solve", help="place a batch: REQUEST.json|yaml → result")
+    solve.add_argument("request", type=Path, help="a topoplace.v1.SolveRequest as JSON or YAML")
+    solve.add_argument("--server", metavar="HOST:PORT", help="solve on a running topoplace server")
+    solve.add_argument("--format", choices=("json", "table"), default="json")
+    solve.add_argument("--time-limit", type=float, metavar="S", help="override policy.time_limit_s")
+    solve.add_argument("--output", "-o", type=Path, help="also write the JSON result here")
+    solve.set_defaults(run=run_solve)
+
+    verify = commands.add_parser("verify", help="check a result against its request")
+    verify.add_argument("request", type=Path)
+    verify.add_argument("result", type=Path)
+    verify.set_defaults(run=run_verify)
+
+    serve = commands.add_parser("serve", help="run the gRPC placement service")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=50051)
+    serve.set_defaults(run=run_serve)
+
+    ingest = commands.add_parser("ingest", help="turn inventory a site already has into topoplace JSON")
+    sources = ingest.add_subparsers(required=True, metavar="SOURCE")
+    smi = sources.add_parser("nvidia-smi", help="one node from `nvidia-smi topo -m` output")
+    smi.add_argument("topo", type=Path, help="the text nvidia-smi topo -m printed")
+    smi.add_argument("--node", required=True, help="the node's name")
+    smi.add_argument("--gpu-model", default="", help="e.g. H100-SXM5-80GB")
+    smi.add_argument("--gpu-memory-mib", type=int, default=0)
+    smi.set_defaults(run=run_ingest_nvidia_smi)
+    return parser
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def run_solve(args: argparse.Namespace) -> int:
+    from solver.ingest.files import dump_result_json, load_request
+
+    request = load_request(args.request)
+    if args.time_limit is not None:
+        policy = request.policy.model_copy(update={"time_limit_s": args.time_limit})
+        request = request.model_copy(update={"policy": policy})
+    if args.server:
+        from solver.service.client import RemoteError, solve_remote
+
+        try:
+            result = solve_remote(args.server, request)
+        except RemoteError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_INTERNAL
+    else:
+        from solver.solve import solve
+
+        result = solve(request)
+    text = dump_result_json(result)
+    if args.output:
+        args.output.write_text(text + "\n")
+    print(render_table(request, result) if args.format == "table" else text)
+    return EXIT_OK
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    from solver.ingest.files import load_request, load_result
+    from solver.verify import verify
+
+    violations = verify(load_request(args.request), load_result(args.result))
+    for violation in violations:
+        print(f"violation: {violation}", file=sys.stderr)
+    if violations:
+        return EXIT_VIOLATIONS
+    print("ok: the result is a valid placement for the request")
+    return EXIT_OK
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from solver.service.server import run_forever
+
+    run_forever(args.host, args.port)
+    return EXIT_OK
+
+
+def run_ingest_nvidia_smi(args: argparse.Namespace) -> int:
+    from solver.ingest.nvidia_smi import parse_topology
+    from solver.wire import node_to_json
+
+    try:
+        text = args.topo.read_text()
+    except OSError as err:
+        problem = Problem(path=str(args.topo), message=f"cannot read the file: {err.strerror}")
+        raise InvalidRequest([problem]) from err
+    node = parse_topology(text, node=args.node, gpu_model=args.gpu_model, source=str(args.topo))
+    if args.gpu_memory_mib:
+        gpus = tuple(g.model_copy(update={"memory_mib": args.gpu_memory_mib}) for g in node.gpus)
+        node = node.model_copy(update={"gpus": gpus})
+    print(node_to_json(node))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def render_table(request: SolveRequest, result: SolveResult) -> str:
+    """A person's view of a result: one row per member, unplaced jobs with their reason."""
+    rows = [("JOB", "MEMBER", "NODE", "GPUS", "NICS", "NUMA", "ALIGNED")]
+    for job in result.jobs:
+        rows.extend(_job_rows(job))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    placed = sum(j.placed for j in result.jobs)
+    m = result.metrics
+    lines.append("")
+    lines.append(
+        f"{placed}/{len(result.jobs)} jobs placed · status {SolveStatus(result.status).name} · "
+        f"gap {result.gap:.2%} · GPUs used {m.gpus_used_before} → {m.gpus_used_after} of {m.gpus_total} · "
+        f"whole free nodes {m.nodes_fully_free_before} → {m.nodes_fully_free_after}"
+    )
+    lines.append(
+        "objective: " + ", ".join(f"{v.tier.name} {v.value:g} (bound {v.bound:g})" for v in result.objectives)
+    )
+    lines.append("ms: " + ", ".join(f"{t.stage} {t.ms:.1f}" for t in result.timings))
+    for job in result.jobs:
+        if not job.placed and job.reason is not None:
+            lines.append(f"{job.job_id}: not placed ({job.reason.code.name}): {job.reason.message}")
+            if job.reason.relaxation:
+                lines.append(f"    would place it: {job.reason.relaxation}")
+    return "\n".join(lines)
+
+
+def _job_rows(job: JobResult) -> list[tuple[str, ...]]:
+    if not job.placed:
+        return [(job.job_id, "-", "(not placed)", "", "", "", "")]
+    return [
+        (
+            job.job_id,
+            f"{m.role}/{m.index}",
+            m.node,
+            ",".join(m.gpus) or "-",
+            ",".join(m.nics) or "-",
+            "-" if m.numa is None else str(m.numa),
+            "yes" if m.aligned else "no",
+        )
+        for m in job.members
+    ]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,244 @@
+"""Small inventories and jobs for the solver's tests, and a brute-force oracle.
+
+The oracle enumerates every way to give each member a node, GPUs and NICs, checks the rules with
+plain permutations (nothing shared with the model builder or the verifier), and returns the best
+priority-weighted placed work. It is exponential: keep instances to a few nodes and members.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import combinations, permutations
+
+from solver.model import (
+    Alignment,
+    Allocation,
+    Distance,
+    Gpu,
+    Inventory,
+    Job,
+    MemberShape,
+    Nic,
+    NicMode,
+    NicRequest,
+    Node,
+    NumaNode,
+    NvLink,
+    PcieSwitch,
+    Policy,
+    Requirement,
+    Role,
+    SolveRequest,
+    SwitchKind,
+)
+
+
+def server(
+    name: str,
+    *,
+    switches: int = 2,
+    gpus_per_switch: int = 2,
+    nics_per_switch: int = 1,
+    nic_shift: int = 1,
+    nvlink: str = "all",
+    used_gpus: Sequence[int] = (),
+    used_nics: Sequence[int] = (),
+    cpu_milli: int = 0,
+    memory_mib: int = 0,
+    labels: dict[str, str] | None = None,
+    model: str = "H100",
+) -> Node:
+    """A server with ``switches`` PCIe switches (two per NUMA node, under one host bridge each),
+    each holding GPUs and NICs. NIC names are rotated by ``nic_shift`` so GPU k is *not* next to
+    NIC k, as on real servers. ``nvlink``: "all", "pairs" (0-1, 2-3, ...) or "none"."""
+    numa_of = [s * 2 // max(switches, 1) for s in range(switches)]
+    pcie = [PcieSwitch(id=f"hb{n}", kind=SwitchKind.HOST_BRIDGE, numa=n) for n in sorted(set(numa_of))]
+    pcie += [PcieSwitch(id=f"sw{s}", parent=f"hb{numa_of[s]}", numa=numa_of[s]) for s in range(switches)]
+    gpus = [
+        Gpu(
+            id=f"GPU{s * gpus_per_switch + k}",
+            index=s * gpus_per_switch + k,
+            model=model,
+            numa=numa_of[s],
+            pcie_switch=f"sw{s}",
+            memory_mib=81920,
+        )
+        for s in range(switches)
+        for k in range(gpus_per_switch)
+    ]
+    total_nics = switches * nics_per_switch
+    nics = sorted(
+        (
+            Nic(
+                name=f"mlx5_{(s * nics_per_switch + k + nic_shift) % total_nics}",
+                numa=numa_of[s],
+                pcie_switch=f"sw{s}",
+                bandwidth_gbps=400,
+            )
+            for s in range(switches)
+            for k in range(nics_per_switch)
+        ),
+        key=lambda n: int(n.name.split("_")[1]),
+    )
+    if nvlink == "all":
+        pairs = list(combinations(range(len(gpus)), 2))
+    elif nvlink == "pairs":
+        pairs = [(i, i + 1) for i in range(0, len(gpus) - 1, 2)]
+    else:
+        pairs = []
+    allocations = ()
+    if used_gpus or used_nics:
+        allocations = (
+            Allocation(
+                owner="running",
+                gpus=tuple(f"GPU{i}" for i in used_gpus),
+                nics=tuple(f"mlx5_{i}" for i in used_nics),
+            ),
+        )
+    return Node(
+        name=name,
+        labels=labels or {},
+        cpu_milli=cpu_milli,
+        memory_mib=memory_mib,
+        numa_nodes=tuple(NumaNode(id=n) for n in sorted(set(numa_of))),
+        gpus=tuple(gpus),
+        nics=tuple(nics),
+        pcie_switches=tuple(pcie),
+        nvlinks=tuple(NvLink(gpu_a=f"GPU{a}", gpu_b=f"GPU{b}", links=4) for a, b in pairs),
+        allocations=allocations,
+    )
+
+
+def job(
+    job_id: str,
+    gpus: int,
+    members: int = 1,
+    *,
+    minimum: int | None = None,
+    priority: int = 0,
+    nics: NicMode = NicMode.NONE,
+    nic_count: int = 0,
+    align: Requirement = Requirement.NONE,
+    distance: Distance = Distance.PIX,
+    numa: Requirement = Requirement.NONE,
+    nvlink: Requirement = Requirement.NONE,
+    cpu_milli: int = 0,
+    selector: dict[str, str] | None = None,
+) -> Job:
+    shape = MemberShape(
+        gpus=gpus,
+        nics=NicRequest(mode=nics, count=nic_count),
+        alignment=Alignment(mode=align, distance=distance),
+        numa=numa,
+        nvlink=nvlink,
+        cpu_milli=cpu_milli,
+        node_selector=selector or {},
+    )
+    return Job(
+        id=job_id,
+        priority=priority,
+        roles=(Role(name="worker", replicas=members, min_replicas=minimum, member=shape),),
+    )
+
+
+def request(nodes: Sequence[Node], jobs: Sequence[Job], **policy: object) -> SolveRequest:
+    return SolveRequest(
+        inventory=Inventory(nodes=tuple(nodes)),
+        jobs=tuple(jobs),
+        policy=Policy(time_limit_s=10, **policy),
+    )
+
+
+# --------------------------------------------------------------------------- brute force
+
+
+def _distance(node: Node, a: tuple[str, int | None], b: tuple[str, int | None]) -> int:
+    """PCIe distance written out for the two-level trees ``server`` builds (switch → host bridge)."""
+    parents = {s.id: s.parent for s in node.pcie_switches}
+    if a[0] == b[0]:
+        return int(Distance.PIX)
+    if parents.get(a[0]) and parents.get(a[0]) == parents.get(b[0]):
+        return int(Distance.PHB)
+    if a[1] is not None and a[1] == b[1]:
+        return int(Distance.NODE)
+    return int(Distance.SYS)
+
+
+def member_options(node: Node, shape: MemberShape) -> Iterator[tuple[frozenset[str], frozenset[str]]]:
+    """Every (GPU set, NIC set) of ``node`` one member of ``shape`` could take, rules checked."""
+    taken = {d for a in node.allocations for d in (*a.gpus, *a.nics)}
+    gpus = [g for g in node.gpus if g.id not in taken and g.healthy]
+    nics = [n for n in node.nics if n.name not in taken and n.healthy and n.rdma]
+    if any(node.labels.get(k) != v for k, v in shape.node_selector.items()):
+        return
+    links = {frozenset((link.gpu_a, link.gpu_b)) for link in node.nvlinks}
+    want = {NicMode.PER_GPU: shape.gpus, NicMode.PER_MEMBER: shape.nics.count}.get(shape.nics.mode, 0)
+    limit = int(shape.alignment.distance or Distance.PIX)
+    for gs in combinations(gpus, shape.gpus):
+        if shape.nvlink == Requirement.REQUIRED and any(
+            frozenset((a.id, b.id)) not in links for a, b in combinations(gs, 2)
+        ):
+            continue
+        for ns in combinations(nics, want):
+            numas = {d.numa for d in (*gs, *ns)}
+            if shape.numa == Requirement.REQUIRED and (len(numas) != 1 or None in numas):
+                continue
+            if shape.alignment.mode == Requirement.REQUIRED and want and gs:
+                where_g = [(g.pcie_switch, g.numa) for g in gs]
+                where_n = [(n.pcie_switch, n.numa) for n in ns]
+                if shape.nics.mode == NicMode.PER_GPU:
+                    ok = any(
+                        all(_distance(node, where_g[i], where_n[p[i]]) <= limit for i in range(len(gs)))
+                        for p in permutations(range(len(ns)))
+                    )
+                else:
+                    ok = all(any(_distance(node, g, n) <= limit for g in where_g) for n in where_n)
+                if not ok:
+                    continue
+            yield frozenset(g.id for g in gs), frozenset(n.name for n in ns)
+
+
+def best_placed_work(req: SolveRequest) -> int:
+    """The optimum of the PLACED_WORK tier, by exhaustive search over every member's options."""
+    nodes = req.inventory.nodes
+    cpu_free = {
+        n.name: (n.cpu_milli - sum(a.cpu_milli for a in n.allocations)) if n.cpu_milli else None
+        for n in nodes
+    }
+    options = {
+        id(role): [(n.name, g, c) for n in nodes for g, c in member_options(n, role.member)]
+        for j in req.jobs
+        for role in j.roles
+    }
+    best = 0
+
+    def place_job(j: int, used: frozenset[tuple[str, str]], cpu: dict, score: int) -> None:
+        nonlocal best
+        if j == len(req.jobs):
+            best = max(best, score)
+            return
+        place_job(j + 1, used, cpu, score)  # the job left out
+        members = [(role, i) for role in req.jobs[j].roles for i in range(role.replicas)]
+        weight = req.jobs[j].priority + 1
+
+        def place_member(m: int, used: frozenset, cpu: dict, gained: int) -> None:
+            if m == len(members):
+                place_job(j + 1, used, cpu, score + gained)
+                return
+            role, _ = members[m]
+            for node, gs, ns in options[id(role)]:
+                devices = {(node, d) for d in gs | ns}
+                if devices & used:
+                    continue
+                need = role.member.cpu_milli
+                if cpu[node] is not None and need > cpu[node]:
+                    continue
+                new_cpu = dict(cpu)
+                if new_cpu[node] is not None:
+                    new_cpu[node] -= need
+                place_member(m + 1, used | devices, new_cpu, gained + weight * max(role.member.gpus, 1))
+
+        place_member(0, used, cpu, 0)
+
+    place_job(0, frozenset(), cpu_free, 0)
+    return best

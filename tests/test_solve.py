@@ -1,0 +1,273 @@
+"""The solver, rule by rule on small cases whose optimum is known, then on random ones (hypothesis)
+against a brute-force oracle. ``solve`` runs the independent verifier on every answer and raises if
+it refuses one, so every test here also checks that the answer is a valid placement."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from solver.model import Distance, NicMode, ObjectiveTier, Packing, ReasonCode, Requirement, SolveStatus
+from solver.solve import solve
+from solver.validate import validate
+from tests.solver_cases import best_placed_work, job, request, server
+
+
+def placed_ids(result) -> set[str]:
+    return {j.job_id for j in result.jobs if j.placed}
+
+
+def members_of(result, job_id: str):
+    return next(j for j in result.jobs if j.job_id == job_id).members
+
+
+def tier_value(result, tier: ObjectiveTier) -> float:
+    return next(v.value for v in result.objectives if v.tier == tier)
+
+
+# --------------------------------------------------------------------------- one rule at a time
+
+
+def test_required_alignment_picks_the_nics_on_the_gpus_switch_not_the_same_index() -> None:
+    node = server("n1", switches=4, gpus_per_switch=2, nics_per_switch=2, nic_shift=2)
+    result = solve(request([node], [job("a", 2, nics=NicMode.PER_GPU, align=Requirement.REQUIRED)]))
+    (member,) = members_of(result, "a")
+    by_switch = {g.id: g.pcie_switch for g in node.gpus} | {n.name: n.pcie_switch for n in node.nics}
+    assert {by_switch[d] for d in member.gpus} == {by_switch[d] for d in member.nics}
+    assert member.aligned
+    assert member.gpus != ("GPU0", "GPU1") or member.nics != ("mlx5_0", "mlx5_1")
+
+
+def test_required_alignment_leaves_the_job_out_when_no_switch_has_a_free_nic() -> None:
+    # The free GPUs' switch has its NIC taken: the only free NIC is a PHB away.
+    node = server(
+        "n1", switches=2, gpus_per_switch=2, nics_per_switch=1, nic_shift=0, used_gpus=(2, 3), used_nics=(0,)
+    )
+    result = solve(request([node], [job("a", 1, nics=NicMode.PER_GPU, align=Requirement.REQUIRED)]))
+    assert placed_ids(result) == set()
+    reason = result.jobs[0].reason
+    assert reason.code == ReasonCode.NO_NODE_FITS
+    assert "PREFERRED" in reason.relaxation
+
+
+def test_required_alignment_at_a_looser_distance_accepts_a_farther_nic() -> None:
+    node = server("n1", switches=2, gpus_per_switch=2, nics_per_switch=1, nic_shift=0, used_nics=(0,))
+    result = solve(
+        request(
+            [node], [job("a", 1, nics=NicMode.PER_GPU, align=Requirement.REQUIRED, distance=Distance.PHB)]
+        )
+    )
+    assert placed_ids(result) == {"a"}
+
+
+def test_preferred_alignment_is_met_when_possible_and_reported_truthfully_when_not() -> None:
+    # Free: GPU1 on sw0; GPU2, GPU3 on sw1; both free NICs on sw0. One member can be aligned.
+    node = server(
+        "n1", switches=2, gpus_per_switch=2, nics_per_switch=2, nic_shift=0, used_gpus=(0,), used_nics=(2, 3)
+    )
+    jobs = [job(x, 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED) for x in "ab"]
+    result = solve(request([node], jobs))
+    assert placed_ids(result) == {"a", "b"}
+    members = sorted((m for j in result.jobs for m in j.members), key=lambda m: m.aligned)
+    assert [m.aligned for m in members] == [False, True]
+    assert members[1].gpus == ("GPU1",)
+    assert tier_value(result, ObjectiveTier.TOPOLOGY) == 1
+
+
+def test_gang_is_all_or_nothing() -> None:
+    nodes = [server(f"n{i}") for i in range(2)]
+    result = solve(request(nodes, [job("big", 4, members=3)]))
+    assert placed_ids(result) == set()
+    assert result.jobs[0].reason.code == ReasonCode.INSUFFICIENT_CAPACITY
+    assert "lower min_replicas of worker to 2" in result.jobs[0].reason.relaxation
+
+
+def test_gang_minimum_places_part_of_an_elastic_job() -> None:
+    nodes = [server(f"n{i}") for i in range(2)]
+    result = solve(request(nodes, [job("elastic", 4, members=3, minimum=2)]))
+    assert len(members_of(result, "elastic")) == 2
+    assert {m.index for m in members_of(result, "elastic")} == {0, 1}
+
+
+def test_priority_decides_who_gets_the_only_node() -> None:
+    nodes = [server("n1")]
+    result = solve(request(nodes, [job("low", 4), job("high", 4, priority=5)]))
+    assert placed_ids(result) == {"high"}
+    low = next(j for j in result.jobs if j.job_id == "low")
+    assert low.reason.code == ReasonCode.OUTPRIORITISED
+
+
+def test_more_gpus_beat_fewer_at_equal_priority() -> None:
+    nodes = [server("n1")]  # 4 GPUs
+    result = solve(request(nodes, [job("three", 3), job("two-pair", 2, members=2)]))
+    assert placed_ids(result) == {"two-pair"}
+
+
+def test_numa_required_keeps_a_member_on_one_numa_node() -> None:
+    # Two free GPUs per NUMA node; a 3-GPU member cannot be NUMA-local, a 2-GPU one must be.
+    node = server("n1", switches=2, gpus_per_switch=2)
+    result = solve(
+        request(
+            [node], [job("three", 3, numa=Requirement.REQUIRED), job("two", 2, numa=Requirement.REQUIRED)]
+        )
+    )
+    assert placed_ids(result) == {"two"}
+    (member,) = members_of(result, "two")
+    assert member.numa is not None
+    gpu_numa = {g.id: g.numa for g in node.gpus}
+    assert {gpu_numa[g] for g in member.gpus} == {member.numa}
+
+
+def test_nvlink_required_takes_a_linked_pair() -> None:
+    node = server("n1", switches=2, gpus_per_switch=2, nvlink="pairs", used_gpus=(0, 3))
+    # Free: GPU1 (linked to GPU0) and GPU2 (linked to GPU3): no free linked pair.
+    result = solve(request([node], [job("nv", 2, nvlink=Requirement.REQUIRED)]))
+    assert placed_ids(result) == set()
+    node = server("n1", switches=2, gpus_per_switch=2, nvlink="pairs", used_gpus=(0,))
+    result = solve(request([node], [job("nv", 2, nvlink=Requirement.REQUIRED)]))
+    assert set(members_of(result, "nv")[0].gpus) == {"GPU2", "GPU3"}
+
+
+def test_binpack_fills_the_partly_used_node_and_spread_takes_the_empty_one() -> None:
+    nodes = [server("busy", used_gpus=(0, 1, 2)), server("empty")]
+    packed = solve(request(nodes, [job("one", 1)]))
+    assert members_of(packed, "one")[0].node == "busy"
+    spread = solve(request(nodes, [job("one", 1)], packing=Packing.SPREAD))
+    assert members_of(spread, "one")[0].node == "empty"
+    assert packed.metrics.nodes_fully_free_after == 1
+
+
+def test_existing_allocations_and_unhealthy_devices_are_never_handed_out() -> None:
+    node = server("n1", used_gpus=(0, 1))
+    unhealthy = node.model_copy(
+        update={"gpus": tuple(g.model_copy(update={"healthy": g.id != "GPU2"}) for g in node.gpus)}
+    )
+    result = solve(request([unhealthy], [job("a", 1, members=2, minimum=1)]))
+    assert [m.gpus for m in members_of(result, "a")] == [("GPU3",)]
+
+
+def test_cpu_caps_how_many_members_share_a_node() -> None:
+    node = server("n1", cpu_milli=10_000)
+    result = solve(request([node], [job("a", 1, members=4, minimum=1, cpu_milli=4_000)]))
+    assert len(members_of(result, "a")) == 2
+
+
+def test_node_selector_and_unschedulable_nodes() -> None:
+    nodes = [
+        server("plain"),
+        server("tagged", labels={"pool": "infer"}),
+        server("cordoned", labels={"pool": "infer"}).model_copy(update={"schedulable": False}),
+    ]
+    result = solve(request(nodes, [job("a", 1, selector={"pool": "infer"})]))
+    assert members_of(result, "a")[0].node == "tagged"
+
+
+def test_per_member_nics_within_distance() -> None:
+    node = server("n1", switches=2, gpus_per_switch=2, nics_per_switch=2, nic_shift=0)
+    result = solve(
+        request(
+            [node],
+            [
+                job(
+                    "a",
+                    2,
+                    nics=NicMode.PER_MEMBER,
+                    nic_count=1,
+                    align=Requirement.REQUIRED,
+                    numa=Requirement.REQUIRED,
+                )
+            ],
+        )
+    )
+    (member,) = members_of(result, "a")
+    assert len(member.nics) == 1 and member.aligned
+
+
+def test_empty_batch_and_empty_cluster() -> None:
+    assert solve(request([server("n1")], [])).status == SolveStatus.OPTIMAL
+    result = solve(request([], [job("a", 1)]))
+    assert result.jobs[0].reason.code == ReasonCode.NO_NODE_FITS
+
+
+def test_same_request_same_seed_same_placement() -> None:
+    nodes = [server(f"n{i}", nics_per_switch=2, used_gpus=(i % 4,)) for i in range(6)]
+    jobs = [
+        job(f"j{i}", 1 + i % 3, members=1 + i % 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)
+        for i in range(6)
+    ]
+    first = solve(request(nodes, jobs, seed=7))
+    second = solve(request(nodes, jobs, seed=7))
+    assert first.jobs == second.jobs
+
+
+def test_result_reports_stages_size_and_status() -> None:
+    result = solve(request([server("n1"), server("n2")], [job("a", 2, members=2)]))
+    assert result.status == SolveStatus.OPTIMAL and result.gap == 0
+    assert [t.stage for t in result.timings] == [
+        "validate",
+        "normalise",
+        "compile",
+        "solve",
+        "decode",
+        "explain",
+        "verify",
+    ]
+    assert result.model_size.node_classes == 1  # two identical nodes: one class
+    assert result.model_size.candidate_nodes == 2
+
+
+# --------------------------------------------------------------------------- random cases
+
+
+@st.composite
+def small_problems(draw: st.DrawFn):
+    nodes = []
+    for i in range(draw(st.integers(1, 2))):
+        switches = draw(st.integers(1, 2))
+        gpus_per_switch = draw(st.integers(1, 2))
+        total = switches * gpus_per_switch
+        used = draw(st.sets(st.integers(0, total - 1), max_size=total))
+        nodes.append(
+            server(
+                f"n{i}",
+                switches=switches,
+                gpus_per_switch=gpus_per_switch,
+                nics_per_switch=draw(st.integers(1, 2)),
+                nic_shift=draw(st.integers(0, 1)),
+                nvlink=draw(st.sampled_from(["all", "pairs", "none"])),
+                used_gpus=sorted(used),
+                cpu_milli=draw(st.sampled_from([0, 8000])),
+            )
+        )
+    jobs = []
+    for j in range(draw(st.integers(1, 3))):
+        nic_mode = draw(st.sampled_from([NicMode.NONE, NicMode.PER_GPU, NicMode.PER_MEMBER]))
+        jobs.append(
+            job(
+                f"j{j}",
+                draw(st.integers(1, 2)),
+                members=draw(st.integers(1, 2)),
+                priority=draw(st.integers(0, 2)),
+                nics=nic_mode,
+                nic_count=draw(st.integers(1, 2)) if nic_mode == NicMode.PER_MEMBER else 0,
+                align=draw(st.sampled_from(list(Requirement)[1:])),
+                distance=draw(st.sampled_from([Distance.PIX, Distance.PHB, Distance.NODE])),
+                numa=draw(st.sampled_from([Requirement.NONE, Requirement.REQUIRED, Requirement.PREFERRED])),
+                nvlink=draw(st.sampled_from([Requirement.NONE, Requirement.REQUIRED])),
+                cpu_milli=draw(st.sampled_from([0, 3000])),
+            )
+        )
+    return request(nodes, jobs)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems())
+def test_random_batches_are_verified_and_optimal_against_brute_force(req) -> None:
+    assume(not validate(req))  # e.g. a member asking more NICs than any node has
+    result = solve(req)  # raises VerificationFailed if the verifier refuses the answer
+    assert result.status == SolveStatus.OPTIMAL
+    assert tier_value(result, ObjectiveTier.PLACED_WORK) == best_placed_work(req)
+    for j in result.jobs:
+        assert j.placed == bool(j.members)
+        if not j.placed:
+            assert j.reason is not None and j.reason.message
