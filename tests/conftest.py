@@ -1,0 +1,13 @@
+"""Shared pytest configuration. Keep it small: builders live in ``tests/builders.py``, fixtures that
+only one test module needs live in that module."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "needs_pipeline: runs the real solver pipeline (solver.solve, solver.validate); never skipped",
+    )
