@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from solver.errors import InvalidRequest, Problem, VerificationFailed
@@ -65,7 +66,19 @@ def build_parser() -> argparse.ArgumentParser:
     smi.add_argument("--gpu-model", default="", help="e.g. H100-SXM5-80GB")
     smi.add_argument("--gpu-memory-mib", type=int, default=0)
     smi.set_defaults(run=run_ingest_nvidia_smi)
+
+    add_plugin_commands(commands)
     return parser
+
+
+def add_plugin_commands(commands: argparse._SubParsersAction) -> None:
+    """Subcommands contributed by adapters (``topoplace slurm``, ``topoplace volcano`` ...).
+
+    They register under the entry-point group ``topoplace.commands`` so that the core never
+    imports an adapter by name: the dependency points from the adapters to the core only.
+    """
+    for entry in sorted(entry_points(group="topoplace.commands"), key=lambda e: e.name):
+        entry.load()(commands)
 
 
 # --------------------------------------------------------------------------- commands

@@ -12,6 +12,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from solver.compile import Compiled
+from solver.compile.locality import NVLINK, locality_rules
+from solver.fabric import Fabric
 from solver.intranode import Slot
 from solver.model import (
     ClusterMetrics,
@@ -19,6 +21,7 @@ from solver.model import (
     MemberPlacement,
     MemberShape,
     NicMode,
+    Requirement,
     SolveRequest,
 )
 from solver.normalise import ConcreteNode, NodeShape, Normalised, alignment_distance, nic_demand
@@ -39,8 +42,58 @@ def decode(problem: Normalised, compiled: Compiled, solution: dict[str, int] | N
             for r, ref in enumerate(problem.roles):
                 if ref.job_index == j:
                     job_members.extend(members[r])
-        results.append(JobResult(job_id=job.id, placed=placed, members=tuple(job_members)))
+        results.append(
+            JobResult(
+                job_id=job.id, placed=placed, members=tuple(job_members), **where(problem, j, job_members)
+            )
+        )
     return tuple(results)
+
+
+def where(problem: Normalised, j: int, members: Sequence[MemberPlacement]) -> dict[str, object]:
+    """The job's footprint for the result: tier reached, leaves, NVLink domains, rails, and whether
+    every PREFERRED locality rule held too."""
+    if not members:
+        return {}
+    nodes = {n.name: n for n in problem.request.inventory.nodes}
+    fabric = Fabric.of(problem.request.inventory)
+    used = [nodes[m.node] for m in members]
+    names = {n.name for n in used}
+    leaves = {n.leaf for n in used if n.leaf}
+    tier = 0 if len(names) == 1 else (fabric.common_tier(n.leaf for n in used) or 0)
+    rails = {
+        nic.rail for m in members for nic in nodes[m.node].nics if nic.name in m.nics and nic.rail is not None
+    }
+    return {
+        "locality_tier": tier,
+        "leaves_spanned": len(leaves),
+        "nvlink_domains_spanned": len({n.nvlink_domain for n in used if n.nvlink_domain}),
+        "rails": tuple(sorted(rails)),
+        "rules_held": preferred_rules_held(problem, j, members, nodes, fabric),
+    }
+
+
+def preferred_rules_held(
+    problem: Normalised, j: int, members: Sequence[MemberPlacement], nodes: dict, fabric: Fabric
+) -> bool:
+    """Did the job's PREFERRED locality rules (those with a tier, and NVLink domains) hold?"""
+    job = problem.request.jobs[j]
+    for rule in locality_rules(problem):
+        if rule.job != j or rule.mode != Requirement.PREFERRED:
+            continue
+        role_names = {problem.roles[r].role.name for r in rule.roles}
+        used = {m.node for m in members if m.role in role_names}
+        if rule.partition == NVLINK:
+            if len({nodes[n].nvlink_domain for n in used}) > 1 or any(
+                not nodes[n].nvlink_domain for n in used
+            ):
+                return False
+        elif rule.highest_tier and len(used) > 1:
+            tier = fabric.common_tier(nodes[n].leaf for n in used)
+            if tier is None or tier > rule.highest_tier:
+                return False
+    del job
+    return True
 
 
 def _class_slots(
@@ -102,8 +155,8 @@ def _placement(
         role=problem.roles[r].role.name,
         index=index,
         node=node.name,
-        gpus=tuple(node.gpu_ids[g] for g in slot.gpus),
-        nics=tuple(node.nic_names[n] for n in slot.nics),
+        gpus=tuple(sorted((node.gpu_ids[g] for g in slot.gpus), key=node.rank.__getitem__)),
+        nics=tuple(sorted((node.nic_names[n] for n in slot.nics), key=node.rank.__getitem__)),
         numa=next(iter(numas)) if len(numas) == 1 and None not in numas else None,
         aligned=is_aligned(shape, member, slot.gpus, slot.nics),
     )

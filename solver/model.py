@@ -78,6 +78,15 @@ class ObjectiveTier(IntEnum):
     STABILITY = 5
 
 
+class Scope(IntEnum):
+    """Where an anti-affinity or exclusivity rule applies."""
+
+    UNSPECIFIED = 0  # treated as NODE
+    GPU = 1
+    PCIE_SWITCH = 2
+    NODE = 3
+
+
 class SolveStatus(IntEnum):
     UNSPECIFIED = 0
     OPTIMAL = 1  # every objective tier proven optimal
@@ -93,6 +102,8 @@ class ReasonCode(IntEnum):
     INSUFFICIENT_CAPACITY = 2  # members fit one by one but the gang does not fit as a whole
     OUTPRIORITISED = 3  # it would fit alone; other jobs used the room
     TIME_LIMIT = 4  # the solver ran out of time before placing it
+    LOCALITY = 5  # capacity exists, but not within the locality the job requires
+    MUTEX = 6  # anti-affinity or exclusivity rules leave no room
 
 
 # --------------------------------------------------------------------------- inventory
@@ -100,7 +111,7 @@ class ReasonCode(IntEnum):
 
 class Gpu(Frozen):
     id: str = Field(min_length=1, description="unique within its node, e.g. GPU0 or a UUID")
-    index: int = Field(ge=0)
+    index: int = Field(default=0, ge=0)
     uuid: str = ""
     model: str = ""
     memory_mib: int = Field(default=0, ge=0)
@@ -120,7 +131,11 @@ class Nic(Frozen):
 
 
 class PcieSwitch(Frozen):
-    """A PCIe switch (or host bridge) inside a node; ``parent`` builds the PCIe tree."""
+    """A PCIe switch (or host bridge) inside a node; ``parent`` builds the PCIe tree.
+
+    A root's ``numa`` decides NODE vs SYS between devices of different trees (``solver.topology``);
+    leave it unset when the matrix shows SYS between two trees of one NUMA node.
+    """
 
     id: str = Field(min_length=1)
     parent: str = ""
@@ -129,7 +144,7 @@ class PcieSwitch(Frozen):
 
 
 class NumaNode(Frozen):
-    id: int = Field(ge=0)
+    id: int = Field(default=0, ge=0)
     cpu_milli: int = Field(default=0, ge=0)
     memory_mib: int = Field(default=0, ge=0)
 
@@ -142,14 +157,25 @@ class NvLink(Frozen):
     links: int = Field(default=1, ge=1)
 
 
+class GpuShare(Frozen):
+    """Part of one GPU: compute in milli-GPU (1000 = the whole GPU) and/or memory."""
+
+    gpu: str = ""  # in an allocation or a placement: which GPU; empty in a request
+    milli: int = Field(default=0, ge=0, le=1000)
+    memory_mib: int = Field(default=0, ge=0)
+
+
 class Allocation(Frozen):
     """Work already running on a node: what it holds stays held."""
 
     owner: str = ""  # job or pod that holds it, for people
-    gpus: tuple[str, ...] = ()
+    gpus: tuple[str, ...] = ()  # whole GPUs
     nics: tuple[str, ...] = ()
     cpu_milli: int = Field(default=0, ge=0)
     memory_mib: int = Field(default=0, ge=0)
+    gpu_shares: tuple[GpuShare, ...] = ()  # parts of GPUs (HAMi-style sharing)
+    mutex: bool = False  # its GPUs take no other work, whole or shared, while it runs
+    labels: dict[str, str] = Field(default_factory=dict)  # of the owner, for anti-affinity
 
 
 class Node(Frozen):
@@ -198,7 +224,10 @@ class MemberShape(Frozen):
     """What one replica of a role asks for, and the topology rules its devices obey."""
 
     gpus: int = Field(default=0, ge=0)
+    gpu_share: GpuShare | None = None  # instead of whole GPUs: a share of one GPU
     gpu_models: tuple[str, ...] = ()  # any of these models; empty = any
+    avoid_gpu_models: tuple[str, ...] = ()
+    mutex: bool = False  # idle GPUs only, and nothing shares them afterwards
     nics: NicRequest = NicRequest()
     alignment: Alignment = Alignment()
     numa: Requirement = Requirement.NONE  # all GPUs and NICs on one NUMA node
@@ -208,11 +237,37 @@ class MemberShape(Frozen):
     node_selector: dict[str, str] = Field(default_factory=dict)
 
 
+class Locality(Frozen):
+    """Network locality of a gang: the lowest common switch of all its nodes at ``highest_tier`` or
+    below (REQUIRED), or as low as possible (PREFERRED). ``highest_tier`` 0 means no limit."""
+
+    mode: Requirement = Requirement.NONE
+    highest_tier: int = Field(default=0, ge=0)
+
+
+class RoleAffinity(Frozen):
+    """Every member of ``role_a`` within ``highest_tier`` of every member of ``role_b`` (e.g. the
+    KV-cache path between prefill and decode)."""
+
+    role_a: str
+    role_b: str
+    mode: Requirement = Requirement.REQUIRED
+    highest_tier: int | None = Field(default=None, ge=0, description="unset = 1")
+
+
+class AntiAffinity(Frozen):
+    """Keep away from running or batch work whose labels include all of ``labels``, at ``scope``."""
+
+    labels: dict[str, str] = Field(default_factory=dict)
+    scope: Scope = Scope.NODE
+
+
 class Role(Frozen):
     name: str = Field(min_length=1)
     replicas: int = Field(ge=1)
     min_replicas: int | None = Field(default=None, ge=1, description="gang minimum; default: replicas")
     member: MemberShape
+    locality: Locality = Locality()
 
     @property
     def minimum(self) -> int:
@@ -224,9 +279,23 @@ class Job(Frozen):
     priority: int = Field(default=0, ge=0, le=1_000_000)
     labels: dict[str, str] = Field(default_factory=dict)
     roles: tuple[Role, ...] = Field(min_length=1)
+    locality: Locality = Locality()
+    nvlink_domain: Requirement = Requirement.NONE  # all nodes in one multi-node NVLink domain
+    rail_aligned: Requirement = Requirement.NONE  # every node uses the same rails
+    role_affinity: tuple[RoleAffinity, ...] = ()
+    anti_affinity: tuple[AntiAffinity, ...] = ()
+    exclusive_nodes: bool = False  # no other job's member on the job's nodes
 
 
 # --------------------------------------------------------------------------- policy
+
+
+class WorkloadShape(Frozen):
+    """A typical request and how often it comes (FGD's workload model)."""
+
+    gpus: int = Field(default=0, ge=0)
+    milli: int = Field(default=0, ge=0, le=1000)  # per GPU, for a share
+    popularity: float = Field(default=1.0, gt=0)
 
 
 DEFAULT_TIERS = (ObjectiveTier.PLACED_WORK, ObjectiveTier.TOPOLOGY, ObjectiveTier.PACKING)
@@ -239,6 +308,9 @@ class Policy(Frozen):
     seed: int = Field(default=0, ge=0)
     deterministic: bool = True
     workers: int = Field(default=0, ge=0, le=64, description="CP-SAT workers; 0 = one per core")
+    node_policy: str = ""  # HAMi-style chain, e.g. "binpack,numa"; see README
+    gpu_policy: str = ""  # e.g. "topology-aware,mutex"
+    workload: tuple[WorkloadShape, ...] = ()  # for the fragmentation tier; empty = from the batch
 
 
 class SolveRequest(Frozen):
@@ -259,6 +331,7 @@ class MemberPlacement(Frozen):
     nics: tuple[str, ...] = ()
     numa: int | None = None
     aligned: bool = True  # every GPU↔NIC pair at the asked distance or closer
+    gpu_shares: tuple[GpuShare, ...] = ()  # for a share member: the GPU and the part it got
 
 
 class Reason(Frozen):
@@ -272,10 +345,16 @@ class JobResult(Frozen):
     placed: bool
     members: tuple[MemberPlacement, ...] = ()
     reason: Reason | None = None
+    locality_tier: int = 0  # tier of the lowest switch above all its nodes (0: one node)
+    leaves_spanned: int = 0
+    nvlink_domains_spanned: int = 0
+    rails: tuple[int, ...] = ()
+    rules_held: bool = True  # every PREFERRED locality rule held as well
 
 
 class TierValue(Frozen):
     tier: ObjectiveTier
+    name: str = ""  # the part of the tier, e.g. "topology.locality"; tiers may be solved in parts
     value: float
     bound: float
     optimal: bool
@@ -300,6 +379,10 @@ class ClusterMetrics(Frozen):
     gpus_used_after: int = 0
     nodes_fully_free_before: int = 0
     nodes_fully_free_after: int = 0
+    stranded_gpus_before: float = 0.0
+    stranded_gpus_after: float = 0.0
+    fragmentation_before: float = 0.0
+    fragmentation_after: float = 0.0
 
 
 class SolveResult(Frozen):

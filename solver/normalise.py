@@ -101,6 +101,7 @@ class ConcreteNode:
     """One node of a class: its name and the device ids behind the class's canonical indices."""
 
     name: str
+    rank: dict[str, int]  # device id → position in the node's own listing, to report in that order
     gpu_ids: tuple[str, ...]
     nic_names: tuple[str, ...]
     gpu_numa: tuple[int | None, ...]
@@ -109,8 +110,12 @@ class ConcreteNode:
 
 @dataclass(frozen=True)
 class NodeClass:
+    """Interchangeable nodes: the same free shape, under the same leaf, in the same NVLink domain."""
+
     index: int
     shape: NodeShape
+    leaf: str
+    nvlink_domain: str
     nodes: tuple[ConcreteNode, ...]
 
     @property
@@ -208,8 +213,10 @@ def node_shape(node: Node, selected_label_keys: frozenset[str]) -> tuple[NodeSha
         labels=tuple(sorted((k, v) for k, v in node.labels.items() if k in selected_label_keys)),
         fully_free=not node.allocations,
     )
+    rank = {g.id: i for i, g in enumerate(node.gpus)} | {n.name: i for i, n in enumerate(node.nics)}
     concrete = ConcreteNode(
         name=node.name,
+        rank=rank,
         gpu_ids=tuple(g.id for g in gpus),
         nic_names=tuple(n.name for n in nics),
         gpu_numa=tuple(g.numa for g in gpus),
@@ -221,18 +228,18 @@ def node_shape(node: Node, selected_label_keys: frozenset[str]) -> tuple[NodeSha
 def normalise(request: SolveRequest) -> Normalised:
     """Group schedulable nodes into classes and the batch's members into kinds."""
     selected = frozenset(k for job in request.jobs for r in job.roles for k in r.member.node_selector)
-    by_shape: dict[NodeShape, list[ConcreteNode]] = defaultdict(list)
+    by_key: dict[tuple[NodeShape, str, str], list[ConcreteNode]] = defaultdict(list)
     candidates = 0
     for node in sorted(request.inventory.nodes, key=lambda n: n.name):
         if not node.schedulable:
             continue
         shape, concrete = node_shape(node, selected)
-        by_shape[shape].append(concrete)
+        by_key[shape, node.leaf, node.nvlink_domain].append(concrete)
         candidates += 1
     # Class order is deterministic: by the first node's name.
     classes = tuple(
-        NodeClass(index=i, shape=shape, nodes=tuple(nodes))
-        for i, (shape, nodes) in enumerate(sorted(by_shape.items(), key=lambda kv: kv[1][0].name))
+        NodeClass(index=i, shape=key[0], leaf=key[1], nvlink_domain=key[2], nodes=tuple(nodes))
+        for i, (key, nodes) in enumerate(sorted(by_key.items(), key=lambda kv: kv[1][0].name))
     )
     # Members of different jobs with equal shapes are interchangeable inside a node.
     shape_index: dict[str, int] = {}

@@ -170,6 +170,7 @@ def run_tier(model: cp_model.CpModel, tier: Tier, policy: Policy, seconds: float
     return TierOutcome(
         TierValue(
             tier=tier.tier,
+            name=tier.name,
             value=float(solver.objective_value),
             bound=float(solver.best_objective_bound),
             optimal=code == cp_model.OPTIMAL,

@@ -1,10 +1,485 @@
-"""Independent checker of a placement. (Being written; see tests/test_verify.py.)"""
+"""Independent checker of a placement: does ``result`` obey every hard rule of ``request``?
+
+The solver's answer is never handed out unchecked, so this module is the last line of defence
+against a bug in normalise/compile/decode. To be worth anything it must not share their mistakes:
+it imports nothing from the pipeline or ``solver.topology`` (only the domain types), computes PCIe
+distances, matchings and capacities itself, in the plainest way that is still linear-ish, and is
+short enough to audit in one sitting.
+
+The rules checked (the solver implements the same ones; this list is what "valid" means):
+
+- jobs:     every request job appears exactly once; no unknown job ids.
+- gang:     a placed job has, for every role, between ``role.minimum`` and ``replicas`` members,
+            with distinct indexes below ``replicas`` and no unknown role; an unplaced job lists no
+            members and gives a reason.
+- member:   on an existing, schedulable node whose labels match ``node_selector``; exactly
+            ``gpus`` distinct healthy, unallocated GPUs of the node (of an asked model if any,
+            of no avoided model);
+            exactly the asked number of distinct healthy, unallocated RDMA NICs (one per GPU,
+            ``nics.count``, or none).
+- topology: alignment REQUIRED holds, and for PREFERRED/REQUIRED ``aligned`` tells the truth;
+            NUMA REQUIRED: every device on one NUMA node, which ``numa`` names; NVLink REQUIRED:
+            every GPU pair linked.
+- capacity: no device used by two members; per node, the members' CPU and memory fit what the
+            allocations leave free (a node with 0 CPU/memory does not track it).
+- metrics:  GPU counts agree with the inventory and the placement.
+
+Each violation is one sentence naming job, role, member index, node and device.
+"""
 
 from __future__ import annotations
 
-from solver.model import SolveRequest, SolveResult
+from collections import Counter
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from solver.model import (
+    Distance,
+    Gpu,
+    Job,
+    JobResult,
+    MemberPlacement,
+    Nic,
+    NicMode,
+    Node,
+    Requirement,
+    Role,
+    SolveRequest,
+    SolveResult,
+    SwitchKind,
+)
 
 
 def verify(request: SolveRequest, result: SolveResult) -> tuple[str, ...]:
     """Every way ``result`` breaks the rules of ``request``, one sentence each; empty when valid."""
-    raise NotImplementedError
+    jobs = {job.id: job for job in reversed(request.jobs)}  # reversed: the first of a repeated id wins
+    placed = [
+        _Placed(job, member)
+        for jr in result.jobs
+        if jr.placed and (job := jobs.get(jr.job_id)) is not None
+        for member in jr.members
+    ]
+    by_name = {node.name: node for node in reversed(request.inventory.nodes)}
+    used = {p.member.node for p in placed}
+    nodes = {name: _NodeView.of(node) for name, node in by_name.items() if name in used}  # only what is used
+    violations = [
+        *_job_set(request, result),
+        *(v for jr in result.jobs if jr.job_id in jobs for v in _gang(jobs[jr.job_id], jr)),
+        *(v for p in placed for v in _member(nodes, p)),
+        *_shared_devices(placed),
+        *_node_capacity(nodes, placed),
+        *_metrics(request, result, placed),
+    ]
+    return tuple(violations)
+
+
+# --------------------------------------------------------------------------- the inventory, indexed
+
+
+@dataclass(frozen=True)
+class _Device:
+    """What distance needs of a GPU or NIC: where it hangs in the PCIe tree and its NUMA node."""
+
+    name: str
+    switch: str
+    numa: int | None
+
+
+@dataclass
+class _NodeView:
+    """One node, indexed for lookups; ``None`` CPU/memory free = the node does not track it."""
+
+    node: Node
+    gpus: dict[str, Gpu]
+    nics: dict[str, Nic]
+    parent: dict[str, str]
+    kind: dict[str, SwitchKind]
+    switch_numa: dict[str, int | None]
+    nvlinks: set[tuple[str, str]]  # both orders of every linked pair
+    held_by: dict[tuple[str, str], str]  # ("GPU"|"NIC", id) -> owner of the allocation holding it
+    cpu_free: int | None
+    memory_free: int | None
+    _ancestors: dict[str, frozenset[str]] = field(default_factory=dict)
+    _distances: dict[tuple[str, int | None, str, int | None], Distance] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, node: Node) -> _NodeView:
+        allocs = node.allocations
+        held_by: dict[tuple[str, str], str] = {}
+        for a, alloc in enumerate(allocs):
+            owner = alloc.owner or f"allocation {a}"
+            held_by.update({("GPU", g): owner for g in alloc.gpus if ("GPU", g) not in held_by})
+            held_by.update({("NIC", n): owner for n in alloc.nics if ("NIC", n) not in held_by})
+        return cls(
+            node=node,
+            gpus={g.id: g for g in reversed(node.gpus)},
+            nics={n.name: n for n in reversed(node.nics)},
+            parent={s.id: s.parent for s in reversed(node.pcie_switches)},
+            kind={s.id: s.kind for s in reversed(node.pcie_switches)},
+            switch_numa={s.id: s.numa for s in reversed(node.pcie_switches)},
+            nvlinks={
+                pair for link in node.nvlinks for pair in ((link.gpu_a, link.gpu_b), (link.gpu_b, link.gpu_a))
+            },
+            held_by=held_by,
+            cpu_free=node.cpu_milli - sum(a.cpu_milli for a in allocs) if node.cpu_milli else None,
+            memory_free=node.memory_mib - sum(a.memory_mib for a in allocs) if node.memory_mib else None,
+        )
+
+    def chain(self, switch: str) -> list[str]:
+        """The known switches from ``switch`` up to its root, nearest first (cycle-safe)."""
+        chain: list[str] = []
+        current = switch
+        while current in self.kind and current not in chain:
+            chain.append(current)
+            current = self.parent[current]
+        return chain
+
+    def ancestors(self, switch: str) -> frozenset[str]:
+        if switch not in self._ancestors:
+            self._ancestors[switch] = frozenset(self.chain(switch))
+        return self._ancestors[switch]
+
+    def tree_numa(self, device: _Device) -> int | None:
+        """The NUMA node a device's PCIe tree hangs off: its root's, when the device's switch is
+        known (a device can report the NUMA of the GPUs it serves while its tree is elsewhere, as
+        in the A100 NV12 capture), else the device's own."""
+        chain = self.chain(device.switch)
+        return self.switch_numa.get(chain[-1]) if chain else device.numa
+
+    def distance(self, a: _Device, b: _Device) -> Distance:
+        """``_classify``, remembered per pair of device spots: a node has few distinct spots and a
+        batch puts many members on the same ones."""
+        key = (a.switch, a.numa, b.switch, b.numa)
+        if key not in self._distances:
+            self._distances[key] = self._classify(a, b)
+        return self._distances[key]
+
+    def _classify(self, a: _Device, b: _Device) -> Distance:
+        """PCIe distance as nvidia-smi classes it: same leaf switch PIX; a common PCIe switch PXB; a
+        common host bridge only PHB; trees on the same NUMA node NODE; otherwise SYS."""
+        if a.switch and a.switch == b.switch:
+            return Distance.PIX
+        shared = self.ancestors(a.switch) & self.ancestors(b.switch)
+        if any(self.kind[s] in (SwitchKind.SWITCH, SwitchKind.UNSPECIFIED) for s in shared):
+            return Distance.PXB
+        if shared:
+            return Distance.PHB
+        numa_a, numa_b = self.tree_numa(a), self.tree_numa(b)
+        if numa_a is not None and numa_a == numa_b:
+            return Distance.NODE
+        return Distance.SYS
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """One member of a placed job, with what it belongs to."""
+
+    job: Job
+    member: MemberPlacement
+
+    @property
+    def role(self) -> Role | None:
+        return next((r for r in self.job.roles if r.name == self.member.role), None)
+
+    @property
+    def who(self) -> str:
+        m = self.member
+        return f"job {self.job.id} role {m.role} member {m.index} on {m.node}"
+
+
+def _requirement(value: Requirement) -> Requirement:
+    return Requirement.NONE if value == Requirement.UNSPECIFIED else value
+
+
+# --------------------------------------------------------------------------- jobs and gangs
+
+
+def _job_set(request: SolveRequest, result: SolveResult) -> Iterator[str]:
+    """Every request job is answered exactly once, and nothing else is."""
+    asked = {job.id for job in request.jobs}
+    answered = Counter(jr.job_id for jr in result.jobs)
+    for job_id, times in answered.items():
+        if job_id not in asked:
+            yield f"job {job_id} is in the result but not in the request"
+        elif times > 1:
+            yield f"job {job_id} appears {times} times in the result"
+    for job in request.jobs:
+        if job.id not in answered:
+            yield f"job {job.id} of the request is missing from the result"
+
+
+def _gang(job: Job, jr: JobResult) -> Iterator[str]:
+    """All of a gang or nothing: each role between its minimum and its replicas, indexes distinct."""
+    if not jr.placed:
+        if jr.members:
+            yield f"job {job.id} is not placed but lists {len(jr.members)} members"
+        if jr.reason is None:
+            yield f"job {job.id} is not placed but gives no reason"
+        return
+    roles = {role.name: role for role in job.roles}
+    for m in jr.members:
+        if m.role not in roles:
+            yield f"job {job.id} lists member {m.index} of role {m.role}, which the job does not have"
+    for role in job.roles:
+        indexes = [m.index for m in jr.members if m.role == role.name]
+        if len(indexes) < role.minimum:
+            yield (
+                f"job {job.id} role {role.name} is placed with {len(indexes)} members "
+                f"but its gang needs at least {role.minimum}"
+            )
+        if len(indexes) > role.replicas:
+            yield (
+                f"job {job.id} role {role.name} is placed with {len(indexes)} members "
+                f"but has only {role.replicas} replicas"
+            )
+        for index, times in Counter(indexes).items():
+            if times > 1:
+                yield f"job {job.id} role {role.name} member {index} is placed {times} times"
+            if index >= role.replicas:
+                yield (
+                    f"job {job.id} role {role.name} member {index} is out of range ({role.replicas} replicas)"
+                )
+
+
+# --------------------------------------------------------------------------- one member
+
+
+def _member(nodes: dict[str, _NodeView], p: _Placed) -> Iterator[str]:
+    """The rules one member obeys on its own: its node, its devices, its topology."""
+    role, view = p.role, nodes.get(p.member.node)
+    if role is None:
+        return  # reported by _gang
+    if view is None:
+        yield f"{p.who}: node {p.member.node} does not exist"
+        return
+    yield from _node_choice(view, role, p)
+    gpus_ok = yield from _gpus(view, role, p)
+    nics_ok = yield from _nics(view, role, p)
+    if gpus_ok and nics_ok:  # topology of devices that do not exist would only repeat the above
+        yield from _alignment(view, role, p)
+        yield from _numa(view, role, p)
+        yield from _nvlink(view, role, p)
+
+
+def _node_choice(view: _NodeView, role: Role, p: _Placed) -> Iterator[str]:
+    if not view.node.schedulable:
+        yield f"{p.who}: node {view.node.name} is not schedulable"
+    for key, want in role.member.node_selector.items():
+        have = view.node.labels.get(key)
+        if have != want:
+            shown = "no such label" if have is None else f"{key}={have}"
+            yield f"{p.who}: node selector {key}={want} does not match the node ({shown})"
+
+
+def _gpus(view: _NodeView, role: Role, p: _Placed) -> Generator[str, None, bool]:
+    """The member's GPUs: the asked count, distinct, existing, healthy, free, of an asked model.
+    Returns (as the generator's value) whether every GPU exists, so topology can be checked."""
+    shape, ids = role.member, p.member.gpus
+    if len(ids) != shape.gpus:
+        yield f"{p.who}: has {len(ids)} GPUs but the role asks for {shape.gpus}"
+    for gpu_id, times in Counter(ids).items():
+        if times > 1:
+            yield f"{p.who}: GPU {gpu_id} is listed {times} times"
+    all_exist = True
+    for gpu_id in dict.fromkeys(ids):
+        gpu = view.gpus.get(gpu_id)
+        if gpu is None:
+            all_exist = False
+            yield f"{p.who}: GPU {gpu_id} does not exist on the node"
+            continue
+        if not gpu.healthy:
+            yield f"{p.who}: GPU {gpu_id} is unhealthy"
+        if ("GPU", gpu_id) in view.held_by:
+            yield f"{p.who}: GPU {gpu_id} is already allocated to {view.held_by['GPU', gpu_id]}"
+        if shape.gpu_models and gpu.model not in shape.gpu_models:
+            yield (
+                f"{p.who}: GPU {gpu_id} is a {gpu.model or 'model-less GPU'}, "
+                f"not one of {', '.join(shape.gpu_models)}"
+            )
+        if gpu.model in shape.avoid_gpu_models:
+            yield f"{p.who}: GPU {gpu_id} is a {gpu.model}, a model the role avoids"
+    return all_exist
+
+
+def _nics_wanted(role: Role) -> int:
+    shape = role.member
+    if shape.nics.mode == NicMode.PER_GPU:
+        return shape.gpus
+    if shape.nics.mode == NicMode.PER_MEMBER:
+        return shape.nics.count
+    return 0
+
+
+def _nics(view: _NodeView, role: Role, p: _Placed) -> Generator[str, None, bool]:
+    """The member's NICs: the asked count, distinct, existing RDMA, healthy, free. Returns whether
+    every NIC exists."""
+    ids, wanted = p.member.nics, _nics_wanted(role)
+    if len(ids) != wanted:
+        yield f"{p.who}: has {len(ids)} NICs but the role asks for {wanted} ({role.member.nics.mode.name})"
+    for name, times in Counter(ids).items():
+        if times > 1:
+            yield f"{p.who}: NIC {name} is listed {times} times"
+    all_exist = True
+    for name in dict.fromkeys(ids):
+        nic = view.nics.get(name)
+        if nic is None:
+            all_exist = False
+            yield f"{p.who}: NIC {name} does not exist on the node"
+            continue
+        if not nic.rdma:
+            yield f"{p.who}: NIC {name} is not an RDMA NIC"
+        if not nic.healthy:
+            yield f"{p.who}: NIC {name} is unhealthy"
+        if ("NIC", name) in view.held_by:
+            yield f"{p.who}: NIC {name} is already allocated to {view.held_by['NIC', name]}"
+    return all_exist
+
+
+# --------------------------------------------------------------------------- one member's topology
+
+
+def _devices(view: _NodeView, p: _Placed) -> tuple[list[_Device], list[_Device]]:
+    gpus = [view.gpus[g] for g in dict.fromkeys(p.member.gpus)]
+    nics = [view.nics[n] for n in dict.fromkeys(p.member.nics)]
+    return (
+        [_Device(g.id, g.pcie_switch, g.numa) for g in gpus],
+        [_Device(n.name, n.pcie_switch, n.numa) for n in nics],
+    )
+
+
+def _perfect_matching(n_left: int, n_right: int, near: set[tuple[int, int]]) -> bool:
+    """Whether every left item can get its own right item it is ``near`` (Kuhn's augmenting paths;
+    members have at most a few dozen devices, so the cubic worst case is nothing)."""
+    if n_left != n_right:
+        return False
+    owner: dict[int, int] = {}  # right -> left
+
+    def claim(left: int, seen: set[int]) -> bool:
+        for right in range(n_right):
+            if (left, right) in near and right not in seen:
+                seen.add(right)
+                if right not in owner or claim(owner[right], seen):
+                    owner[right] = left
+                    return True
+        return False
+
+    return all(claim(left, set()) for left in range(n_left))
+
+
+def _alignment_holds(view: _NodeView, role: Role, p: _Placed) -> tuple[bool, str]:
+    """Whether the member's GPU↔NIC alignment rule holds, and if not, a clause saying why."""
+    shape = role.member
+    limit = shape.alignment.distance if shape.alignment.distance != Distance.UNSPECIFIED else Distance.PIX
+    gpus, nics = _devices(view, p)
+    near = {
+        (g, n) for g, gpu in enumerate(gpus) for n, nic in enumerate(nics) if view.distance(gpu, nic) <= limit
+    }
+    if shape.nics.mode == NicMode.PER_GPU:
+        if _perfect_matching(len(gpus), len(nics), near):
+            return True, ""
+        return False, f"its GPUs cannot each be paired with their own NIC at {limit.name} or closer"
+    far = [nic.name for n, nic in enumerate(nics) if not any((g, n) in near for g in range(len(gpus)))]
+    if far:
+        return False, f"NIC {', '.join(far)} is farther than {limit.name} from every GPU of the member"
+    return True, ""
+
+
+def _alignment(view: _NodeView, role: Role, p: _Placed) -> Iterator[str]:
+    mode = _requirement(role.member.alignment.mode)
+    if mode == Requirement.NONE:
+        return
+    holds, why = _alignment_holds(view, role, p)
+    if mode == Requirement.REQUIRED and not holds:
+        yield f"{p.who}: alignment is REQUIRED but {why}"
+    if p.member.aligned != holds:
+        truth = "holds" if holds else f"does not hold ({why})"
+        yield f"{p.who}: aligned is {p.member.aligned} but the {mode.name} alignment {truth}"
+
+
+def _numa(view: _NodeView, role: Role, p: _Placed) -> Iterator[str]:
+    if _requirement(role.member.numa) != Requirement.REQUIRED:
+        return
+    gpus, nics = _devices(view, p)
+    devices = gpus + nics
+    if not devices:
+        return  # nothing to align
+    numas = {d.numa for d in devices}
+    if len(numas) != 1 or None in numas:
+        where = ", ".join(f"{d.name}@{'unknown' if d.numa is None else d.numa}" for d in devices)
+        yield f"{p.who}: NUMA is REQUIRED but its devices are not on one NUMA node ({where})"
+    elif p.member.numa not in numas:
+        yield f"{p.who}: numa is {p.member.numa} but its devices are on NUMA node {next(iter(numas))}"
+
+
+def _nvlink(view: _NodeView, role: Role, p: _Placed) -> Iterator[str]:
+    if _requirement(role.member.nvlink) != Requirement.REQUIRED:
+        return
+    for a, b in combinations(dict.fromkeys(p.member.gpus), 2):
+        if (a, b) not in view.nvlinks:
+            yield f"{p.who}: NVLink is REQUIRED but GPU {a} and GPU {b} are not NVLinked"
+
+
+# --------------------------------------------------------------------------- capacity across members
+
+
+def _shared_devices(placed: list[_Placed]) -> Iterator[str]:
+    """No GPU or NIC is given to two members (whole devices only; shares do not exist yet)."""
+    first: dict[tuple[str, str, str], _Placed] = {}
+    for p in placed:
+        devices = [("GPU", g) for g in dict.fromkeys(p.member.gpus)]
+        devices += [("NIC", n) for n in dict.fromkeys(p.member.nics)]
+        for kind, name in devices:
+            key = (p.member.node, kind, name)
+            if key in first:
+                other = first[key].member
+                yield (
+                    f"{p.who}: {kind} {name} is also given to job {first[key].job.id} "
+                    f"role {other.role} member {other.index}"
+                )
+            else:
+                first[key] = p
+
+
+def _node_capacity(nodes: dict[str, _NodeView], placed: list[_Placed]) -> Iterator[str]:
+    """Per node, the new members' CPU and memory fit what the existing allocations leave free."""
+    on_node: dict[str, list[_Placed]] = {}
+    for p in placed:
+        if p.role is not None and p.member.node in nodes:
+            on_node.setdefault(p.member.node, []).append(p)
+    for name, members in on_node.items():
+        view = nodes[name]
+        jobs = ", ".join(dict.fromkeys(p.job.id for p in members))
+        for unit, free, ask in (
+            ("milli-CPU", view.cpu_free, sum(p.role.member.cpu_milli for p in members if p.role)),
+            ("MiB of memory", view.memory_free, sum(p.role.member.memory_mib for p in members if p.role)),
+        ):
+            if free is not None and ask > free:
+                yield f"node {name}: members of job {jobs} ask for {ask} {unit} but only {free} are free"
+
+
+# --------------------------------------------------------------------------- cluster metrics
+
+
+def _metrics(request: SolveRequest, result: SolveResult, placed: list[_Placed]) -> Iterator[str]:
+    """``result.metrics`` counted again. Only schedulable nodes count (a cordoned node is not
+    capacity), which keeps used <= total: total = their GPUs; used before = their GPUs named by
+    allocations; used after = used before + GPUs given to members of placed jobs. A node is fully
+    free when none of its GPUs is allocated; it stays so after the plan if no new member lands on it."""
+    schedulable = [n for n in request.inventory.nodes if n.schedulable]
+    before = sum(
+        len({g for a in n.allocations for g in a.gpus} & {g.id for g in n.gpus}) for n in schedulable
+    )
+    free_before = [n for n in schedulable if not any(a.gpus for a in n.allocations)]
+    touched = {p.member.node for p in placed}
+    counted = {
+        "gpus_total": sum(len(n.gpus) for n in schedulable),
+        "gpus_used_before": before,
+        "gpus_used_after": before + sum(len(set(p.member.gpus)) for p in placed),
+        "nodes_fully_free_before": len(free_before),
+        "nodes_fully_free_after": sum(n.name not in touched for n in free_before),
+    }
+    for name, value in counted.items():
+        stated = getattr(result.metrics, name)
+        if stated != value:
+            yield f"metrics: {name} is {stated} but the inventory and placement give {value}"

@@ -51,6 +51,13 @@ class ObjectiveTier(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OBJECTIVE_TIER_FRAGMENTATION: _ClassVar[ObjectiveTier]
     OBJECTIVE_TIER_STABILITY: _ClassVar[ObjectiveTier]
 
+class Scope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SCOPE_UNSPECIFIED: _ClassVar[Scope]
+    SCOPE_GPU: _ClassVar[Scope]
+    SCOPE_PCIE_SWITCH: _ClassVar[Scope]
+    SCOPE_NODE: _ClassVar[Scope]
+
 class SolveStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SOLVE_STATUS_UNSPECIFIED: _ClassVar[SolveStatus]
@@ -67,6 +74,8 @@ class ReasonCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_CODE_INSUFFICIENT_CAPACITY: _ClassVar[ReasonCode]
     REASON_CODE_OUTPRIORITISED: _ClassVar[ReasonCode]
     REASON_CODE_TIME_LIMIT: _ClassVar[ReasonCode]
+    REASON_CODE_LOCALITY: _ClassVar[ReasonCode]
+    REASON_CODE_MUTEX: _ClassVar[ReasonCode]
 DISTANCE_UNSPECIFIED: Distance
 DISTANCE_PIX: Distance
 DISTANCE_PXB: Distance
@@ -93,6 +102,10 @@ OBJECTIVE_TIER_TOPOLOGY: ObjectiveTier
 OBJECTIVE_TIER_PACKING: ObjectiveTier
 OBJECTIVE_TIER_FRAGMENTATION: ObjectiveTier
 OBJECTIVE_TIER_STABILITY: ObjectiveTier
+SCOPE_UNSPECIFIED: Scope
+SCOPE_GPU: Scope
+SCOPE_PCIE_SWITCH: Scope
+SCOPE_NODE: Scope
 SOLVE_STATUS_UNSPECIFIED: SolveStatus
 SOLVE_STATUS_OPTIMAL: SolveStatus
 SOLVE_STATUS_FEASIBLE: SolveStatus
@@ -104,6 +117,8 @@ REASON_CODE_NO_NODE_FITS: ReasonCode
 REASON_CODE_INSUFFICIENT_CAPACITY: ReasonCode
 REASON_CODE_OUTPRIORITISED: ReasonCode
 REASON_CODE_TIME_LIMIT: ReasonCode
+REASON_CODE_LOCALITY: ReasonCode
+REASON_CODE_MUTEX: ReasonCode
 
 class Gpu(_message.Message):
     __slots__ = ("id", "index", "uuid", "model", "memory_mib", "numa", "pcie_switch", "healthy")
@@ -175,19 +190,42 @@ class NvLink(_message.Message):
     links: int
     def __init__(self, gpu_a: _Optional[str] = ..., gpu_b: _Optional[str] = ..., links: _Optional[int] = ...) -> None: ...
 
+class GpuShare(_message.Message):
+    __slots__ = ("gpu", "milli", "memory_mib")
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    MILLI_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    gpu: str
+    milli: int
+    memory_mib: int
+    def __init__(self, gpu: _Optional[str] = ..., milli: _Optional[int] = ..., memory_mib: _Optional[int] = ...) -> None: ...
+
 class Allocation(_message.Message):
-    __slots__ = ("owner", "gpus", "nics", "cpu_milli", "memory_mib")
+    __slots__ = ("owner", "gpus", "nics", "cpu_milli", "memory_mib", "gpu_shares", "mutex", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     OWNER_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     NICS_FIELD_NUMBER: _ClassVar[int]
     CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
     MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    GPU_SHARES_FIELD_NUMBER: _ClassVar[int]
+    MUTEX_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     owner: str
     gpus: _containers.RepeatedScalarFieldContainer[str]
     nics: _containers.RepeatedScalarFieldContainer[str]
     cpu_milli: int
     memory_mib: int
-    def __init__(self, owner: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., nics: _Optional[_Iterable[str]] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ...) -> None: ...
+    gpu_shares: _containers.RepeatedCompositeFieldContainer[GpuShare]
+    mutex: bool
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, owner: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., nics: _Optional[_Iterable[str]] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpu_shares: _Optional[_Iterable[_Union[GpuShare, _Mapping]]] = ..., mutex: _Optional[bool] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Node(_message.Message):
     __slots__ = ("name", "labels", "cpu_milli", "memory_mib", "numa_nodes", "gpus", "nics", "pcie_switches", "nvlinks", "leaf", "nvlink_domain", "allocations", "schedulable")
@@ -261,7 +299,7 @@ class Alignment(_message.Message):
     def __init__(self, mode: _Optional[_Union[Requirement, str]] = ..., distance: _Optional[_Union[Distance, str]] = ...) -> None: ...
 
 class MemberShape(_message.Message):
-    __slots__ = ("gpus", "gpu_models", "nics", "alignment", "numa", "nvlink", "cpu_milli", "memory_mib", "node_selector")
+    __slots__ = ("gpus", "gpu_models", "nics", "alignment", "numa", "nvlink", "cpu_milli", "memory_mib", "node_selector", "gpu_share", "avoid_gpu_models", "mutex")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -278,6 +316,9 @@ class MemberShape(_message.Message):
     CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
     MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
     NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    GPU_SHARE_FIELD_NUMBER: _ClassVar[int]
+    AVOID_GPU_MODELS_FIELD_NUMBER: _ClassVar[int]
+    MUTEX_FIELD_NUMBER: _ClassVar[int]
     gpus: int
     gpu_models: _containers.RepeatedScalarFieldContainer[str]
     nics: NicRequest
@@ -287,22 +328,62 @@ class MemberShape(_message.Message):
     cpu_milli: int
     memory_mib: int
     node_selector: _containers.ScalarMap[str, str]
-    def __init__(self, gpus: _Optional[int] = ..., gpu_models: _Optional[_Iterable[str]] = ..., nics: _Optional[_Union[NicRequest, _Mapping]] = ..., alignment: _Optional[_Union[Alignment, _Mapping]] = ..., numa: _Optional[_Union[Requirement, str]] = ..., nvlink: _Optional[_Union[Requirement, str]] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., node_selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    gpu_share: GpuShare
+    avoid_gpu_models: _containers.RepeatedScalarFieldContainer[str]
+    mutex: bool
+    def __init__(self, gpus: _Optional[int] = ..., gpu_models: _Optional[_Iterable[str]] = ..., nics: _Optional[_Union[NicRequest, _Mapping]] = ..., alignment: _Optional[_Union[Alignment, _Mapping]] = ..., numa: _Optional[_Union[Requirement, str]] = ..., nvlink: _Optional[_Union[Requirement, str]] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., gpu_share: _Optional[_Union[GpuShare, _Mapping]] = ..., avoid_gpu_models: _Optional[_Iterable[str]] = ..., mutex: _Optional[bool] = ...) -> None: ...
+
+class Locality(_message.Message):
+    __slots__ = ("mode", "highest_tier")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    HIGHEST_TIER_FIELD_NUMBER: _ClassVar[int]
+    mode: Requirement
+    highest_tier: int
+    def __init__(self, mode: _Optional[_Union[Requirement, str]] = ..., highest_tier: _Optional[int] = ...) -> None: ...
+
+class RoleAffinity(_message.Message):
+    __slots__ = ("role_a", "role_b", "mode", "highest_tier")
+    ROLE_A_FIELD_NUMBER: _ClassVar[int]
+    ROLE_B_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    HIGHEST_TIER_FIELD_NUMBER: _ClassVar[int]
+    role_a: str
+    role_b: str
+    mode: Requirement
+    highest_tier: int
+    def __init__(self, role_a: _Optional[str] = ..., role_b: _Optional[str] = ..., mode: _Optional[_Union[Requirement, str]] = ..., highest_tier: _Optional[int] = ...) -> None: ...
+
+class AntiAffinity(_message.Message):
+    __slots__ = ("labels", "scope")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.ScalarMap[str, str]
+    scope: Scope
+    def __init__(self, labels: _Optional[_Mapping[str, str]] = ..., scope: _Optional[_Union[Scope, str]] = ...) -> None: ...
 
 class Role(_message.Message):
-    __slots__ = ("name", "replicas", "min_replicas", "member")
+    __slots__ = ("name", "replicas", "min_replicas", "member", "locality")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     MIN_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
+    LOCALITY_FIELD_NUMBER: _ClassVar[int]
     name: str
     replicas: int
     min_replicas: int
     member: MemberShape
-    def __init__(self, name: _Optional[str] = ..., replicas: _Optional[int] = ..., min_replicas: _Optional[int] = ..., member: _Optional[_Union[MemberShape, _Mapping]] = ...) -> None: ...
+    locality: Locality
+    def __init__(self, name: _Optional[str] = ..., replicas: _Optional[int] = ..., min_replicas: _Optional[int] = ..., member: _Optional[_Union[MemberShape, _Mapping]] = ..., locality: _Optional[_Union[Locality, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "priority", "labels", "roles")
+    __slots__ = ("id", "priority", "labels", "roles", "locality", "nvlink_domain", "rail_aligned", "role_affinity", "anti_affinity", "exclusive_nodes")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -314,27 +395,55 @@ class Job(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     ROLES_FIELD_NUMBER: _ClassVar[int]
+    LOCALITY_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    RAIL_ALIGNED_FIELD_NUMBER: _ClassVar[int]
+    ROLE_AFFINITY_FIELD_NUMBER: _ClassVar[int]
+    ANTI_AFFINITY_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_NODES_FIELD_NUMBER: _ClassVar[int]
     id: str
     priority: int
     labels: _containers.ScalarMap[str, str]
     roles: _containers.RepeatedCompositeFieldContainer[Role]
-    def __init__(self, id: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., roles: _Optional[_Iterable[_Union[Role, _Mapping]]] = ...) -> None: ...
+    locality: Locality
+    nvlink_domain: Requirement
+    rail_aligned: Requirement
+    role_affinity: _containers.RepeatedCompositeFieldContainer[RoleAffinity]
+    anti_affinity: _containers.RepeatedCompositeFieldContainer[AntiAffinity]
+    exclusive_nodes: bool
+    def __init__(self, id: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., roles: _Optional[_Iterable[_Union[Role, _Mapping]]] = ..., locality: _Optional[_Union[Locality, _Mapping]] = ..., nvlink_domain: _Optional[_Union[Requirement, str]] = ..., rail_aligned: _Optional[_Union[Requirement, str]] = ..., role_affinity: _Optional[_Iterable[_Union[RoleAffinity, _Mapping]]] = ..., anti_affinity: _Optional[_Iterable[_Union[AntiAffinity, _Mapping]]] = ..., exclusive_nodes: _Optional[bool] = ...) -> None: ...
 
 class Policy(_message.Message):
-    __slots__ = ("objective", "packing", "time_limit_s", "seed", "deterministic", "workers")
+    __slots__ = ("objective", "packing", "time_limit_s", "seed", "deterministic", "workers", "node_policy", "gpu_policy", "workload")
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     PACKING_FIELD_NUMBER: _ClassVar[int]
     TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
+    NODE_POLICY_FIELD_NUMBER: _ClassVar[int]
+    GPU_POLICY_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     objective: _containers.RepeatedScalarFieldContainer[ObjectiveTier]
     packing: Packing
     time_limit_s: float
     seed: int
     deterministic: bool
     workers: int
-    def __init__(self, objective: _Optional[_Iterable[_Union[ObjectiveTier, str]]] = ..., packing: _Optional[_Union[Packing, str]] = ..., time_limit_s: _Optional[float] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., workers: _Optional[int] = ...) -> None: ...
+    node_policy: str
+    gpu_policy: str
+    workload: _containers.RepeatedCompositeFieldContainer[WorkloadShape]
+    def __init__(self, objective: _Optional[_Iterable[_Union[ObjectiveTier, str]]] = ..., packing: _Optional[_Union[Packing, str]] = ..., time_limit_s: _Optional[float] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., workers: _Optional[int] = ..., node_policy: _Optional[str] = ..., gpu_policy: _Optional[str] = ..., workload: _Optional[_Iterable[_Union[WorkloadShape, _Mapping]]] = ...) -> None: ...
+
+class WorkloadShape(_message.Message):
+    __slots__ = ("gpus", "milli", "popularity")
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    MILLI_FIELD_NUMBER: _ClassVar[int]
+    POPULARITY_FIELD_NUMBER: _ClassVar[int]
+    gpus: int
+    milli: int
+    popularity: float
+    def __init__(self, gpus: _Optional[int] = ..., milli: _Optional[int] = ..., popularity: _Optional[float] = ...) -> None: ...
 
 class SolveRequest(_message.Message):
     __slots__ = ("request_id", "inventory", "jobs", "policy")
@@ -349,7 +458,7 @@ class SolveRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ...) -> None: ...
 
 class MemberPlacement(_message.Message):
-    __slots__ = ("role", "index", "node", "gpus", "nics", "numa", "aligned")
+    __slots__ = ("role", "index", "node", "gpus", "nics", "numa", "aligned", "gpu_shares")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -357,6 +466,7 @@ class MemberPlacement(_message.Message):
     NICS_FIELD_NUMBER: _ClassVar[int]
     NUMA_FIELD_NUMBER: _ClassVar[int]
     ALIGNED_FIELD_NUMBER: _ClassVar[int]
+    GPU_SHARES_FIELD_NUMBER: _ClassVar[int]
     role: str
     index: int
     node: str
@@ -364,7 +474,8 @@ class MemberPlacement(_message.Message):
     nics: _containers.RepeatedScalarFieldContainer[str]
     numa: int
     aligned: bool
-    def __init__(self, role: _Optional[str] = ..., index: _Optional[int] = ..., node: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., nics: _Optional[_Iterable[str]] = ..., numa: _Optional[int] = ..., aligned: _Optional[bool] = ...) -> None: ...
+    gpu_shares: _containers.RepeatedCompositeFieldContainer[GpuShare]
+    def __init__(self, role: _Optional[str] = ..., index: _Optional[int] = ..., node: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., nics: _Optional[_Iterable[str]] = ..., numa: _Optional[int] = ..., aligned: _Optional[bool] = ..., gpu_shares: _Optional[_Iterable[_Union[GpuShare, _Mapping]]] = ...) -> None: ...
 
 class Reason(_message.Message):
     __slots__ = ("code", "message", "relaxation")
@@ -377,28 +488,40 @@ class Reason(_message.Message):
     def __init__(self, code: _Optional[_Union[ReasonCode, str]] = ..., message: _Optional[str] = ..., relaxation: _Optional[str] = ...) -> None: ...
 
 class JobResult(_message.Message):
-    __slots__ = ("job_id", "placed", "members", "reason")
+    __slots__ = ("job_id", "placed", "members", "reason", "locality_tier", "leaves_spanned", "nvlink_domains_spanned", "rails", "rules_held")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PLACED_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    LOCALITY_TIER_FIELD_NUMBER: _ClassVar[int]
+    LEAVES_SPANNED_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAINS_SPANNED_FIELD_NUMBER: _ClassVar[int]
+    RAILS_FIELD_NUMBER: _ClassVar[int]
+    RULES_HELD_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     placed: bool
     members: _containers.RepeatedCompositeFieldContainer[MemberPlacement]
     reason: Reason
-    def __init__(self, job_id: _Optional[str] = ..., placed: _Optional[bool] = ..., members: _Optional[_Iterable[_Union[MemberPlacement, _Mapping]]] = ..., reason: _Optional[_Union[Reason, _Mapping]] = ...) -> None: ...
+    locality_tier: int
+    leaves_spanned: int
+    nvlink_domains_spanned: int
+    rails: _containers.RepeatedScalarFieldContainer[int]
+    rules_held: bool
+    def __init__(self, job_id: _Optional[str] = ..., placed: _Optional[bool] = ..., members: _Optional[_Iterable[_Union[MemberPlacement, _Mapping]]] = ..., reason: _Optional[_Union[Reason, _Mapping]] = ..., locality_tier: _Optional[int] = ..., leaves_spanned: _Optional[int] = ..., nvlink_domains_spanned: _Optional[int] = ..., rails: _Optional[_Iterable[int]] = ..., rules_held: _Optional[bool] = ...) -> None: ...
 
 class TierValue(_message.Message):
-    __slots__ = ("tier", "value", "bound", "optimal")
+    __slots__ = ("tier", "value", "bound", "optimal", "name")
     TIER_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     BOUND_FIELD_NUMBER: _ClassVar[int]
     OPTIMAL_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
     tier: ObjectiveTier
     value: float
     bound: float
     optimal: bool
-    def __init__(self, tier: _Optional[_Union[ObjectiveTier, str]] = ..., value: _Optional[float] = ..., bound: _Optional[float] = ..., optimal: _Optional[bool] = ...) -> None: ...
+    name: str
+    def __init__(self, tier: _Optional[_Union[ObjectiveTier, str]] = ..., value: _Optional[float] = ..., bound: _Optional[float] = ..., optimal: _Optional[bool] = ..., name: _Optional[str] = ...) -> None: ...
 
 class StageTiming(_message.Message):
     __slots__ = ("stage", "ms")
@@ -423,18 +546,26 @@ class ModelSize(_message.Message):
     def __init__(self, variables: _Optional[int] = ..., constraints: _Optional[int] = ..., node_classes: _Optional[int] = ..., configurations: _Optional[int] = ..., candidate_nodes: _Optional[int] = ...) -> None: ...
 
 class ClusterMetrics(_message.Message):
-    __slots__ = ("gpus_total", "gpus_used_before", "gpus_used_after", "nodes_fully_free_before", "nodes_fully_free_after")
+    __slots__ = ("gpus_total", "gpus_used_before", "gpus_used_after", "nodes_fully_free_before", "nodes_fully_free_after", "stranded_gpus_before", "stranded_gpus_after", "fragmentation_before", "fragmentation_after")
     GPUS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     GPUS_USED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     GPUS_USED_AFTER_FIELD_NUMBER: _ClassVar[int]
     NODES_FULLY_FREE_BEFORE_FIELD_NUMBER: _ClassVar[int]
     NODES_FULLY_FREE_AFTER_FIELD_NUMBER: _ClassVar[int]
+    STRANDED_GPUS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    STRANDED_GPUS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    FRAGMENTATION_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    FRAGMENTATION_AFTER_FIELD_NUMBER: _ClassVar[int]
     gpus_total: int
     gpus_used_before: int
     gpus_used_after: int
     nodes_fully_free_before: int
     nodes_fully_free_after: int
-    def __init__(self, gpus_total: _Optional[int] = ..., gpus_used_before: _Optional[int] = ..., gpus_used_after: _Optional[int] = ..., nodes_fully_free_before: _Optional[int] = ..., nodes_fully_free_after: _Optional[int] = ...) -> None: ...
+    stranded_gpus_before: float
+    stranded_gpus_after: float
+    fragmentation_before: float
+    fragmentation_after: float
+    def __init__(self, gpus_total: _Optional[int] = ..., gpus_used_before: _Optional[int] = ..., gpus_used_after: _Optional[int] = ..., nodes_fully_free_before: _Optional[int] = ..., nodes_fully_free_after: _Optional[int] = ..., stranded_gpus_before: _Optional[float] = ..., stranded_gpus_after: _Optional[float] = ..., fragmentation_before: _Optional[float] = ..., fragmentation_after: _Optional[float] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
     __slots__ = ("request_id", "status", "jobs", "objectives", "gap", "timings", "model_size", "metrics")

@@ -1,0 +1,68 @@
+"""Compile: normalised problem → one CP-SAT model, built by small functions, one per rule family.
+
+Variables (all integers over node classes, never over individual GPUs):
+
+* ``x[c, k]`` — how many nodes of class ``c`` take configuration ``k`` (``solver.intranode``);
+* ``y[r, c]`` — how many members of role ``r`` sit on nodes of class ``c``;
+* ``s[r, c]`` — of those, how many meet every PREFERRED rule (only for shapes that have any);
+* ``placed[j]`` — job ``j`` is placed (all its roles at least at their minimum) or not at all;
+* locality: which fabric or NVLink domain holds a gang (``solver.compile.locality``).
+
+Where each rule lives:
+
+=====================  =================================================
+nodes.py               configurations per class; members ↔ slots supply
+gangs.py               all-or-nothing, per-role minimums
+locality.py            switch tiers, NVLink domains, roles kept close
+objective.py           the tiers: placed work, topology, packing
+=====================  =================================================
+
+``solver.solve`` optimises the tiers lexicographically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from solver.compile.gangs import add_gangs
+from solver.compile.locality import Locality, add_locality
+from solver.compile.nodes import add_configuration_choice, add_member_supply, add_member_variables
+from solver.compile.objective import Tier, objective_tiers
+from solver.fabric import Fabric
+from solver.intranode import Configuration, configurations_for
+from solver.model import Policy
+from solver.normalise import Normalised
+
+__all__ = ["Compiled", "Tier", "compile_model"]
+
+
+@dataclass(frozen=True)
+class Compiled:
+    model: cp_model.CpModel
+    configs: dict[int, tuple[Configuration, ...]]  # per class index
+    x: dict[tuple[int, int], cp_model.IntVar]
+    y: dict[tuple[int, int], cp_model.IntVar]
+    s: dict[tuple[int, int], cp_model.IntVar]
+    placed: dict[int, cp_model.IntVar]
+    locality: Locality
+    tiers: tuple[Tier, ...]
+
+
+def compile_model(problem: Normalised, policy: Policy) -> Compiled:
+    model = cp_model.CpModel()
+    shapes_json = tuple(s.model_dump_json() for s in problem.shapes)
+    configs = {c.index: configurations_for(c.shape, shapes_json) for c in problem.classes}
+    fabric = Fabric.of(problem.request.inventory)
+
+    x = add_configuration_choice(model, problem, configs)
+    y, s = add_member_variables(model, problem, configs)
+    add_member_supply(model, problem, configs, x, y, s)
+    placed = add_gangs(model, problem, y)
+    locality = add_locality(model, problem, fabric, y, placed)
+
+    tiers = objective_tiers(problem, policy, configs, x, y, s, locality)
+    return Compiled(
+        model=model, configs=configs, x=x, y=y, s=s, placed=placed, locality=locality, tiers=tiers
+    )

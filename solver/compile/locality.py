@@ -1,0 +1,175 @@
+"""Locality: keep a gang's nodes under one low switch, inside one NVLink domain, roles close.
+
+A *rule* names a set of roles of one job (the whole job, one role, or two roles that must stay
+close, e.g. prefill and decode) and a *partition* of the nodes into domains: the switches of one
+fabric tier, or the multi-node NVLink domains. "Within one domain at this level" is modelled the
+same way for every rule:
+
+* a boolean per candidate domain, at most one of them on (exactly one when the job is placed, for a
+  REQUIRED level);
+* every member variable of the rule's roles on a class outside the chosen domain is forced to 0.
+
+REQUIRED rules hold at their ``highest_tier``; below it, and at every tier for PREFERRED rules, the
+same construction is *soft*: a ``within`` boolean the topology objective rewards, so the gang lands
+under the lowest switch it can. The objective also counts the leaf switches each ruled gang spans.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from solver.fabric import Fabric
+from solver.model import Requirement
+from solver.normalise import NodeClass, Normalised
+
+Vars = dict[tuple[int, int], cp_model.IntVar]
+FABRIC, NVLINK = "fabric", "nvlink"
+
+
+@dataclass(frozen=True)
+class Rule:
+    job: int
+    roles: tuple[int, ...]  # indexes into problem.roles
+    partition: str  # FABRIC or NVLINK
+    highest_tier: int  # FABRIC only: the tier a REQUIRED rule must reach (0 = no limit)
+    mode: Requirement
+    what: str  # in words, for explanations: "job locality", "role prefill", "prefill ↔ decode"
+
+    def levels(self, fabric: Fabric) -> tuple[tuple[int, bool], ...]:
+        """(level, hard) pairs to model: fabric tiers lowest first; NVLink has the one level 1."""
+        if self.partition == NVLINK:
+            return ((1, self.mode == Requirement.REQUIRED),)
+        hard_tier = self.highest_tier if self.mode == Requirement.REQUIRED else 0
+        return tuple(
+            (t, hard_tier > 0 and t == hard_tier) for t in fabric.tiers if not hard_tier or t <= hard_tier
+        )
+
+
+@dataclass(frozen=True)
+class Locality:
+    rules: tuple[Rule, ...]
+    within: dict[tuple[int, int], cp_model.LinearExprT]  # (rule, level) → 1 if within one domain
+    spans: dict[tuple[int, str], cp_model.IntVar]  # (job, leaf) → the job has a member there
+    score: cp_model.LinearExprT  # to maximise: lower tiers reached, weighted by the gang's GPUs
+    score_upper: int
+    span_count: cp_model.LinearExprT  # to minimise: leaves spanned by ruled gangs
+
+
+def locality_rules(problem: Normalised) -> tuple[Rule, ...]:
+    """Every locality rule of the batch, for gangs that can have more than one member."""
+    rules = []
+    roles_of: dict[int, dict[str, int]] = defaultdict(dict)
+    for r, ref in enumerate(problem.roles):
+        roles_of[ref.job_index][ref.role.name] = r
+    for j, job in enumerate(problem.request.jobs):
+        every = tuple(roles_of[j].values())
+        if job.locality.mode in (Requirement.REQUIRED, Requirement.PREFERRED):
+            rules.append(Rule(j, every, FABRIC, job.locality.highest_tier, job.locality.mode, "job locality"))
+        if job.nvlink_domain in (Requirement.REQUIRED, Requirement.PREFERRED):
+            rules.append(Rule(j, every, NVLINK, 0, job.nvlink_domain, "one NVLink domain"))
+        for role in job.roles:
+            if role.locality.mode in (Requirement.REQUIRED, Requirement.PREFERRED):
+                what = f"role {role.name} locality"
+                loc = role.locality
+                rules.append(Rule(j, (roles_of[j][role.name],), FABRIC, loc.highest_tier, loc.mode, what))
+        for pair in job.role_affinity:
+            if pair.mode in (Requirement.REQUIRED, Requirement.PREFERRED, Requirement.UNSPECIFIED):
+                mode = Requirement.REQUIRED if pair.mode == Requirement.UNSPECIFIED else pair.mode
+                tier = 1 if pair.highest_tier is None else pair.highest_tier
+                roles = (roles_of[j][pair.role_a], roles_of[j][pair.role_b])
+                rules.append(Rule(j, roles, FABRIC, tier, mode, f"{pair.role_a} ↔ {pair.role_b}"))
+    return tuple(r for r in rules if sum(problem.roles[i].role.replicas for i in r.roles) > 1)
+
+
+def domain_of(cls: NodeClass, fabric: Fabric, partition: str, level: int) -> str | None:
+    if partition == NVLINK:
+        return cls.nvlink_domain or None
+    return fabric.domain(cls.leaf, level) if cls.leaf else None
+
+
+def add_locality(
+    model: cp_model.CpModel, problem: Normalised, fabric: Fabric, y: Vars, placed: dict[int, cp_model.IntVar]
+) -> Locality:
+    rules = locality_rules(problem)
+    within: dict[tuple[int, int], cp_model.LinearExprT] = {}
+    score_terms, upper = [], 0
+    for i, rule in enumerate(rules):
+        members = [
+            (var, var.proto.domain[-1], problem.classes[c]) for (r, c), var in y.items() if r in rule.roles
+        ]
+        weight = sum(
+            max(problem.roles[r].role.member.gpus, 1) * problem.roles[r].role.replicas for r in rule.roles
+        )
+        for level, hard in rule.levels(fabric):
+            flag = add_within(
+                model,
+                f"{i}.{level}",
+                members,
+                lambda cls, rule=rule, level=level: domain_of(cls, fabric, rule.partition, level),
+                placed[rule.job],
+                hard=hard,
+            )
+            within[i, level] = flag
+            if not hard:
+                score_terms.append(weight * flag)
+                upper += weight
+    spans = add_spans(model, problem, rules, y)
+    return Locality(
+        rules=rules,
+        within=within,
+        spans=spans,
+        score=sum(score_terms),
+        score_upper=upper,
+        span_count=sum(spans.values()),
+    )
+
+
+def add_within(
+    model: cp_model.CpModel,
+    name: str,
+    members: list[tuple[cp_model.IntVar, int, NodeClass]],
+    domain: Callable[[NodeClass], str | None],
+    placed: cp_model.IntVar,
+    *,
+    hard: bool,
+) -> cp_model.LinearExprT:
+    """All ``members`` inside one domain: always when ``hard`` (if placed), else when the returned
+    boolean is true."""
+    domains = sorted({d for _, _, cls in members if (d := domain(cls)) is not None})
+    outside = [(var, ub) for var, ub, cls in members if domain(cls) is None]
+    if len(domains) <= 1 and not outside:
+        return placed  # one domain holds every candidate: nothing to choose
+    flag = placed if hard else model.new_bool_var(f"within[{name}]")
+    if not hard:
+        model.add(flag <= placed)
+    chosen = {d: model.new_bool_var(f"domain[{name},{d}]") for d in domains}
+    model.add(sum(chosen.values()) == flag)
+    for var, ub in outside:
+        model.add(var <= ub * (1 - flag))
+    for var, ub, cls in members:
+        d = domain(cls)
+        if d is not None:
+            model.add(var <= ub * (1 - flag + chosen[d]))
+    return flag
+
+
+def add_spans(model: cp_model.CpModel, problem: Normalised, rules: tuple[Rule, ...], y: Vars) -> dict:
+    """``spans[j, leaf]``: job ``j`` (one with a fabric rule) has a member under ``leaf``."""
+    ruled = {rule.job for rule in rules if rule.partition == FABRIC}
+    spans: dict[tuple[int, str], cp_model.IntVar] = {}
+    for (r, c), var in y.items():
+        j, leaf = problem.roles[r].job_index, problem.classes[c].leaf
+        if j not in ruled:
+            continue
+        if (j, leaf) not in spans:
+            spans[j, leaf] = model.new_bool_var(f"span[{j},{leaf}]")
+        model.add(var <= var.proto.domain[-1] * spans[j, leaf])
+    return spans
+
+
+def iter_rules_of(locality: Locality, job: int) -> Iterator[Rule]:
+    return (rule for rule in locality.rules if rule.job == job)

@@ -1,0 +1,94 @@
+"""Objective tiers. Each is an expression to *maximise* (minimising ones are negated here, once) and
+a trivial bound; ``solver.solve`` optimises them lexicographically in the policy's order. A tier may
+come in parts (topology: locality, then leaves spanned, then intra-node preferences), each its own
+lexicographic step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from solver.compile.locality import Locality
+from solver.intranode import Configuration
+from solver.model import ObjectiveTier, Packing, Policy
+from solver.normalise import Normalised, has_preferences
+
+Configs = dict[int, tuple[Configuration, ...]]
+Vars = dict[tuple[int, int], cp_model.IntVar]
+
+
+@dataclass(frozen=True)
+class Tier:
+    tier: ObjectiveTier
+    name: str
+    expr: cp_model.LinearExprT
+    upper: int  # a bound on ``expr``, reported when the solver found none
+
+
+def member_work(gpus: int) -> int:
+    """What placing one member is worth before priority: its GPUs (1 for a GPU-less member)."""
+    return gpus if gpus > 0 else 1
+
+
+def priority_weight(priority: int) -> int:
+    return priority + 1
+
+
+def objective_tiers(
+    problem: Normalised, policy: Policy, configs: Configs, x: Vars, y: Vars, s: Vars, locality: Locality
+) -> tuple[Tier, ...]:
+    tiers: list[Tier] = []
+    for name in policy.objective:
+        if name == ObjectiveTier.PLACED_WORK:
+            tiers.append(placed_work(problem, y))
+        elif name == ObjectiveTier.TOPOLOGY:
+            tiers.extend(topology(problem, s, locality))
+        elif name == ObjectiveTier.PACKING:
+            tiers.append(packing(problem, policy, configs, x))
+    return tuple(tiers)
+
+
+def placed_work(problem: Normalised, y: Vars) -> Tier:
+    """Priority-weighted GPUs placed. Gangs are all-or-nothing through ``gangs.add_gangs``."""
+
+    def weight(r: int) -> int:
+        ref = problem.roles[r]
+        return priority_weight(problem.request.jobs[ref.job_index].priority) * member_work(
+            ref.role.member.gpus
+        )
+
+    expr = sum(weight(r) * var for (r, _), var in y.items())
+    upper = sum(weight(r) * ref.role.replicas for r, ref in enumerate(problem.roles))
+    return Tier(ObjectiveTier.PLACED_WORK, "placed_work", expr, upper)
+
+
+def topology(problem: Normalised, s: Vars, locality: Locality) -> list[Tier]:
+    """Lowest switch tier per gang, then fewest leaves spanned, then members meeting their
+    PREFERRED alignment, NUMA and NVLink rules (weighted by GPUs)."""
+    parts = []
+    if locality.score_upper:
+        parts.append(Tier(ObjectiveTier.TOPOLOGY, "topology.locality", locality.score, locality.score_upper))
+    if locality.spans:
+        parts.append(Tier(ObjectiveTier.TOPOLOGY, "topology.leaves_spanned", -locality.span_count, 0))
+    strict = [member_work(problem.roles[r].role.member.gpus) * v for (r, _), v in s.items()]
+    upper = sum(
+        member_work(ref.role.member.gpus) * ref.role.replicas
+        for ref in problem.roles
+        if has_preferences(ref.role.member)
+    )
+    parts.append(Tier(ObjectiveTier.TOPOLOGY, "topology.preferences", sum(strict), upper))
+    return parts
+
+
+def packing(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> Tier:
+    """Binpack: touch as little free capacity as possible — a node costs its free GPUs + 1, so
+    partly used nodes fill first and whole nodes stay whole. Spread: the opposite."""
+    terms, upper = [], 0
+    for cls in problem.classes:
+        cost = len(cls.shape.gpus) + 1
+        terms.extend(cost * x[cls.index, k] for k in range(len(configs[cls.index])) if (cls.index, k) in x)
+        upper += cost * cls.count
+    if policy.packing == Packing.SPREAD:
+        return Tier(ObjectiveTier.PACKING, "packing.spread", sum(terms), upper)
+    return Tier(ObjectiveTier.PACKING, "packing.binpack", -sum(terms), 0)

@@ -1,0 +1,467 @@
+"""Request validation: every cross-field problem of a request, each with its path and a sentence.
+
+``solver.model`` checks what one field can check alone (a count is positive). What needs two parts of
+the request at once lives here: ids are unique, references resolve, trees have no cycles, a member
+fits at least one node. The caller gets *every* problem in one answer (a scheduler fixing one error
+per round trip is a bad experience), so each rule is a generator that keeps going after a problem.
+
+Each rule family is one small function ``rule(request) -> Iterator[Problem]``; ``RULES`` lists them
+in the order their problems are reported. Paths use the domain (= proto) field names with list
+indexes in brackets, e.g. ``inventory.nodes[3].gpus[1].pcie_switch``.
+
+Every rule is linear in the size of the request (dicts and sets, no pairwise loops over nodes), so
+validating 16,000 eight-GPU nodes costs about as much as reading them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from solver.errors import Problem
+from solver.model import FabricSwitch, NicMode, Node, PcieSwitch, Role, SolveRequest
+
+Rule = Callable[[SolveRequest], Iterator[Problem]]
+
+
+def validate(request: SolveRequest) -> tuple[Problem, ...]:
+    """Every problem of ``request`` (empty when it can be solved as given), in ``RULES`` order."""
+    return tuple(problem for rule in RULES for problem in rule(request))
+
+
+# --------------------------------------------------------------------------- paths and small helpers
+
+
+def _node_path(i: int) -> str:
+    return f"inventory.nodes[{i}]"
+
+
+def _member_path(j: int, r: int) -> str:
+    return f"jobs[{j}].roles[{r}].member"
+
+
+def _duplicates(items: Iterable[tuple[str, object]], what: str) -> Iterator[Problem]:
+    """One problem per repeated key, at the repeat's path, pointing back to the first occurrence."""
+    first: dict[object, str] = {}
+    for path, key in items:
+        if key in first:
+            yield Problem(path=path, message=f"{what} {key!r} is used again (first at {first[key]})")
+        else:
+            first[key] = path
+
+
+def _first_by_id(switches: Iterable[PcieSwitch | FabricSwitch]) -> dict[str, int]:
+    """Index of the first switch with each id; duplicates are reported by ``unique_ids``, and every
+    later rule resolves a reference to the first switch so it reports nothing twice."""
+    index: dict[str, int] = {}
+    for i, switch in enumerate(switches):
+        index.setdefault(switch.id, i)
+    return index
+
+
+def _cycles(parents: list[str], index: dict[str, int]) -> Iterator[list[int]]:
+    """Each cycle of a parent-pointer forest once, as the list of positions around it.
+
+    Walks up from every switch, colouring what it has seen; a walk that meets its own path has
+    found a cycle. Every switch is walked past at most once, so this is linear.
+    """
+    done: set[int] = set()
+    for start in range(len(parents)):
+        path: list[int] = []
+        on_path: dict[int, int] = {}
+        current: int | None = start
+        while current is not None and current not in done and current not in on_path:
+            on_path[current] = len(path)
+            path.append(current)
+            current = index.get(parents[current]) if parents[current] else None
+        if current is not None and current in on_path:
+            yield path[on_path[current] :]
+        done.update(path)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# --------------------------------------------------------------------------- rules: identity
+
+
+def unique_ids(request: SolveRequest) -> Iterator[Problem]:
+    """Names and ids are unique where something refers to them: a reference must mean one thing."""
+    nodes = request.inventory.nodes
+    yield from _duplicates(((f"{_node_path(i)}.name", n.name) for i, n in enumerate(nodes)), "node name")
+    for i, node in enumerate(nodes):
+        p = _node_path(i)
+        yield from _duplicates(((f"{p}.gpus[{k}].id", g.id) for k, g in enumerate(node.gpus)), "GPU id")
+        yield from _duplicates(((f"{p}.nics[{k}].name", n.name) for k, n in enumerate(node.nics)), "NIC name")
+        yield from _duplicates(
+            ((f"{p}.pcie_switches[{k}].id", s.id) for k, s in enumerate(node.pcie_switches)), "PCIe switch id"
+        )
+        yield from _duplicates(
+            ((f"{p}.numa_nodes[{k}].id", n.id) for k, n in enumerate(node.numa_nodes)), "NUMA node id"
+        )
+    switches = request.inventory.switches
+    yield from _duplicates(
+        ((f"inventory.switches[{k}].id", s.id) for k, s in enumerate(switches)), "fabric switch id"
+    )
+    yield from _duplicates(((f"jobs[{j}].id", job.id) for j, job in enumerate(request.jobs)), "job id")
+    for j, job in enumerate(request.jobs):
+        yield from _duplicates(
+            ((f"jobs[{j}].roles[{r}].name", role.name) for r, role in enumerate(job.roles)), "role name"
+        )
+
+
+# --------------------------------------------------------------------------- rules: inside a node
+
+
+def pcie_references(request: SolveRequest) -> Iterator[Problem]:
+    """GPUs, NICs and switches name PCIe switches of their own node ("" = unknown, allowed)."""
+    for i, node in enumerate(request.inventory.nodes):
+        p = _node_path(i)
+        known = {s.id for s in node.pcie_switches}
+        for k, gpu in enumerate(node.gpus):
+            if gpu.pcie_switch and gpu.pcie_switch not in known:
+                yield Problem(
+                    path=f"{p}.gpus[{k}].pcie_switch",
+                    message=f"PCIe switch {gpu.pcie_switch!r} of GPU {gpu.id} "
+                    f"is not a switch of node {node.name}",
+                )
+        for k, nic in enumerate(node.nics):
+            if nic.pcie_switch and nic.pcie_switch not in known:
+                yield Problem(
+                    path=f"{p}.nics[{k}].pcie_switch",
+                    message=f"PCIe switch {nic.pcie_switch!r} of NIC {nic.name} "
+                    f"is not a switch of node {node.name}",
+                )
+        for k, switch in enumerate(node.pcie_switches):
+            if switch.parent and switch.parent not in known:
+                yield Problem(
+                    path=f"{p}.pcie_switches[{k}].parent",
+                    message=f"parent {switch.parent!r} of PCIe switch {switch.id} "
+                    f"is not a switch of node {node.name}",
+                )
+
+
+def pcie_cycles(request: SolveRequest) -> Iterator[Problem]:
+    """The PCIe switches of a node form a forest: a switch that is its own ancestor has no root."""
+    for i, node in enumerate(request.inventory.nodes):
+        switches = node.pcie_switches
+        for cycle in _cycles([s.parent for s in switches], _first_by_id(switches)):
+            first = min(cycle)
+            loop = " -> ".join(switches[k].id for k in [*cycle, cycle[0]])
+            yield Problem(
+                path=f"{_node_path(i)}.pcie_switches[{first}].parent",
+                message=f"PCIe switches of node {node.name} form a cycle: {loop}",
+            )
+
+
+def numa_references(request: SolveRequest) -> Iterator[Problem]:
+    """Devices name NUMA nodes the node declares (only checked when the node declares any)."""
+    for i, node in enumerate(request.inventory.nodes):
+        if not node.numa_nodes:
+            continue
+        p = _node_path(i)
+        known = {n.id for n in node.numa_nodes}
+        listed = ", ".join(str(n) for n in sorted(known))
+        devices = [
+            *((f"gpus[{k}]", f"GPU {g.id}", g.numa) for k, g in enumerate(node.gpus)),
+            *((f"nics[{k}]", f"NIC {n.name}", n.numa) for k, n in enumerate(node.nics)),
+            *(
+                (f"pcie_switches[{k}]", f"PCIe switch {s.id}", s.numa)
+                for k, s in enumerate(node.pcie_switches)
+            ),
+        ]
+        for where, what, numa in devices:
+            if numa is not None and numa not in known:
+                yield Problem(
+                    path=f"{p}.{where}.numa",
+                    message=f"NUMA node {numa} of {what} is not one of "
+                    f"node {node.name}'s NUMA nodes ({listed})",
+                )
+
+
+def nvlink_references(request: SolveRequest) -> Iterator[Problem]:
+    """An NVLink joins two different GPUs of its node."""
+    for i, node in enumerate(request.inventory.nodes):
+        p = _node_path(i)
+        known = {g.id for g in node.gpus}
+        for k, link in enumerate(node.nvlinks):
+            for end in ("gpu_a", "gpu_b"):
+                gpu = getattr(link, end)
+                if gpu not in known:
+                    yield Problem(
+                        path=f"{p}.nvlinks[{k}].{end}",
+                        message=f"NVLink end {gpu!r} is not a GPU of node {node.name}",
+                    )
+            if link.gpu_a == link.gpu_b:
+                yield Problem(
+                    path=f"{p}.nvlinks[{k}]",
+                    message=f"NVLink joins GPU {link.gpu_a} to itself",
+                )
+
+
+def allocation_references(request: SolveRequest) -> Iterator[Problem]:
+    """Allocations hold devices that exist on their node, each listed once."""
+    for i, node in enumerate(request.inventory.nodes):
+        gpus = {g.id for g in node.gpus}
+        nics = {n.name for n in node.nics}
+        for a, alloc in enumerate(node.allocations):
+            p = f"{_node_path(i)}.allocations[{a}]"
+            for field, kind, known in (("gpus", "GPU", gpus), ("nics", "NIC", nics)):
+                seen: set[str] = set()
+                for k, device in enumerate(getattr(alloc, field)):
+                    if device not in known:
+                        yield Problem(
+                            path=f"{p}.{field}[{k}]",
+                            message=f"{kind} {device!r} held by {alloc.owner or 'an allocation'} "
+                            f"is not a {kind} of node {node.name}",
+                        )
+                    if device in seen:
+                        yield Problem(
+                            path=f"{p}.{field}[{k}]",
+                            message=f"{kind} {device} is listed twice in this allocation",
+                        )
+                    seen.add(device)
+            for k, share in enumerate(alloc.gpu_shares):
+                if share.gpu not in gpus:
+                    yield Problem(
+                        path=f"{p}.gpu_shares[{k}].gpu",
+                        message=f"GPU {share.gpu!r} shared by {alloc.owner or 'an allocation'} "
+                        f"is not a GPU of node {node.name}",
+                    )
+
+
+def allocation_overcommit(request: SolveRequest) -> Iterator[Problem]:
+    """What is already allocated fits the node: no device held twice, CPU/memory within the node's
+    (when tracked: 0 means the node does not track it)."""
+    for i, node in enumerate(request.inventory.nodes):
+        p = _node_path(i)
+        for field, kind in (("gpus", "GPU"), ("nics", "NIC")):
+            holder: dict[str, int] = {}
+            for a, alloc in enumerate(node.allocations):
+                for k, device in enumerate(getattr(alloc, field)):
+                    if holder.get(device, a) != a:  # a repeat inside one allocation is reported above
+                        first = holder[device]
+                        owner = node.allocations[first].owner
+                        yield Problem(
+                            path=f"{p}.allocations[{a}].{field}[{k}]",
+                            message=f"{kind} {device} is already held by allocation {first}"
+                            + (f" ({owner})" if owner else ""),
+                        )
+                    else:
+                        holder.setdefault(device, a)
+        for field, unit in (("cpu_milli", "milli-CPU"), ("memory_mib", "MiB of memory")):
+            capacity = getattr(node, field)
+            held = sum(getattr(alloc, field) for alloc in node.allocations)
+            if capacity and held > capacity:
+                yield Problem(
+                    path=f"{p}.allocations",
+                    message=f"allocations of node {node.name} hold {held} {unit} but the node has {capacity}",
+                )
+
+
+# --------------------------------------------------------------------------- rules: the fabric
+
+
+def fabric_references(request: SolveRequest) -> Iterator[Problem]:
+    """Fabric parents and node leaves name fabric switches; a node hangs under a tier-1 switch."""
+    switches = request.inventory.switches
+    index = _first_by_id(switches)
+    for k, switch in enumerate(switches):
+        if switch.parent and switch.parent not in index:
+            yield Problem(
+                path=f"inventory.switches[{k}].parent",
+                message=f"parent {switch.parent!r} of fabric switch {switch.id} is not a fabric switch",
+            )
+    for i, node in enumerate(request.inventory.nodes):
+        if not node.leaf:
+            continue
+        if node.leaf not in index:
+            yield Problem(
+                path=f"{_node_path(i)}.leaf",
+                message=f"leaf {node.leaf!r} of node {node.name} is not a fabric switch",
+            )
+        elif (tier := switches[index[node.leaf]].tier) != 1:
+            yield Problem(
+                path=f"{_node_path(i)}.leaf",
+                message=f"leaf {node.leaf!r} of node {node.name} is a tier-{tier} switch; "
+                "nodes hang under tier-1 switches",
+            )
+
+
+def fabric_cycles(request: SolveRequest) -> Iterator[Problem]:
+    """The fabric is a forest of switches: a switch that is its own ancestor has no root."""
+    switches = request.inventory.switches
+    for cycle in _cycles([s.parent for s in switches], _first_by_id(switches)):
+        loop = " -> ".join(switches[k].id for k in [*cycle, cycle[0]])
+        yield Problem(
+            path=f"inventory.switches[{min(cycle)}].parent",
+            message=f"fabric switches form a cycle: {loop}",
+        )
+
+
+def fabric_tiers(request: SolveRequest) -> Iterator[Problem]:
+    """Tiers grow toward the root (leaf 1, spine 2, ...): locality is measured by the tier reached."""
+    switches = request.inventory.switches
+    index = _first_by_id(switches)
+    for k, switch in enumerate(switches):
+        if switch.parent in index and (parent := switches[index[switch.parent]]).tier <= switch.tier:
+            yield Problem(
+                path=f"inventory.switches[{k}].tier",
+                message=f"fabric switch {switch.id} has tier {switch.tier} but its parent {parent.id} "
+                f"has tier {parent.tier}; tiers must increase toward the root",
+            )
+
+
+# --------------------------------------------------------------------------- rules: jobs
+
+
+def _roles(request: SolveRequest) -> Iterator[tuple[int, int, Role]]:
+    for j, job in enumerate(request.jobs):
+        for r, role in enumerate(job.roles):
+            yield j, r, role
+
+
+def role_counts(request: SolveRequest) -> Iterator[Problem]:
+    """A gang minimum cannot exceed the replicas it is a minimum of."""
+    for j, r, role in _roles(request):
+        if role.min_replicas is not None and role.min_replicas > role.replicas:
+            yield Problem(
+                path=f"jobs[{j}].roles[{r}].min_replicas",
+                message=f"role {role.name} has min_replicas {role.min_replicas} "
+                f"above its replicas {role.replicas}",
+            )
+
+
+def role_affinity_references(request: SolveRequest) -> Iterator[Problem]:
+    """A role affinity relates two roles of its own job."""
+    for j, job in enumerate(request.jobs):
+        names = {role.name for role in job.roles}
+        for k, affinity in enumerate(job.role_affinity):
+            for end in ("role_a", "role_b"):
+                if (name := getattr(affinity, end)) not in names:
+                    yield Problem(
+                        path=f"jobs[{j}].role_affinity[{k}].{end}",
+                        message=f"role {name!r} is not a role of job {job.id}",
+                    )
+
+
+def _nics_asked(role: Role) -> int:
+    """NICs one member needs: one per GPU, a fixed count, or none."""
+    shape = role.member
+    if shape.nics.mode == NicMode.PER_GPU:
+        return shape.gpus
+    if shape.nics.mode == NicMode.PER_MEMBER:
+        return shape.nics.count
+    return 0
+
+
+def member_requests(request: SolveRequest) -> Iterator[Problem]:
+    """A member asks for something, and its NIC request is not self-contradictory."""
+    for j, r, role in _roles(request):
+        shape, p = role.member, _member_path(j, r)
+        if shape.nics.mode == NicMode.PER_MEMBER and shape.nics.count == 0:
+            yield Problem(path=f"{p}.nics.count", message="NIC mode PER_MEMBER asks for 0 NICs; set a count")
+        if shape.nics.mode == NicMode.PER_GPU and shape.gpus == 0:
+            yield Problem(
+                path=f"{p}.nics.mode", message="NIC mode PER_GPU on a member with 0 GPUs asks for no NICs"
+            )
+        share = shape.gpu_share is not None and (shape.gpu_share.milli or shape.gpu_share.memory_mib)
+        if not (shape.gpus or share or shape.cpu_milli or shape.memory_mib or _nics_asked(role)):
+            yield Problem(
+                path=p,
+                message=f"a member of role {role.name} asks for nothing: no GPUs, NICs, CPU or memory",
+            )
+
+
+@dataclass(frozen=True)
+class _Largest:
+    """The most of each resource any one node has in total (healthy or not, free or not): a member
+    asking more can never be placed, whatever else happens. ``None`` = some node does not track it."""
+
+    gpus: int
+    nics: int
+    cpu_milli: int | None
+    memory_mib: int | None
+    nodes: tuple[Node, ...]
+
+    @classmethod
+    def of(cls, nodes: tuple[Node, ...]) -> _Largest:
+        return cls(
+            gpus=max(len(n.gpus) for n in nodes),
+            nics=max(sum(nic.rdma for nic in n.nics) for n in nodes),
+            cpu_milli=None if any(n.cpu_milli == 0 for n in nodes) else max(n.cpu_milli for n in nodes),
+            memory_mib=None if any(n.memory_mib == 0 for n in nodes) else max(n.memory_mib for n in nodes),
+            nodes=nodes,
+        )
+
+    def gpus_of(self, models: frozenset[str]) -> int:
+        return max(sum(g.model in models for g in n.gpus) for n in self.nodes)
+
+
+def member_fits_some_node(request: SolveRequest) -> Iterator[Problem]:
+    """Each thing a member asks for, some node has at least that much of in total.
+
+    Each resource is compared on its own (a node with enough GPUs and another with enough CPU pass):
+    combinations are the solver's business and become an unplaced job with a reason, not an error.
+    Skipped on an empty inventory, where every job is simply unplaced.
+    """
+    nodes = request.inventory.nodes
+    if not nodes:
+        return
+    largest = _Largest.of(nodes)
+    by_models: dict[frozenset[str], int] = {}  # few distinct model sets: one pass over nodes each
+    for j, r, role in _roles(request):
+        shape, p = role.member, _member_path(j, r)
+        if shape.gpus > largest.gpus:
+            yield Problem(
+                path=f"{p}.gpus",
+                message=f"asks for {shape.gpus} GPUs but the largest node has {largest.gpus}",
+            )
+        elif shape.gpus and shape.gpu_models:
+            models = frozenset(shape.gpu_models)
+            if models not in by_models:
+                by_models[models] = largest.gpus_of(models)
+            if shape.gpus > by_models[models]:
+                yield Problem(
+                    path=f"{p}.gpu_models",
+                    message=f"asks for {shape.gpus} GPUs of model {' or '.join(shape.gpu_models)} "
+                    f"but the node with the most has {by_models[models]}",
+                )
+        if (nics := _nics_asked(role)) > largest.nics:
+            field = "nics.count" if shape.nics.mode == NicMode.PER_MEMBER else "nics.mode"
+            yield Problem(
+                path=f"{p}.{field}",
+                message=f"asks for {_plural(nics, 'RDMA NIC')} but the largest node has {largest.nics}",
+            )
+        if largest.cpu_milli is not None and shape.cpu_milli > largest.cpu_milli:
+            yield Problem(
+                path=f"{p}.cpu_milli",
+                message=f"asks for {shape.cpu_milli} milli-CPU but the largest node has {largest.cpu_milli}",
+            )
+        if largest.memory_mib is not None and shape.memory_mib > largest.memory_mib:
+            yield Problem(
+                path=f"{p}.memory_mib",
+                message=f"asks for {shape.memory_mib} MiB of memory "
+                f"but the largest node has {largest.memory_mib}",
+            )
+
+
+# --------------------------------------------------------------------------- the rules, in order
+
+RULES: tuple[Rule, ...] = (
+    unique_ids,
+    pcie_references,
+    pcie_cycles,
+    numa_references,
+    nvlink_references,
+    allocation_references,
+    allocation_overcommit,
+    fabric_references,
+    fabric_cycles,
+    fabric_tiers,
+    role_counts,
+    role_affinity_references,
+    member_requests,
+    member_fits_some_node,
+)
