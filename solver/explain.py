@@ -8,9 +8,11 @@ and other jobs of the batch won the room.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from solver.compile import Compiled
+from solver.compile.locality import FABRIC, NVLINK, Rule, domain_of
+from solver.fabric import Fabric
 from solver.intranode import configurations_for
 from solver.model import (
     Alignment,
@@ -21,7 +23,7 @@ from solver.model import (
     ReasonCode,
     Requirement,
 )
-from solver.normalise import Normalised, RoleRef
+from solver.normalise import NodeClass, Normalised, RoleRef
 
 
 def explain(
@@ -61,6 +63,10 @@ def why_unplaced(problem: Normalised, compiled: Compiled, j: int, *, timed_out: 
                 f"the free cluster can host at most {room}",
                 relaxation=fix,
             )
+    for rule in (r for r in compiled.locality.rules if r.job == j and r.mode == Requirement.REQUIRED):
+        reason = locality_shortfall(problem, compiled, rule)
+        if reason is not None:
+            return reason
     if timed_out:
         return Reason(
             code=ReasonCode.TIME_LIMIT,
@@ -75,12 +81,62 @@ def why_unplaced(problem: Normalised, compiled: Compiled, j: int, *, timed_out: 
     )
 
 
-def capacity(problem: Normalised, compiled: Compiled, r: int) -> int:
-    """Members of role ``r`` the free cluster could host with nothing else placed."""
+def capacity(
+    problem: Normalised, compiled: Compiled, r: int, where: Callable[[NodeClass], bool] = bool
+) -> int:
+    """Members of role ``r`` the free cluster (or the classes ``where`` accepts) could host with
+    nothing else placed."""
     shape = problem.roles[r].shape
     return sum(
         cls.count * max((k.counts[shape] for k in compiled.configs[cls.index]), default=0)
         for cls in problem.classes
+        if where(cls)
+    )
+
+
+def locality_shortfall(problem: Normalised, compiled: Compiled, rule: Rule) -> Reason | None:
+    """A LOCALITY reason when no single domain of the rule's level has room for its roles' minimums."""
+    fabric = Fabric.of(problem.request.inventory)
+    level = 1 if rule.partition == NVLINK else rule.highest_tier
+    if not level:
+        return None
+    domains = sorted({d for cls in problem.classes if (d := domain_of(cls, fabric, rule.partition, level))})
+
+    def room(domain: str) -> dict[int, int]:
+        def inside(cls: NodeClass) -> bool:
+            return domain_of(cls, fabric, rule.partition, level) == domain
+
+        return {r: capacity(problem, compiled, r, inside) for r in rule.roles}
+
+    rooms = {d: room(d) for d in domains}
+    if any(all(rooms[d][r] >= problem.roles[r].minimum for r in rule.roles) for d in domains):
+        return None
+    where = "one NVLink domain" if rule.partition == NVLINK else f"one tier-{level} switch"
+    refs = [problem.roles[r] for r in rule.roles]
+    needs = " and ".join(
+        f"{ref.minimum} {ref.role.name} members ({describe(ref.role.member)})" for ref in refs
+    )
+    best = max(
+        domains,
+        key=lambda d: sum(min(rooms[d][r], problem.roles[r].minimum) for r in rule.roles),
+        default=None,
+    )
+    best_text = (
+        "no switch of that tier has any room"
+        if best is None
+        else f"the best, {best}, has room for "
+        + " and ".join(f"{rooms[best][r]} {problem.roles[r].role.name}" for r in rule.roles)
+    )
+    higher = [t for t in fabric.tiers if t > level]
+    relax = (
+        f"allow tier {higher[0]} ({rule.what})"
+        if rule.partition == FABRIC and higher
+        else "make the rule PREFERRED"
+    )
+    return Reason(
+        code=ReasonCode.LOCALITY,
+        message=f"{rule.what}: needs {needs} under {where}; {best_text}",
+        relaxation=relax,
     )
 
 

@@ -225,16 +225,32 @@ def node_shape(node: Node, selected_label_keys: frozenset[str]) -> tuple[NodeSha
     return shape, concrete
 
 
+def locality_matters(request: SolveRequest) -> tuple[bool, bool]:
+    """Does any job of the batch have a fabric rule (leaves matter) or an NVLink-domain rule?"""
+    ruled = (Requirement.REQUIRED, Requirement.PREFERRED)
+    fabric = any(
+        job.locality.mode in ruled or job.role_affinity or any(r.locality.mode in ruled for r in job.roles)
+        for job in request.jobs
+    )
+    domains = any(job.nvlink_domain in ruled for job in request.jobs)
+    return fabric, domains
+
+
 def normalise(request: SolveRequest) -> Normalised:
     """Group schedulable nodes into classes and the batch's members into kinds."""
     selected = frozenset(k for job in request.jobs for r in job.roles for k in r.member.node_selector)
+    # Where a node sits only matters to a batch that has rules about where: without them, nodes of
+    # one shape under different leaves are one class, and the model stays small.
+    by_leaf, by_domain = locality_matters(request)
     by_key: dict[tuple[NodeShape, str, str], list[ConcreteNode]] = defaultdict(list)
     candidates = 0
-    for node in sorted(request.inventory.nodes, key=lambda n: n.name):
+    # Leaf first: decode hands out a class's nodes in this order, so a gang fills one leaf before the next.
+    for node in sorted(request.inventory.nodes, key=lambda n: (n.leaf, n.name)):
         if not node.schedulable:
             continue
         shape, concrete = node_shape(node, selected)
-        by_key[shape, node.leaf, node.nvlink_domain].append(concrete)
+        key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "")
+        by_key[key].append(concrete)
         candidates += 1
     # Class order is deterministic: by the first node's name.
     classes = tuple(

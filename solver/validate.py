@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from solver.errors import Problem
-from solver.model import FabricSwitch, NicMode, Node, PcieSwitch, Role, SolveRequest
+from solver.model import FabricSwitch, NicMode, Node, PcieSwitch, Requirement, Role, SolveRequest
 
 Rule = Callable[[SolveRequest], Iterator[Problem]]
 
@@ -346,6 +346,63 @@ def role_affinity_references(request: SolveRequest) -> Iterator[Problem]:
                     )
 
 
+def not_yet_supported(request: SolveRequest) -> Iterator[Problem]:
+    """Rules the contract can carry but this version of the solver does not enforce yet. Refusing
+    them is honest; silently placing a job as if they were absent would not be."""
+    pending = "is not supported by this version of topoplace yet"
+    for j, job in enumerate(request.jobs):
+        if job.rail_aligned in (Requirement.REQUIRED, Requirement.PREFERRED):
+            yield Problem(path=f"jobs[{j}].rail_aligned", message=f"rail alignment {pending}")
+        if job.anti_affinity:
+            yield Problem(path=f"jobs[{j}].anti_affinity", message=f"anti-affinity {pending}")
+        if job.exclusive_nodes:
+            yield Problem(path=f"jobs[{j}].exclusive_nodes", message=f"exclusive nodes {pending}")
+        for r, role in enumerate(job.roles):
+            member = role.member
+            if member.gpu_share is not None:
+                yield Problem(path=f"{_member_path(j, r)}.gpu_share", message=f"GPU sharing {pending}")
+            if member.mutex:
+                yield Problem(path=f"{_member_path(j, r)}.mutex", message=f"mutex {pending}")
+    for i, node in enumerate(request.inventory.nodes):
+        for a, alloc in enumerate(node.allocations):
+            if alloc.gpu_shares or alloc.mutex:
+                yield Problem(
+                    path=f"{_node_path(i)}.allocations[{a}].gpu_shares",
+                    message=f"shared or mutex allocations {pending}",
+                )
+
+
+def locality_tiers(request: SolveRequest) -> Iterator[Problem]:
+    """A locality tier names a tier the fabric has (REQUIRED at a tier above every switch would
+    hold trivially, below every switch never)."""
+    tiers = {s.tier for s in request.inventory.switches}
+    top = max(tiers, default=0)
+
+    def check(path: str, mode: Requirement, tier: int | None) -> Iterator[Problem]:
+        if mode != Requirement.REQUIRED or not tier:
+            return
+        if not tiers:
+            yield Problem(path=path, message=f"asks for tier {tier} but the inventory has no fabric switches")
+        elif tier not in tiers and tier < top:
+            yield Problem(
+                path=path, message=f"tier {tier} is not a tier of the fabric (tiers: {sorted(tiers)})"
+            )
+
+    for j, job in enumerate(request.jobs):
+        yield from check(f"jobs[{j}].locality.highest_tier", job.locality.mode, job.locality.highest_tier)
+        for r, role in enumerate(job.roles):
+            yield from check(
+                f"jobs[{j}].roles[{r}].locality.highest_tier", role.locality.mode, role.locality.highest_tier
+            )
+        names = {role.name for role in job.roles}
+        for k, pair in enumerate(job.role_affinity):
+            if not {pair.role_a, pair.role_b} <= names:
+                continue  # reported by role_affinity_references
+            mode = Requirement.REQUIRED if pair.mode == Requirement.UNSPECIFIED else pair.mode
+            tier = 1 if pair.highest_tier is None else pair.highest_tier
+            yield from check(f"jobs[{j}].role_affinity[{k}].highest_tier", mode, tier)
+
+
 def _nics_asked(role: Role) -> int:
     """NICs one member needs: one per GPU, a fixed count, or none."""
     shape = role.member
@@ -462,6 +519,8 @@ RULES: tuple[Rule, ...] = (
     fabric_tiers,
     role_counts,
     role_affinity_references,
+    locality_tiers,
+    not_yet_supported,
     member_requests,
     member_fits_some_node,
 )

@@ -23,6 +23,9 @@ The rules checked (the solver implements the same ones; this list is what "valid
 - capacity: no device used by two members; per node, the members' CPU and memory fit what the
             allocations leave free (a node with 0 CPU/memory does not track it).
 - metrics:  GPU counts agree with the inventory and the placement.
+- locality: REQUIRED job, role and role-pair locality: the nodes involved share a fabric switch of
+            the allowed tier or lower (one node always does); REQUIRED NVLink domain: one domain;
+            the reported tier, leaves, NVLink domains and rails agree with the nodes and NICs used.
 
 Each violation is one sentence naming job, role, member index, node and device.
 """
@@ -70,6 +73,12 @@ def verify(request: SolveRequest, result: SolveResult) -> tuple[str, ...]:
         *_shared_devices(placed),
         *_node_capacity(nodes, placed),
         *_metrics(request, result, placed),
+        *(
+            v
+            for jr in result.jobs
+            if jr.placed and jr.job_id in jobs
+            for v in _locality(request, jobs[jr.job_id], jr)
+        ),
     ]
     return tuple(violations)
 
@@ -483,3 +492,79 @@ def _metrics(request: SolveRequest, result: SolveResult, placed: list[_Placed]) 
         stated = getattr(result.metrics, name)
         if stated != value:
             yield f"metrics: {name} is {stated} but the inventory and placement give {value}"
+
+
+# --------------------------------------------------------------------------- locality
+
+
+def _switch_chain(request: SolveRequest, leaf: str) -> list[tuple[str, int]]:
+    """(switch, tier) from ``leaf`` up to its root (cycle-safe); empty for a node outside the fabric."""
+    by_id = {sw.id: sw for sw in request.inventory.switches}
+    chain: list[tuple[str, int]] = []
+    current = leaf
+    while current in by_id and all(current != c for c, _ in chain):
+        chain.append((current, by_id[current].tier))
+        current = by_id[current].parent
+    return chain
+
+
+def _lowest_common_tier(request: SolveRequest, nodes: list[Node]) -> int | None:
+    """0 for a single node; the tier of the lowest switch above all the nodes; None if none is."""
+    if len({n.name for n in nodes}) <= 1:
+        return 0
+    chains = [_switch_chain(request, n.leaf) for n in nodes]
+    if any(not c for c in chains):
+        return None
+    common = set(chains[0]).intersection(*(set(c) for c in chains[1:]))
+    return min((tier for _, tier in common), default=None)
+
+
+def _locality(request: SolveRequest, job: Job, jr: JobResult) -> Iterator[str]:
+    nodes = {n.name: n for n in request.inventory.nodes}
+    members = [m for m in jr.members if m.node in nodes]
+    on = [nodes[m.node] for m in members]
+
+    def within(what: str, group: list[Node], tier: int) -> Iterator[str]:
+        reached = _lowest_common_tier(request, group)
+        if reached is None or reached > tier:
+            got = "no common switch" if reached is None else f"tier {reached}"
+            yield f"job {job.id}: {what} must stay within tier {tier}, but its nodes meet at {got}"
+
+    if job.locality.mode == Requirement.REQUIRED and job.locality.highest_tier:
+        yield from within("the job", on, job.locality.highest_tier)
+    for role in job.roles:
+        if role.locality.mode == Requirement.REQUIRED and role.locality.highest_tier:
+            group = [nodes[m.node] for m in members if m.role == role.name]
+            yield from within(f"role {role.name}", group, role.locality.highest_tier)
+    for pair in job.role_affinity:
+        if pair.mode in (Requirement.REQUIRED, Requirement.UNSPECIFIED):
+            group = [nodes[m.node] for m in members if m.role in (pair.role_a, pair.role_b)]
+            tier = 1 if pair.highest_tier is None else pair.highest_tier
+            yield from within(f"roles {pair.role_a} and {pair.role_b}", group, tier)
+    domains = {n.nvlink_domain for n in on}
+    if (
+        job.nvlink_domain == Requirement.REQUIRED
+        and len({n.name for n in on}) > 1
+        and (len(domains) > 1 or "" in domains)
+    ):
+        yield f"job {job.id}: must stay in one NVLink domain, but spans {sorted(domains)}"
+
+    reached = _lowest_common_tier(request, on)
+    if (reached or 0) != jr.locality_tier:
+        yield f"job {job.id}: reports locality tier {jr.locality_tier}, its nodes meet at tier {reached}"
+    leaves = {n.leaf for n in on if n.leaf}
+    if jr.leaves_spanned != len(leaves):
+        yield f"job {job.id}: reports {jr.leaves_spanned} leaves spanned, its nodes are under {len(leaves)}"
+    spanned = len(domains - {""})
+    if jr.nvlink_domains_spanned != spanned:
+        yield f"job {job.id}: reports {jr.nvlink_domains_spanned} NVLink domains, its nodes are in {spanned}"
+    rails = sorted(
+        {
+            nic.rail
+            for m in members
+            for nic in nodes[m.node].nics
+            if nic.name in m.nics and nic.rail is not None
+        }
+    )
+    if list(jr.rails) != rails:
+        yield f"job {job.id}: reports rails {list(jr.rails)}, its NICs are on rails {rails}"

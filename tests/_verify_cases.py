@@ -242,6 +242,46 @@ def metrics_for(req: SolveRequest, jobs: Iterable[JobResult]) -> ClusterMetrics:
     )
 
 
+def with_footprint(req: SolveRequest, jr: JobResult) -> JobResult:
+    """The job's reported footprint, counted the test's own way: leaves, NVLink domains, rails of
+    the NICs used, and the tier of the lowest switch above every node (0 for one node)."""
+    if not jr.placed:
+        return jr
+    nodes = {n.name: n for n in req.inventory.nodes}
+    used = [nodes[m.node] for m in jr.members if m.node in nodes]
+    parents = {s.id: (s.parent, s.tier) for s in req.inventory.switches}
+
+    def above(leaf: str) -> dict[str, int]:
+        out = {}
+        while leaf in parents and leaf not in out:
+            out[leaf] = parents[leaf][1]
+            leaf = parents[leaf][0]
+        return out
+
+    tier = 0
+    if len({n.name for n in used}) > 1:
+        shared = set.intersection(*(set(above(n.leaf).items()) for n in used))
+        tier = min((t for _, t in shared), default=0)
+    rails = sorted(
+        {
+            nic.rail
+            for m in jr.members
+            if m.node in nodes
+            for nic in nodes[m.node].nics
+            if nic.name in m.nics and nic.rail is not None
+        }
+    )
+    return jr.model_copy(
+        update={
+            "locality_tier": tier,
+            "leaves_spanned": len({n.leaf for n in used if n.leaf}),
+            "nvlink_domains_spanned": len({n.nvlink_domain for n in used if n.nvlink_domain}),
+            "rails": tuple(rails),
+        }
+    )
+
+
 def result(req: SolveRequest, *jobs: JobResult) -> SolveResult:
-    """A result with the given job answers and metrics consistent with them."""
+    """A result with the given job answers, and metrics and footprints consistent with them."""
+    jobs = tuple(with_footprint(req, jr) for jr in jobs)
     return SolveResult(status=SolveStatus.OPTIMAL, jobs=jobs, metrics=metrics_for(req, jobs))

@@ -14,9 +14,11 @@ from solver.model import (
     Alignment,
     Allocation,
     Distance,
+    FabricSwitch,
     Gpu,
     Inventory,
     Job,
+    Locality,
     MemberShape,
     Nic,
     NicMode,
@@ -47,6 +49,8 @@ def server(
     memory_mib: int = 0,
     labels: dict[str, str] | None = None,
     model: str = "H100",
+    leaf: str = "",
+    nvlink_domain: str = "",
 ) -> Node:
     """A server with ``switches`` PCIe switches (two per NUMA node, under one host bridge each),
     each holding GPUs and NICs. NIC names are rotated by ``nic_shift`` so GPU k is *not* next to
@@ -106,6 +110,8 @@ def server(
         pcie_switches=tuple(pcie),
         nvlinks=tuple(NvLink(gpu_a=f"GPU{a}", gpu_b=f"GPU{b}", links=4) for a, b in pairs),
         allocations=allocations,
+        leaf=leaf,
+        nvlink_domain=nvlink_domain,
     )
 
 
@@ -124,6 +130,8 @@ def job(
     nvlink: Requirement = Requirement.NONE,
     cpu_milli: int = 0,
     selector: dict[str, str] | None = None,
+    locality: Locality | None = None,
+    nvlink_domain: Requirement = Requirement.NONE,
 ) -> Job:
     shape = MemberShape(
         gpus=gpus,
@@ -138,12 +146,24 @@ def job(
         id=job_id,
         priority=priority,
         roles=(Role(name="worker", replicas=members, min_replicas=minimum, member=shape),),
+        locality=locality or Locality(),
+        nvlink_domain=nvlink_domain,
     )
 
 
-def request(nodes: Sequence[Node], jobs: Sequence[Job], **policy: object) -> SolveRequest:
+def fat_tree(leaves: int, spines: int = 1) -> tuple[FabricSwitch, ...]:
+    """``leaves`` tier-1 switches spread over ``spines`` tier-2 switches under one tier-3 core."""
+    out = [FabricSwitch(id="core", tier=3)]
+    out += [FabricSwitch(id=f"spine{s}", tier=2, parent="core") for s in range(spines)]
+    out += [FabricSwitch(id=f"leaf{i}", tier=1, parent=f"spine{i % spines}") for i in range(leaves)]
+    return tuple(out)
+
+
+def request(
+    nodes: Sequence[Node], jobs: Sequence[Job], switches: Sequence[FabricSwitch] = (), **policy: object
+) -> SolveRequest:
     return SolveRequest(
-        inventory=Inventory(nodes=tuple(nodes)),
+        inventory=Inventory(nodes=tuple(nodes), switches=tuple(switches)),
         jobs=tuple(jobs),
         policy=Policy(time_limit_s=10, **policy),
     )
@@ -212,6 +232,35 @@ def best_placed_work(req: SolveRequest) -> int:
     }
     best = 0
 
+    parent = {sw.id: (sw.parent, sw.tier) for sw in req.inventory.switches}
+    leaf_of = {n.name: n.leaf for n in nodes}
+    domain_of = {n.name: n.nvlink_domain for n in nodes}
+
+    def meets_tier(names: set[str], tier: int) -> bool:
+        """Some switch of tier ≤ ``tier`` sits above every node. Like the model, a node outside the
+        fabric cannot host a gang with a hard locality rule, even alone."""
+        chains = []
+        for name in names:
+            chain, s = set(), leaf_of[name]
+            while s in parent and s not in chain:
+                chain.add(s)
+                s = parent[s][0]
+            chains.append(chain)
+        if any(not c for c in chains):
+            return False
+        return len(names) <= 1 or any(parent[s][1] <= tier for s in set.intersection(*chains))
+
+    def locality_holds(job: Job, names: set[str]) -> bool:
+        members = sum(role.replicas for role in job.roles)
+        hard_tier = job.locality.highest_tier if job.locality.mode == Requirement.REQUIRED else 0
+        if hard_tier and members > 1 and not meets_tier(names, hard_tier):
+            return False
+        if job.nvlink_domain == Requirement.REQUIRED and members > 1:
+            domains = {domain_of[n] for n in names}
+            if len(domains) > 1 or "" in domains:
+                return False
+        return True
+
     def place_job(j: int, used: frozenset[tuple[str, str]], cpu: dict, score: int) -> None:
         nonlocal best
         if j == len(req.jobs):
@@ -223,7 +272,9 @@ def best_placed_work(req: SolveRequest) -> int:
 
         def place_member(m: int, used: frozenset, cpu: dict, gained: int) -> None:
             if m == len(members):
-                place_job(j + 1, used, cpu, score + gained)
+                names = {node for node, _ in used - before}
+                if locality_holds(req.jobs[j], names):
+                    place_job(j + 1, used, cpu, score + gained)
                 return
             role, _ = members[m]
             for node, gs, ns in options[id(role)]:
@@ -238,6 +289,7 @@ def best_placed_work(req: SolveRequest) -> int:
                     new_cpu[node] -= need
                 place_member(m + 1, used | devices, new_cpu, gained + weight * max(role.member.gpus, 1))
 
+        before = used
         place_member(0, used, cpu, 0)
 
     place_job(0, frozenset(), cpu_free, 0)

@@ -60,8 +60,9 @@ def valid_request() -> SolveRequest:
 
 
 def only(req: SolveRequest, path: str, *words: str) -> Problem:
-    """The request's single problem, at ``path``, mentioning every word."""
-    problems = validate(req)
+    """The request's single problem, at ``path``, mentioning every word (rules the solver does not
+    enforce yet are refused by their own rule, tested on its own, and left out here)."""
+    problems = [p for p in validate(req) if "not supported by this version" not in p.message]
     assert len(problems) == 1, [str(p) for p in problems]
     (problem,) = problems
     assert problem.path == path, str(problem)
@@ -428,7 +429,8 @@ def test_validation_is_linear_in_size() -> None:
 
 def test_member_asking_only_a_gpu_share_asks_something() -> None:
     share = shape().model_copy(update={"gpu_share": GpuShare(milli=250)})
-    assert validate(request([dgx()], [job("j", role("r", 1, share))])) == ()
+    problems = validate(request([dgx()], [job("j", role("r", 1, share))]))
+    assert all("not supported by this version" in p.message for p in problems)
 
 
 def test_allocation_share_of_unknown_gpu() -> None:

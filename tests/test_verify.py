@@ -451,7 +451,13 @@ def oracle_distance(node: Node, a: Gpu | Nic, b: Gpu | Nic) -> Distance:
     switches = {s.id: s for s in node.pcie_switches}
     if a.pcie_switch and a.pcie_switch == b.pcie_switch:
         return Distance.PIX
-    best = Distance.NODE if a.numa is not None and a.numa == b.numa else Distance.SYS
+    def tree_numa(device: Gpu | Nic) -> int | None:
+        """NUMA of the root of the device's PCIe tree (the device's own when it has no known switch)."""
+        roots = [s for s in node.pcie_switches if not s.parent and _is_under(switches, device.pcie_switch, s.id)]
+        return roots[0].numa if roots else device.numa if device.pcie_switch not in switches else None
+
+    numa_a, numa_b = tree_numa(a), tree_numa(b)
+    best = Distance.NODE if numa_a is not None and numa_a == numa_b else Distance.SYS
     for s in node.pcie_switches:
         if _is_under(switches, a.pcie_switch, s.id) and _is_under(switches, b.pcie_switch, s.id):
             best = min(best, Distance.PHB if s.kind == SwitchKind.HOST_BRIDGE else Distance.PXB)

@@ -99,7 +99,9 @@ def add_locality(
     score_terms, upper = [], 0
     for i, rule in enumerate(rules):
         members = [
-            (var, var.proto.domain[-1], problem.classes[c]) for (r, c), var in y.items() if r in rule.roles
+            (var, problem.roles[r].role.replicas, problem.classes[c])
+            for (r, c), var in y.items()
+            if r in rule.roles
         ]
         weight = sum(
             max(problem.roles[r].role.member.gpus, 1) * problem.roles[r].role.replicas for r in rule.roles
@@ -167,7 +169,7 @@ def add_spans(model: cp_model.CpModel, problem: Normalised, rules: tuple[Rule, .
             continue
         if (j, leaf) not in spans:
             spans[j, leaf] = model.new_bool_var(f"span[{j},{leaf}]")
-        model.add(var <= var.proto.domain[-1] * spans[j, leaf])
+        model.add(var <= problem.roles[r].role.replicas * spans[j, leaf])  # replicas bound every y
     return spans
 
 
