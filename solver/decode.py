@@ -17,6 +17,7 @@ from solver.fabric import Fabric
 from solver.intranode import Slot
 from solver.model import (
     ClusterMetrics,
+    GpuShare,
     JobResult,
     MemberPlacement,
     MemberShape,
@@ -159,6 +160,11 @@ def _placement(
         nics=tuple(sorted((node.nic_names[n] for n in slot.nics), key=node.rank.__getitem__)),
         numa=next(iter(numas)) if len(numas) == 1 and None not in numas else None,
         aligned=is_aligned(shape, member, slot.gpus, slot.nics),
+        gpu_shares=tuple(
+            GpuShare(gpu=node.gpu_ids[g], milli=slot.share[0], memory_mib=slot.share[1])
+            for g in slot.gpus
+            if slot.share is not None
+        ),
     )
 
 
@@ -189,7 +195,7 @@ def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> Cluster
     capacity). A node is fully free when none of its GPUs is allocated."""
     nodes = [n for n in request.inventory.nodes if n.schedulable]
     used_before = sum(len({g for a in n.allocations for g in a.gpus}) for n in nodes)
-    placed = sum(len(m.gpus) for j in jobs for m in j.members)
+    placed = sum(len(m.gpus) for j in jobs for m in j.members if not m.gpu_shares)  # whole GPUs only
     touched = {m.node for j in jobs for m in j.members}
     free_before = [n for n in nodes if not any(a.gpus for a in n.allocations)]
     return ClusterMetrics(

@@ -20,7 +20,16 @@ from functools import lru_cache
 from itertools import combinations
 
 from solver.model import MemberShape, NicMode, Requirement
-from solver.normalise import NodeShape, alignment_distance, has_preferences, nic_demand, preferred, required
+from solver.normalise import (
+    FreeGpu,
+    NodeShape,
+    alignment_distance,
+    gpu_count,
+    has_preferences,
+    nic_demand,
+    preferred,
+    required,
+)
 
 MAX_CONFIGURATIONS = 400  # per node shape: beyond it the model is restricted, never wrong
 
@@ -33,6 +42,7 @@ class Slot:
     gpus: tuple[int, ...]
     nics: tuple[int, ...]
     strict: bool  # meets every PREFERRED rule of its shape too
+    share: tuple[int, int] | None = None  # (milli, MiB) taken of its one GPU, for a share member
 
 
 @dataclass(frozen=True)
@@ -50,10 +60,13 @@ class Configuration:
 class Rules:
     """The hard rules of one member shape in one variant (strict: PREFERRED treated as REQUIRED)."""
 
-    gpus: int
+    gpus: int  # GPUs touched: whole ones, or 1 for a share
+    share: tuple[int, int] | None  # (milli, MiB) of one GPU, or None for whole GPUs
+    mutex: bool  # idle GPUs only, and nothing else may land on them afterwards
     nics: int
     per_gpu: bool
     models: frozenset[str]
+    avoid: frozenset[str]
     selector: tuple[tuple[str, str], ...]
     align: bool
     distance: int
@@ -67,11 +80,15 @@ class Rules:
         def hard(rule: Requirement) -> bool:
             return required(rule) or (strict and preferred(rule))
 
+        share = shape.gpu_share
         return Rules(
-            gpus=shape.gpus,
+            gpus=gpu_count(shape),
+            share=None if share is None else (share.milli, share.memory_mib),
+            mutex=shape.mutex,
             nics=nic_demand(shape),
             per_gpu=shape.nics.mode == NicMode.PER_GPU,
             models=frozenset(shape.gpu_models),
+            avoid=frozenset(shape.avoid_gpu_models),
             selector=tuple(sorted(shape.node_selector.items())),
             align=hard(shape.alignment.mode),
             distance=int(alignment_distance(shape)),
@@ -94,7 +111,11 @@ def node_admits(node: NodeShape, rules: Rules) -> bool:
 
 def gpu_sets(node: NodeShape, rules: Rules) -> tuple[tuple[int, ...], ...]:
     """Every set of the node's free GPUs one member could take, before NICs are considered."""
-    eligible = [i for i, g in enumerate(node.gpus) if not rules.models or g.model in rules.models]
+    eligible = [
+        i
+        for i, g in enumerate(node.gpus)
+        if (not rules.models or g.model in rules.models) and g.model not in rules.avoid and fits(g, rules)
+    ]
     out = []
     for combo in combinations(eligible, rules.gpus):
         if rules.nvlink and any((a, b) not in node.nvlink for a, b in combinations(combo, 2)):
@@ -104,6 +125,15 @@ def gpu_sets(node: NodeShape, rules: Rules) -> tuple[tuple[int, ...], ...]:
             continue
         out.append(combo)
     return tuple(out)
+
+
+def fits(gpu: FreeGpu, rules: Rules) -> bool:
+    """Can one GPU, as it is now, take this member's part? Whole GPUs and mutex members need an
+    idle GPU; a share needs the compute and memory it asks for."""
+    if rules.share is None or rules.mutex:
+        return gpu.idle
+    milli, memory = rules.share
+    return gpu.milli >= milli and (gpu.memory_mib is None or gpu.memory_mib >= memory)
 
 
 def _augment(gpu: int, cands: dict[int, list[int]], owner: dict[int, int], seen: set[int]) -> bool:
@@ -169,33 +199,72 @@ class _Member:
     variants: tuple[tuple[Rules, tuple[tuple[int, ...], ...], bool], ...]  # (rules, gpu sets, strict)
 
 
-def _best_packing(node: NodeShape, members: tuple[_Member, ...]) -> tuple[int, tuple[Slot, ...]] | None:
-    """Place every member on the node maximising the number placed strict; None when they don't fit."""
-    memo: dict[tuple[int, int, int], tuple[int, tuple[Slot, ...]] | None] = {}
+LOCKED = 1_000_000  # load of a GPU taken whole or by a mutex member: nothing else may land on it
 
-    def place(i: int, gmask: int, nmask: int) -> tuple[int, tuple[Slot, ...]] | None:
+
+def _best_packing(node: NodeShape, members: tuple[_Member, ...]) -> tuple[int, tuple[Slot, ...]] | None:
+    """Place every member on the node maximising the number placed strict; None when they don't fit.
+
+    The state is what the members so far took: per GPU the compute (milli, or LOCKED) and memory,
+    and the NICs. Shares go to the fullest GPU that still takes them (best fit), so the witness
+    leaves whole GPUs whole. Consecutive identical share members take GPUs in index order (they
+    are interchangeable), which keeps the search from trying every permutation.
+    """
+    memo: dict[tuple, tuple[int, tuple[Slot, ...]] | None] = {}
+    n_gpus = len(node.gpus)
+
+    def share_fits(g: int, rules: Rules, load: tuple[int, ...], memory: tuple[int, ...]) -> bool:
+        if rules.mutex:
+            return load[g] == 0
+        milli, mib = rules.share or (0, 0)
+        gpu = node.gpus[g]
+        return load[g] + milli <= gpu.milli and (gpu.memory_mib is None or memory[g] + mib <= gpu.memory_mib)
+
+    def candidates(
+        member: _Member, rules: Rules, sets: tuple, load: tuple, memory: tuple, floor: int
+    ) -> list:
+        if rules.share is None:
+            return [c for c in sets if all(load[g] == 0 for g in c)]
+        ok = [c for c in sets if c[0] >= floor and share_fits(c[0], rules, load, memory)]
+        return sorted(ok, key=lambda c: (node.gpus[c[0]].milli - load[c[0]], c[0]))
+
+    def take(rules: Rules, combo: tuple[int, ...], load: tuple, memory: tuple) -> tuple[tuple, tuple]:
+        load_l, memory_l = list(load), list(memory)
+        for g in combo:
+            if rules.share is None or rules.mutex:
+                load_l[g] = LOCKED
+            else:
+                load_l[g] += rules.share[0]
+                memory_l[g] += rules.share[1]
+        return tuple(load_l), tuple(memory_l)
+
+    def place(
+        i: int, load: tuple, memory: tuple, nmask: int, floor: int
+    ) -> tuple[int, tuple[Slot, ...]] | None:
         if i == len(members):
             return 0, ()
-        key = (i, gmask, nmask)
+        key = (i, load, memory, nmask, floor)
         if key in memo:
             return memo[key]
         best: tuple[int, tuple[Slot, ...]] | None = None
         member = members[i]
         free_nics = [n for n in range(len(node.nics)) if not nmask >> n & 1]
         for rules, sets, strict in member.variants:
-            for combo in sets:
-                cmask = sum(1 << g for g in combo)
-                if cmask & gmask:
-                    continue
+            for combo in candidates(member, rules, sets, load, memory, floor):
                 nics = choose_nics(node, rules, combo, free_nics)
                 if nics is None:
                     continue
-                rest = place(i + 1, gmask | cmask, nmask | sum(1 << n for n in nics))
+                nxt = members[i + 1] if i + 1 < len(members) else None
+                same = nxt is not None and nxt.shape == member.shape and len(member.variants) == 1
+                next_floor = combo[0] if same and rules.share is not None else 0
+                new_load, new_memory = take(rules, combo, load, memory)
+                rest = place(i + 1, new_load, new_memory, nmask | sum(1 << n for n in nics), next_floor)
                 if rest is None:
                     continue
                 score = rest[0] + (1 if strict else 0)
                 if best is None or score > best[0]:
-                    best = (score, (Slot(member.shape, combo, nics, strict), *rest[1]))
+                    slot = Slot(member.shape, combo, nics, strict, rules.share)
+                    best = (score, (slot, *rest[1]))
                 if best[0] == len(members) - i:
                     break  # every remaining member strict: nothing better exists
             if best is not None and best[0] == len(members) - i:
@@ -203,7 +272,7 @@ def _best_packing(node: NodeShape, members: tuple[_Member, ...]) -> tuple[int, t
         memo[key] = best
         return best
 
-    return place(0, 0, 0)
+    return place(0, (0,) * n_gpus, (0,) * n_gpus, 0, 0)
 
 
 def _member_for(node: NodeShape, index: int, shape: MemberShape) -> _Member | None:
@@ -224,18 +293,27 @@ def _order(members: list[_Member], shapes: Sequence[MemberShape]) -> tuple[_Memb
     def key(m: _Member) -> tuple:
         s = shapes[m.shape]
         constrained = nic_demand(s) > 0 and (s.alignment.mode >= 2 or s.numa >= 2)
-        return (not constrained, -s.gpus, -nic_demand(s), m.shape)
+        share = s.gpu_share.milli if s.gpu_share is not None else 0
+        return (not constrained, -s.gpus, -share, -nic_demand(s), m.shape)
 
     return tuple(sorted(members, key=key))
 
 
 def _fits_totals(node: NodeShape, counts: Sequence[int], shapes: Sequence[MemberShape]) -> bool:
-    gpus = sum(c * s.gpus for c, s in zip(counts, shapes, strict=True))
-    nics = sum(c * nic_demand(s) for c, s in zip(counts, shapes, strict=True))
-    cpu = sum(c * s.cpu_milli for c, s in zip(counts, shapes, strict=True))
-    mem = sum(c * s.memory_mib for c, s in zip(counts, shapes, strict=True))
+    """Cheap necessary conditions before the search: GPUs, GPU compute, NICs, CPU, memory."""
+    pairs = list(zip(counts, shapes, strict=True))
+    whole = sum(c * s.gpus for c, s in pairs if s.gpu_share is None) + sum(
+        c for c, s in pairs if s.mutex and s.gpu_share
+    )
+    milli = 1000 * whole + sum(
+        c * s.gpu_share.milli for c, s in pairs if s.gpu_share is not None and not s.mutex
+    )
+    nics = sum(c * nic_demand(s) for c, s in pairs)
+    cpu = sum(c * s.cpu_milli for c, s in pairs)
+    mem = sum(c * s.memory_mib for c, s in pairs)
     return (
-        gpus <= len(node.gpus)
+        whole <= sum(g.idle for g in node.gpus)
+        and milli <= sum(g.milli for g in node.gpus)
         and nics <= len(node.nics)
         and (node.cpu_milli is None or cpu <= node.cpu_milli)
         and (node.memory_mib is None or mem <= node.memory_mib)

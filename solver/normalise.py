@@ -39,10 +39,15 @@ def preferred(rule: Requirement) -> bool:
     return rule == Requirement.PREFERRED
 
 
+def gpu_count(shape: MemberShape) -> int:
+    """GPUs a member touches: its whole GPUs, or the one GPU its share sits on."""
+    return shape.gpus if shape.gpu_share is None else 1
+
+
 def nic_demand(shape: MemberShape) -> int:
     """How many NICs one member of ``shape`` takes."""
     if shape.nics.mode == NicMode.PER_GPU:
-        return shape.gpus
+        return gpu_count(shape)
     if shape.nics.mode == NicMode.PER_MEMBER:
         return shape.nics.count
     return 0
@@ -66,8 +71,13 @@ def has_preferences(shape: MemberShape) -> bool:
 
 @dataclass(frozen=True)
 class FreeGpu:
+    """What is left of one GPU: whole (``idle``), or a part next to shares already running."""
+
     model: str
     numa: int | None
+    milli: int = 1000  # compute left, in thousandths of the GPU
+    memory_mib: int | None = None  # memory left; None when the GPU's memory is not tracked
+    idle: bool = True  # nothing runs on it: whole-GPU and mutex members may take it
 
 
 @dataclass(frozen=True)
@@ -147,34 +157,64 @@ class Normalised:
 
 
 def free_devices(node: Node) -> tuple[list, list, int | None, int | None]:
-    """The node's GPUs and RDMA NICs that are healthy and unallocated, and its free CPU and memory."""
+    """The node's usable GPUs and RDMA NICs (healthy, not held), its free CPU and memory.
+
+    GPUs are returned as ``(Gpu, FreeGpu)``: a GPU held whole, or by a share of a *mutex*
+    allocation, is gone; a GPU with shares keeps what the shares leave.
+    """
     taken_gpus = {g for a in node.allocations for g in a.gpus}
+    taken_gpus |= {s.gpu for a in node.allocations if a.mutex for s in a.gpu_shares}
     taken_nics = {n for a in node.allocations for n in a.nics}
-    gpus = [g for g in node.gpus if g.healthy and g.id not in taken_gpus]
+    shared_milli: dict[str, int] = defaultdict(int)
+    shared_memory: dict[str, int] = defaultdict(int)
+    for a in node.allocations:
+        for share in a.gpu_shares:
+            shared_milli[share.gpu] += share.milli
+            shared_memory[share.gpu] += share.memory_mib
+    gpus = [
+        (
+            g,
+            FreeGpu(
+                model=g.model,
+                numa=g.numa,
+                milli=1000 - shared_milli.get(g.id, 0),
+                memory_mib=g.memory_mib - shared_memory.get(g.id, 0) if g.memory_mib else None,
+                idle=g.id not in shared_milli and g.id not in shared_memory,
+            ),
+        )
+        for g in node.gpus
+        if g.healthy and g.id not in taken_gpus
+    ]
     nics = [n for n in node.nics if n.healthy and n.rdma and n.name not in taken_nics]
     cpu = node.cpu_milli - sum(a.cpu_milli for a in node.allocations) if node.cpu_milli else None
     mem = node.memory_mib - sum(a.memory_mib for a in node.allocations) if node.memory_mib else None
     return gpus, nics, cpu, mem
 
 
-def _canonical_order(node: Node, gpus: list, nics: list) -> tuple[list, list]:
+def _canonical_order(gpus: list, nics: list) -> tuple[list, list]:
     """Order devices so that nodes built alike (same hardware, same free set) list them alike.
 
     Devices are grouped by the NUMA node and the PCIe switch they hang off; groups sort by what
     they hold, so two nodes whose free devices differ only by *which* of two identical switches
-    is busy get the same order (and so the same class).
+    is busy get the same order (and so the same class). ``gpus`` are ``(Gpu, FreeGpu)`` pairs.
     """
     groups: dict[tuple, list] = defaultdict(list)
-    for g in gpus:
-        groups[(g.numa if g.numa is not None else -1, g.pcie_switch)].append(("g", g))
+    for g, free in gpus:
+        groups[(g.numa if g.numa is not None else -1, g.pcie_switch)].append(("g", (g, free)))
     for n in nics:
         groups[(n.numa if n.numa is not None else -1, n.pcie_switch)].append(("n", n))
 
+    def key(kind: str, device: object) -> tuple:
+        if kind == "g":
+            free = device[1]
+            return (kind, free.model, -free.milli, -(free.memory_mib or 0))
+        return (kind, "", 0, 0)
+
     def content(items: list) -> tuple:
-        return tuple(sorted((kind, getattr(d, "model", "")) for kind, d in items))
+        return tuple(sorted(key(kind, d) for kind, d in items))
 
     ordered = sorted(groups.items(), key=lambda kv: (kv[0][0], content(kv[1]), kv[0][1]))
-    out_g = [d for _, items in ordered for kind, d in items if kind == "g"]
+    out_g = [d for _, items in ordered for kind, d in sorted(items, key=lambda i: key(*i)) if kind == "g"]
     out_n = [d for _, items in ordered for kind, d in items if kind == "n"]
     return out_g, out_n
 
@@ -193,8 +233,9 @@ def distance_matrix(
 
 
 def node_shape(node: Node, selected_label_keys: frozenset[str]) -> tuple[NodeShape, ConcreteNode]:
-    gpus, nics, cpu, mem = free_devices(node)
-    gpus, nics = _canonical_order(node, gpus, nics)
+    pairs, nics, cpu, mem = free_devices(node)
+    pairs, nics = _canonical_order(pairs, nics)
+    gpus = [g for g, _ in pairs]
     devices = tuple((g.pcie_switch, g.numa) for g in gpus) + tuple((n.pcie_switch, n.numa) for n in nics)
     distance = distance_matrix(node.pcie_switches, devices)
     position = {g.id: i for i, g in enumerate(gpus)}
@@ -204,7 +245,7 @@ def node_shape(node: Node, selected_label_keys: frozenset[str]) -> tuple[NodeSha
         if link.gpu_a in position and link.gpu_b in position
     )
     shape = NodeShape(
-        gpus=tuple(FreeGpu(model=g.model, numa=g.numa) for g in gpus),
+        gpus=tuple(free for _, free in pairs),
         nics=tuple(FreeNic(numa=n.numa) for n in nics),
         distance=distance,
         nvlink=nvlink,

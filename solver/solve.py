@@ -171,8 +171,9 @@ def run_tier(model: cp_model.CpModel, tier: Tier, policy: Policy, seconds: float
         TierValue(
             tier=tier.tier,
             name=tier.name,
-            value=float(solver.objective_value),
-            bound=float(solver.best_objective_bound),
+            # Every tier is an integer expression; CP-SAT reports it through a float scaling.
+            value=float(round(solver.objective_value)),
+            bound=float(round(solver.best_objective_bound)),
             optimal=code == cp_model.OPTIMAL,
         ),
         solution,

@@ -260,6 +260,36 @@ def allocation_overcommit(request: SolveRequest) -> Iterator[Problem]:
                 )
 
 
+def share_overcommit(request: SolveRequest) -> Iterator[Problem]:
+    """Shares already running fit their GPU: at most 1000 milli and the GPU's memory in all, and no
+    share on a GPU an allocation holds whole."""
+    for i, node in enumerate(request.inventory.nodes):
+        whole = {g for a in node.allocations for g in a.gpus}
+        memory = {g.id: g.memory_mib for g in node.gpus}
+        milli: dict[str, int] = {}
+        mib: dict[str, int] = {}
+        for a, alloc in enumerate(node.allocations):
+            for k, share in enumerate(alloc.gpu_shares):
+                path = f"{_node_path(i)}.allocations[{a}].gpu_shares[{k}]"
+                if share.gpu in whole:
+                    yield Problem(
+                        path=f"{path}.gpu", message=f"GPU {share.gpu} is shared but also held whole"
+                    )
+                milli[share.gpu] = milli.get(share.gpu, 0) + share.milli
+                mib[share.gpu] = mib.get(share.gpu, 0) + share.memory_mib
+                if milli[share.gpu] > 1000:
+                    yield Problem(
+                        path=f"{path}.milli",
+                        message=f"shares of GPU {share.gpu} add up to {milli[share.gpu]} milli, past 1000",
+                    )
+                if memory.get(share.gpu) and mib[share.gpu] > memory[share.gpu]:
+                    yield Problem(
+                        path=f"{path}.memory_mib",
+                        message=f"shares of GPU {share.gpu} hold {mib[share.gpu]} MiB but it has "
+                        f"{memory[share.gpu]}",
+                    )
+
+
 # --------------------------------------------------------------------------- rules: the fabric
 
 
@@ -357,19 +387,6 @@ def not_yet_supported(request: SolveRequest) -> Iterator[Problem]:
             yield Problem(path=f"jobs[{j}].anti_affinity", message=f"anti-affinity {pending}")
         if job.exclusive_nodes:
             yield Problem(path=f"jobs[{j}].exclusive_nodes", message=f"exclusive nodes {pending}")
-        for r, role in enumerate(job.roles):
-            member = role.member
-            if member.gpu_share is not None:
-                yield Problem(path=f"{_member_path(j, r)}.gpu_share", message=f"GPU sharing {pending}")
-            if member.mutex:
-                yield Problem(path=f"{_member_path(j, r)}.mutex", message=f"mutex {pending}")
-    for i, node in enumerate(request.inventory.nodes):
-        for a, alloc in enumerate(node.allocations):
-            if alloc.gpu_shares or alloc.mutex:
-                yield Problem(
-                    path=f"{_node_path(i)}.allocations[{a}].gpu_shares",
-                    message=f"shared or mutex allocations {pending}",
-                )
 
 
 def locality_tiers(request: SolveRequest) -> Iterator[Problem]:
@@ -407,7 +424,7 @@ def _nics_asked(role: Role) -> int:
     """NICs one member needs: one per GPU, a fixed count, or none."""
     shape = role.member
     if shape.nics.mode == NicMode.PER_GPU:
-        return shape.gpus
+        return shape.gpus if shape.gpu_share is None else 1  # a share sits on one GPU
     if shape.nics.mode == NicMode.PER_MEMBER:
         return shape.nics.count
     return 0
@@ -419,11 +436,21 @@ def member_requests(request: SolveRequest) -> Iterator[Problem]:
         shape, p = role.member, _member_path(j, r)
         if shape.nics.mode == NicMode.PER_MEMBER and shape.nics.count == 0:
             yield Problem(path=f"{p}.nics.count", message="NIC mode PER_MEMBER asks for 0 NICs; set a count")
-        if shape.nics.mode == NicMode.PER_GPU and shape.gpus == 0:
+        if shape.nics.mode == NicMode.PER_GPU and shape.gpus == 0 and shape.gpu_share is None:
             yield Problem(
                 path=f"{p}.nics.mode", message="NIC mode PER_GPU on a member with 0 GPUs asks for no NICs"
             )
         share = shape.gpu_share is not None and (shape.gpu_share.milli or shape.gpu_share.memory_mib)
+        if shape.gpu_share is not None and shape.gpus:
+            yield Problem(
+                path=f"{p}.gpu_share",
+                message=f"asks for {shape.gpus} whole GPUs and a GPU share; ask for one or the other",
+            )
+        elif shape.gpu_share is not None and not share:
+            yield Problem(
+                path=f"{p}.gpu_share.milli",
+                message="a GPU share must ask for 1 to 1000 milli-GPU and/or some GPU memory",
+            )
         if not (shape.gpus or share or shape.cpu_milli or shape.memory_mib or _nics_asked(role)):
             yield Problem(
                 path=p,
@@ -485,6 +512,14 @@ def member_fits_some_node(request: SolveRequest) -> Iterator[Problem]:
                     message=f"asks for {shape.gpus} GPUs of model {' or '.join(shape.gpu_models)} "
                     f"but the node with the most has {by_models[models]}",
                 )
+        if shape.gpu_share is not None and shape.gpu_share.memory_mib:
+            most = max((g.memory_mib for n in nodes for g in n.gpus), default=0)
+            if most and shape.gpu_share.memory_mib > most:
+                yield Problem(
+                    path=f"{p}.gpu_share.memory_mib",
+                    message=f"asks for {shape.gpu_share.memory_mib} MiB of one GPU "
+                    f"but the largest GPU has {most}",
+                )
         if (nics := _nics_asked(role)) > largest.nics:
             field = "nics.count" if shape.nics.mode == NicMode.PER_MEMBER else "nics.mode"
             yield Problem(
@@ -514,6 +549,7 @@ RULES: tuple[Rule, ...] = (
     nvlink_references,
     allocation_references,
     allocation_overcommit,
+    share_overcommit,
     fabric_references,
     fabric_cycles,
     fabric_tiers,

@@ -20,8 +20,11 @@ The rules checked (the solver implements the same ones; this list is what "valid
 - topology: alignment REQUIRED holds, and for PREFERRED/REQUIRED ``aligned`` tells the truth;
             NUMA REQUIRED: every device on one NUMA node, which ``numa`` names; NVLink REQUIRED:
             every GPU pair linked.
-- capacity: no device used by two members; per node, the members' CPU and memory fit what the
-            allocations leave free (a node with 0 CPU/memory does not track it).
+- shares:   a share member holds one GPU and reports the part it asked for; shares on a GPU, old
+            and new, fit 1000 milli and its memory; a whole-GPU or mutex member gets an idle GPU
+            and nobody else lands on it; a mutex allocation's GPU takes no one.
+- capacity: no device used by two members (but plain shares of one GPU); per node, the members'
+            CPU and memory fit what the allocations leave free (a node with 0 CPU/memory does not track it).
 - metrics:  GPU counts agree with the inventory and the placement.
 - locality: REQUIRED job, role and role-pair locality: the nodes involved share a fabric switch of
             the allowed tier or lower (one node always does); REQUIRED NVLink domain: one domain;
@@ -71,6 +74,7 @@ def verify(request: SolveRequest, result: SolveResult) -> tuple[str, ...]:
         *(v for jr in result.jobs if jr.job_id in jobs for v in _gang(jobs[jr.job_id], jr)),
         *(v for p in placed for v in _member(nodes, p)),
         *_shared_devices(placed),
+        *_gpu_shares(nodes, placed),
         *_node_capacity(nodes, placed),
         *_metrics(request, result, placed),
         *(
@@ -109,6 +113,7 @@ class _NodeView:
     held_by: dict[tuple[str, str], str]  # ("GPU"|"NIC", id) -> owner of the allocation holding it
     cpu_free: int | None
     memory_free: int | None
+    shares: dict[str, tuple[int, int]]  # GPU → (milli, MiB) of shares already running on it
     _ancestors: dict[str, frozenset[str]] = field(default_factory=dict)
     _distances: dict[tuple[str, int | None, str, int | None], Distance] = field(default_factory=dict)
 
@@ -120,6 +125,10 @@ class _NodeView:
             owner = alloc.owner or f"allocation {a}"
             held_by.update({("GPU", g): owner for g in alloc.gpus if ("GPU", g) not in held_by})
             held_by.update({("NIC", n): owner for n in alloc.nics if ("NIC", n) not in held_by})
+            if alloc.mutex:  # a mutex share holds its GPU against everyone else
+                held_by.update(
+                    {("GPU", sh.gpu): owner for sh in alloc.gpu_shares if ("GPU", sh.gpu) not in held_by}
+                )
         return cls(
             node=node,
             gpus={g.id: g for g in reversed(node.gpus)},
@@ -133,6 +142,13 @@ class _NodeView:
             held_by=held_by,
             cpu_free=node.cpu_milli - sum(a.cpu_milli for a in allocs) if node.cpu_milli else None,
             memory_free=node.memory_mib - sum(a.memory_mib for a in allocs) if node.memory_mib else None,
+            shares={
+                gpu: (
+                    sum(sh.milli for a in allocs for sh in a.gpu_shares if sh.gpu == gpu),
+                    sum(sh.memory_mib for a in allocs for sh in a.gpu_shares if sh.gpu == gpu),
+                )
+                for gpu in {sh.gpu for a in allocs for sh in a.gpu_shares}
+            },
         )
 
     def chain(self, switch: str) -> list[str]:
@@ -285,8 +301,10 @@ def _gpus(view: _NodeView, role: Role, p: _Placed) -> Generator[str, None, bool]
     """The member's GPUs: the asked count, distinct, existing, healthy, free, of an asked model.
     Returns (as the generator's value) whether every GPU exists, so topology can be checked."""
     shape, ids = role.member, p.member.gpus
-    if len(ids) != shape.gpus:
-        yield f"{p.who}: has {len(ids)} GPUs but the role asks for {shape.gpus}"
+    wanted = shape.gpus if shape.gpu_share is None else 1  # a share sits on exactly one GPU
+    if len(ids) != wanted:
+        yield f"{p.who}: has {len(ids)} GPUs but the role asks for {wanted}"
+    yield from _share_record(role, p)
     for gpu_id, times in Counter(ids).items():
         if times > 1:
             yield f"{p.who}: GPU {gpu_id} is listed {times} times"
@@ -301,6 +319,8 @@ def _gpus(view: _NodeView, role: Role, p: _Placed) -> Generator[str, None, bool]
             yield f"{p.who}: GPU {gpu_id} is unhealthy"
         if ("GPU", gpu_id) in view.held_by:
             yield f"{p.who}: GPU {gpu_id} is already allocated to {view.held_by['GPU', gpu_id]}"
+        elif gpu_id in view.shares and (shape.gpu_share is None or shape.mutex):
+            yield f"{p.who}: GPU {gpu_id} already runs shares; a whole-GPU or mutex member needs it idle"
         if shape.gpu_models and gpu.model not in shape.gpu_models:
             yield (
                 f"{p.who}: GPU {gpu_id} is a {gpu.model or 'model-less GPU'}, "
@@ -432,14 +452,54 @@ def _nvlink(view: _NodeView, role: Role, p: _Placed) -> Iterator[str]:
 # --------------------------------------------------------------------------- capacity across members
 
 
+def _share_record(role: Role, p: _Placed) -> Iterator[str]:
+    """A share member reports exactly the part it asked for, on its GPU; others report none."""
+    share = role.member.gpu_share
+    got = [(sh.gpu, sh.milli, sh.memory_mib) for sh in p.member.gpu_shares]
+    want = [] if share is None else [(g, share.milli, share.memory_mib) for g in p.member.gpus[:1]]
+    if got != want:
+        yield f"{p.who}: reports GPU shares {got} but the role asks for {want or 'whole GPUs'}"
+
+
+def _is_plain_share(p: _Placed) -> bool:
+    """A member that holds part of a GPU and lets others share it (not mutex, not whole)."""
+    for role in p.job.roles:
+        if role.name == p.member.role:
+            return role.member.gpu_share is not None and not role.member.mutex
+    return False
+
+
+def _gpu_shares(nodes: dict[str, _NodeView], placed: list[_Placed]) -> Iterator[str]:
+    """Shares on one GPU, old and new, add up to at most 1000 milli and the GPU's memory."""
+    load: dict[tuple[str, str], list[int]] = {}
+    for p in placed:
+        view = nodes.get(p.member.node)
+        if view is None or not _is_plain_share(p):
+            continue
+        for sh in p.member.gpu_shares:
+            key = (p.member.node, sh.gpu)
+            if key not in load:
+                load[key] = list(view.shares.get(sh.gpu, (0, 0)))
+            load[key][0] += sh.milli
+            load[key][1] += sh.memory_mib
+    for (node, gpu), (milli, mib) in sorted(load.items()):
+        capacity = nodes[node].gpus[gpu].memory_mib if gpu in nodes[node].gpus else 0
+        if milli > 1000:
+            yield f"node {node}: shares on GPU {gpu} add up to {milli} milli, past 1000"
+        if capacity and mib > capacity:
+            yield f"node {node}: shares on GPU {gpu} hold {mib} MiB, past its {capacity}"
+
+
 def _shared_devices(placed: list[_Placed]) -> Iterator[str]:
-    """No GPU or NIC is given to two members (whole devices only; shares do not exist yet)."""
+    """No GPU or NIC is given to two members, except a GPU shared by plain (non-mutex) shares."""
     first: dict[tuple[str, str, str], _Placed] = {}
     for p in placed:
         devices = [("GPU", g) for g in dict.fromkeys(p.member.gpus)]
         devices += [("NIC", n) for n in dict.fromkeys(p.member.nics)]
         for kind, name in devices:
             key = (p.member.node, kind, name)
+            if key in first and kind == "GPU" and _is_plain_share(p) and _is_plain_share(first[key]):
+                continue  # two shares of one GPU: _gpu_shares checks they fit
             if key in first:
                 other = first[key].member
                 yield (
@@ -473,7 +533,8 @@ def _node_capacity(nodes: dict[str, _NodeView], placed: list[_Placed]) -> Iterat
 def _metrics(request: SolveRequest, result: SolveResult, placed: list[_Placed]) -> Iterator[str]:
     """``result.metrics`` counted again. Only schedulable nodes count (a cordoned node is not
     capacity), which keeps used <= total: total = their GPUs; used before = their GPUs named by
-    allocations; used after = used before + GPUs given to members of placed jobs. A node is fully
+    allocations whole; used after = used before + whole GPUs given to members of placed jobs (a
+    share holds part of a GPU, not the GPU). A node is fully
     free when none of its GPUs is allocated; it stays so after the plan if no new member lands on it."""
     schedulable = [n for n in request.inventory.nodes if n.schedulable]
     before = sum(
@@ -484,7 +545,7 @@ def _metrics(request: SolveRequest, result: SolveResult, placed: list[_Placed]) 
     counted = {
         "gpus_total": sum(len(n.gpus) for n in schedulable),
         "gpus_used_before": before,
-        "gpus_used_after": before + sum(len(set(p.member.gpus)) for p in placed),
+        "gpus_used_after": before + sum(len(set(p.member.gpus)) for p in placed if not p.member.gpu_shares),
         "nodes_fully_free_before": len(free_before),
         "nodes_fully_free_after": sum(n.name not in touched for n in free_before),
     }

@@ -287,7 +287,7 @@ def best_placed_work(req: SolveRequest) -> int:
                 new_cpu = dict(cpu)
                 if new_cpu[node] is not None:
                     new_cpu[node] -= need
-                place_member(m + 1, used | devices, new_cpu, gained + weight * max(role.member.gpus, 1))
+                place_member(m + 1, used | devices, new_cpu, gained + weight * 1000 * role.member.gpus)
 
         before = used
         place_member(0, used, cpu, 0)

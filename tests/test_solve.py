@@ -71,7 +71,7 @@ def test_preferred_alignment_is_met_when_possible_and_reported_truthfully_when_n
     members = sorted((m for j in result.jobs for m in j.members), key=lambda m: m.aligned)
     assert [m.aligned for m in members] == [False, True]
     assert members[1].gpus == ("GPU1",)
-    assert tier_value(result, ObjectiveTier.TOPOLOGY) == 1
+    assert tier_value(result, ObjectiveTier.TOPOLOGY) == 1000  # one aligned GPU, in milli-GPU
 
 
 def test_gang_is_all_or_nothing() -> None:

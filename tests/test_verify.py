@@ -453,7 +453,9 @@ def oracle_distance(node: Node, a: Gpu | Nic, b: Gpu | Nic) -> Distance:
         return Distance.PIX
     def tree_numa(device: Gpu | Nic) -> int | None:
         """NUMA of the root of the device's PCIe tree (the device's own when it has no known switch)."""
-        roots = [s for s in node.pcie_switches if not s.parent and _is_under(switches, device.pcie_switch, s.id)]
+        roots = [
+            s for s in node.pcie_switches if not s.parent and _is_under(switches, device.pcie_switch, s.id)
+        ]
         return roots[0].numa if roots else device.numa if device.pcie_switch not in switches else None
 
     numa_a, numa_b = tree_numa(a), tree_numa(b)

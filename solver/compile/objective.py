@@ -11,7 +11,7 @@ from ortools.sat.python import cp_model
 
 from solver.compile.locality import Locality
 from solver.intranode import Configuration
-from solver.model import ObjectiveTier, Packing, Policy
+from solver.model import MemberShape, ObjectiveTier, Packing, Policy
 from solver.normalise import Normalised, has_preferences
 
 Configs = dict[int, tuple[Configuration, ...]]
@@ -26,9 +26,14 @@ class Tier:
     upper: int  # a bound on ``expr``, reported when the solver found none
 
 
-def member_work(gpus: int) -> int:
-    """What placing one member is worth before priority: its GPUs (1 for a GPU-less member)."""
-    return gpus if gpus > 0 else 1
+def member_work(shape: MemberShape) -> int:
+    """What placing one member is worth before priority, in milli-GPU: 1000 per whole GPU, the
+    share's milli for a share, and 1 for a member that asks no GPU compute (still worth placing)."""
+    if shape.gpus:
+        return 1000 * shape.gpus
+    if shape.gpu_share is not None and shape.gpu_share.milli:
+        return shape.gpu_share.milli
+    return 1
 
 
 def priority_weight(priority: int) -> int:
@@ -54,9 +59,7 @@ def placed_work(problem: Normalised, y: Vars) -> Tier:
 
     def weight(r: int) -> int:
         ref = problem.roles[r]
-        return priority_weight(problem.request.jobs[ref.job_index].priority) * member_work(
-            ref.role.member.gpus
-        )
+        return priority_weight(problem.request.jobs[ref.job_index].priority) * member_work(ref.role.member)
 
     expr = sum(weight(r) * var for (r, _), var in y.items())
     upper = sum(weight(r) * ref.role.replicas for r, ref in enumerate(problem.roles))
@@ -71,9 +74,9 @@ def topology(problem: Normalised, s: Vars, locality: Locality) -> list[Tier]:
         parts.append(Tier(ObjectiveTier.TOPOLOGY, "topology.locality", locality.score, locality.score_upper))
     if locality.spans:
         parts.append(Tier(ObjectiveTier.TOPOLOGY, "topology.leaves_spanned", -locality.span_count, 0))
-    strict = [member_work(problem.roles[r].role.member.gpus) * v for (r, _), v in s.items()]
+    strict = [member_work(problem.roles[r].role.member) * v for (r, _), v in s.items()]
     upper = sum(
-        member_work(ref.role.member.gpus) * ref.role.replicas
+        member_work(ref.role.member) * ref.role.replicas
         for ref in problem.roles
         if has_preferences(ref.role.member)
     )
