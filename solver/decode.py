@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from solver.compile import Compiled
 from solver.compile.locality import NVLINK, locality_rules
 from solver.fabric import Fabric
+from solver.fragmentation import node_fragmentation, profile, stranded
 from solver.intranode import Slot
 from solver.model import (
     ClusterMetrics,
@@ -22,6 +23,7 @@ from solver.model import (
     MemberPlacement,
     MemberShape,
     NicMode,
+    Node,
     Requirement,
     SolveRequest,
 )
@@ -192,16 +194,41 @@ def is_aligned(shape: NodeShape, member: MemberShape, gpus: Sequence[int], nics:
 
 def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> ClusterMetrics:
     """GPU counts before and after the plan, over the schedulable nodes (cordoned nodes are not
-    capacity). A node is fully free when none of its GPUs is allocated."""
+    capacity). GPUs used are GPUs held whole; a node is fully free when none of its GPUs is held
+    whole. Fragmentation and stranded GPUs (in GPUs) are measured against the workload profile."""
     nodes = [n for n in request.inventory.nodes if n.schedulable]
     used_before = sum(len({g for a in n.allocations for g in a.gpus}) for n in nodes)
     placed = sum(len(m.gpus) for j in jobs for m in j.members if not m.gpu_shares)  # whole GPUs only
     touched = {m.node for j in jobs for m in j.members}
     free_before = [n for n in nodes if not any(a.gpus for a in n.allocations)]
+    workload = profile(request.policy.workload, (r.member for job in request.jobs for r in job.roles))
+    members_on: dict[str, list[MemberPlacement]] = defaultdict(list)
+    for j in jobs:
+        for m in j.members:
+            members_on[m.node].append(m)
+    before = [free_milli(n, ()) for n in nodes]
+    after = [free_milli(n, members_on[n.name]) for n in nodes]
     return ClusterMetrics(
         gpus_total=sum(len(n.gpus) for n in nodes),
         gpus_used_before=used_before,
         gpus_used_after=used_before + placed,
         nodes_fully_free_before=len(free_before),
         nodes_fully_free_after=sum(n.name not in touched for n in free_before),
+        stranded_gpus_before=sum(stranded(f, workload) for f in before) / 1000,
+        stranded_gpus_after=sum(stranded(f, workload) for f in after) / 1000,
+        fragmentation_before=round(sum(node_fragmentation(f, workload) for f in before) / 1000, 3),
+        fragmentation_after=round(sum(node_fragmentation(f, workload) for f in after) / 1000, 3),
     )
+
+
+def free_milli(node: Node, members: Sequence[MemberPlacement]) -> list[int]:
+    """Free milli of each healthy GPU of ``node`` after its allocations and ``members``."""
+    free = {g.id: 1000 for g in node.gpus if g.healthy}
+    taken = [(g, 1000) for a in node.allocations for g in a.gpus]
+    taken += [(s.gpu, 1000 if a.mutex else s.milli) for a in node.allocations for s in a.gpu_shares]
+    for m in members:
+        taken += [(s.gpu, s.milli) for s in m.gpu_shares] or [(g, 1000) for g in m.gpus]
+    for gpu, milli in taken:
+        if gpu in free:
+            free[gpu] = max(0, free[gpu] - milli)
+    return list(free.values())

@@ -43,6 +43,7 @@ class Slot:
     nics: tuple[int, ...]
     strict: bool  # meets every PREFERRED rule of its shape too
     share: tuple[int, int] | None = None  # (milli, MiB) taken of its one GPU, for a share member
+    whole: bool = True  # its GPUs are held entirely (whole-GPU or mutex members): nothing else lands
 
 
 @dataclass(frozen=True)
@@ -263,7 +264,9 @@ def _best_packing(node: NodeShape, members: tuple[_Member, ...]) -> tuple[int, t
                     continue
                 score = rest[0] + (1 if strict else 0)
                 if best is None or score > best[0]:
-                    slot = Slot(member.shape, combo, nics, strict, rules.share)
+                    slot = Slot(
+                        member.shape, combo, nics, strict, rules.share, rules.share is None or rules.mutex
+                    )
                     best = (score, (slot, *rest[1]))
                 if best[0] == len(members) - i:
                     break  # every remaining member strict: nothing better exists
@@ -359,3 +362,12 @@ def configurations_for(node: NodeShape, shapes_json: tuple[str, ...]) -> tuple[C
     """Cached :func:`enumerate_configurations`, keyed by the shapes' JSON (shapes hold dicts)."""
     shapes = [MemberShape.model_validate_json(s) for s in shapes_json]
     return enumerate_configurations(node, shapes)
+
+
+def free_after(node: NodeShape, config: Configuration) -> list[int]:
+    """Free milli of each of the node's GPUs once ``config``'s members sit on it."""
+    free = [g.milli for g in node.gpus]
+    for slot in config.slots:
+        for g in slot.gpus:
+            free[g] = 0 if slot.whole or slot.share is None else free[g] - slot.share[0]
+    return free

@@ -298,7 +298,12 @@ class WorkloadShape(Frozen):
     popularity: float = Field(default=1.0, gt=0)
 
 
-DEFAULT_TIERS = (ObjectiveTier.PLACED_WORK, ObjectiveTier.TOPOLOGY, ObjectiveTier.PACKING)
+DEFAULT_TIERS = (
+    ObjectiveTier.PLACED_WORK,
+    ObjectiveTier.TOPOLOGY,
+    ObjectiveTier.PACKING,
+    ObjectiveTier.FRAGMENTATION,
+)
 
 
 class Policy(Frozen):

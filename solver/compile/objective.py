@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from solver.compile.locality import Locality
-from solver.intranode import Configuration
+from solver.fragmentation import node_fragmentation, profile
+from solver.intranode import Configuration, free_after
 from solver.model import MemberShape, ObjectiveTier, Packing, Policy
 from solver.normalise import Normalised, has_preferences
 
@@ -51,6 +52,8 @@ def objective_tiers(
             tiers.extend(topology(problem, s, locality))
         elif name == ObjectiveTier.PACKING:
             tiers.append(packing(problem, policy, configs, x))
+        elif name == ObjectiveTier.FRAGMENTATION:
+            tiers.append(fragmentation(problem, policy, configs, x))
     return tuple(tiers)
 
 
@@ -95,3 +98,20 @@ def packing(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> T
     if policy.packing == Packing.SPREAD:
         return Tier(ObjectiveTier.PACKING, "packing.spread", sum(terms), upper)
     return Tier(ObjectiveTier.PACKING, "packing.binpack", -sum(terms), 0)
+
+
+def fragmentation(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> Tier:
+    """FGD's fragmentation of the free capacity left behind, against the workload profile: each node
+    that takes configuration k changes its fragmentation by a known amount (the witness says which
+    GPUs the members take), so the tier is linear in ``x``. Scaled to integers (milli-GPU × 1000)."""
+    workload = profile(policy.workload, (ref.role.member for ref in problem.roles))
+    terms = []
+    for cls in problem.classes:
+        before = node_fragmentation([g.milli for g in cls.shape.gpus], workload)
+        for k, config in enumerate(configs[cls.index]):
+            if (cls.index, k) not in x:
+                continue
+            delta = node_fragmentation(free_after(cls.shape, config), workload) - before
+            if round(delta * 1000):
+                terms.append(round(delta * 1000) * x[cls.index, k])
+    return Tier(ObjectiveTier.FRAGMENTATION, "fragmentation", -sum(terms), 0)

@@ -1,0 +1,58 @@
+"""FGD's fragmentation measure by hand, and the fragmentation tier choosing by it."""
+
+from __future__ import annotations
+
+import pytest
+
+from solver.fragmentation import Typical, node_fragmentation, profile, stranded
+from solver.model import Allocation, GpuShare, MemberShape, ObjectiveTier, Policy, WorkloadShape
+from solver.solve import solve
+from tests.solver_cases import request, server
+from tests.test_sharing import share_job, whole_job
+
+WHOLE_1 = Typical(gpus=1, milli=0, popularity=0.5)
+HALF = Typical(gpus=0, milli=500, popularity=0.5)
+
+
+def test_fragment_is_the_free_part_a_typical_request_cannot_use() -> None:
+    # GPUs free: 1000, 300, 0. A whole-GPU request fits (one idle GPU): the 300 on GPU1 is lost to it.
+    # A 500m share fits (GPU0): the 300 is lost to it as well. 0.5 × 300 + 0.5 × 300.
+    assert node_fragmentation([1000, 300, 0], [WHOLE_1, HALF]) == pytest.approx(300)
+
+
+def test_a_node_that_cannot_host_a_request_loses_all_its_free_part_to_it() -> None:
+    # GPUs free: 400, 400. No idle GPU, no GPU with 500 free: everything is lost to both.
+    assert node_fragmentation([400, 400], [WHOLE_1, HALF]) == pytest.approx(800)
+    assert stranded([400, 400], [WHOLE_1, HALF]) == 800
+    assert stranded([1000, 0], [WHOLE_1, HALF]) == 0
+
+
+def test_profile_comes_from_the_batch_when_not_given() -> None:
+    shapes = [MemberShape(gpus=1), MemberShape(gpus=1), MemberShape(gpu_share=GpuShare(milli=250))]
+    assert profile((), shapes) == (Typical(0, 250, 1 / 3), Typical(1, 0, 2 / 3))
+    given = profile((WorkloadShape(gpus=8, popularity=3), WorkloadShape(milli=100, popularity=1)), shapes)
+    assert given == (Typical(8, 0, 0.75), Typical(0, 100, 0.25))
+
+
+def test_fragmentation_tier_fills_the_half_used_gpu() -> None:
+    busy = server("b", switches=1, gpus_per_switch=2, nics_per_switch=0).model_copy(
+        update={"allocations": (Allocation(owner="old", gpu_shares=(GpuShare(gpu="GPU0", milli=500),)),)}
+    )
+    idle = server("a", switches=1, gpus_per_switch=2, nics_per_switch=0)
+    workload = (WorkloadShape(gpus=1, popularity=1), WorkloadShape(milli=500, popularity=1))
+    policy = {"workload": workload, "objective": (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION)}
+    result = solve(request([idle, busy], [share_job("s", 500), whole_job("w", 1)], **policy))
+    share = next(j for j in result.jobs if j.job_id == "s").members[0]
+    assert (share.node, share.gpus) == ("b", ("GPU0",))
+    assert result.metrics.fragmentation_after < result.metrics.fragmentation_before
+    frag = next(v for v in result.objectives if v.tier == ObjectiveTier.FRAGMENTATION)
+    assert frag.optimal
+
+
+def test_every_result_reports_fragmentation_and_stranded_gpus() -> None:
+    node = server("n", switches=1, gpus_per_switch=2, nics_per_switch=0)
+    result = solve(request([node], [share_job("s", 300)], workload=(WorkloadShape(gpus=2),)))
+    # After the share, no idle pair is left: the node can host no 2-GPU request; 1.7 GPUs stranded.
+    assert result.metrics.stranded_gpus_before == 0
+    assert result.metrics.stranded_gpus_after == pytest.approx(1.7)
+    assert Policy().objective[-1] == ObjectiveTier.FRAGMENTATION
