@@ -203,7 +203,9 @@ class _Member:
 LOCKED = 1_000_000  # load of a GPU taken whole or by a mutex member: nothing else may land on it
 
 
-def _best_packing(node: NodeShape, members: tuple[_Member, ...]) -> tuple[int, tuple[Slot, ...]] | None:
+def _best_packing(
+    node: NodeShape, members: tuple[_Member, ...], spread_shares: bool = False
+) -> tuple[int, tuple[Slot, ...]] | None:
     """Place every member on the node maximising the number placed strict; None when they don't fit.
 
     The state is what the members so far took: per GPU the compute (milli, or LOCKED) and memory,
@@ -227,7 +229,8 @@ def _best_packing(node: NodeShape, members: tuple[_Member, ...]) -> tuple[int, t
         if rules.share is None:
             return [c for c in sets if all(load[g] == 0 for g in c)]
         ok = [c for c in sets if c[0] >= floor and share_fits(c[0], rules, load, memory)]
-        return sorted(ok, key=lambda c: (node.gpus[c[0]].milli - load[c[0]], c[0]))
+        sign = -1 if spread_shares else 1
+        return sorted(ok, key=lambda c: (sign * (node.gpus[c[0]].milli - load[c[0]]), c[0]))
 
     def take(rules: Rules, combo: tuple[int, ...], load: tuple, memory: tuple) -> tuple[tuple, tuple]:
         load_l, memory_l = list(load), list(memory)
@@ -323,7 +326,9 @@ def _fits_totals(node: NodeShape, counts: Sequence[int], shapes: Sequence[Member
     )
 
 
-def enumerate_configurations(node: NodeShape, shapes: Sequence[MemberShape]) -> tuple[Configuration, ...]:
+def enumerate_configurations(
+    node: NodeShape, shapes: Sequence[MemberShape], spread_shares: bool = False
+) -> tuple[Configuration, ...]:
     """Every multiset of ``shapes`` that fits on ``node`` together (the empty one first), capped at
     ``MAX_CONFIGURATIONS``. Shapes that cannot sit on this node alone never appear."""
     singles = {i: _member_for(node, i, s) for i, s in enumerate(shapes)}
@@ -341,7 +346,7 @@ def enumerate_configurations(node: NodeShape, shapes: Sequence[MemberShape]) -> 
                     counts[m] += 1
                 if not _fits_totals(node, counts, shapes):
                     continue
-                packed = _best_packing(node, _order([singles[m] for m in grown], shapes))
+                packed = _best_packing(node, _order([singles[m] for m in grown], shapes), spread_shares)
                 if packed is None:
                     continue
                 strict = [0] * len(shapes)
@@ -358,10 +363,12 @@ def enumerate_configurations(node: NodeShape, shapes: Sequence[MemberShape]) -> 
 
 
 @lru_cache(maxsize=4096)
-def configurations_for(node: NodeShape, shapes_json: tuple[str, ...]) -> tuple[Configuration, ...]:
+def configurations_for(
+    node: NodeShape, shapes_json: tuple[str, ...], spread_shares: bool = False
+) -> tuple[Configuration, ...]:
     """Cached :func:`enumerate_configurations`, keyed by the shapes' JSON (shapes hold dicts)."""
     shapes = [MemberShape.model_validate_json(s) for s in shapes_json]
-    return enumerate_configurations(node, shapes)
+    return enumerate_configurations(node, shapes, spread_shares)
 
 
 def free_after(node: NodeShape, config: Configuration) -> list[int]:

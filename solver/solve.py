@@ -29,6 +29,7 @@ from solver.model import (
     TierValue,
 )
 from solver.normalise import Normalised, normalise
+from solver.policy import apply_policy_chains
 from solver.validate import validate
 from solver.verify import verify
 
@@ -78,6 +79,9 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
         raise InvalidRequest(problems)
 
     with clock.stage("normalise"):
+        # Policy chains become tiers and member rules; from here on the rewritten request is the
+        # request (the verifier checks against it too, so the chains' filters are checked as well).
+        request = apply_policy_chains(request)
         problem = normalise(request)
     with clock.stage("compile"):
         compiled = compile_model(problem, request.policy)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from solver.errors import Problem
 from solver.model import FabricSwitch, NicMode, Node, PcieSwitch, Requirement, Role, SolveRequest
+from solver.policy import WORDS, unknown_words
 
 Rule = Callable[[SolveRequest], Iterator[Problem]]
 
@@ -389,6 +390,16 @@ def not_yet_supported(request: SolveRequest) -> Iterator[Problem]:
             yield Problem(path=f"jobs[{j}].exclusive_nodes", message=f"exclusive nodes {pending}")
 
 
+def policy_chains(request: SolveRequest) -> Iterator[Problem]:
+    """Policy chains use words topoplace maps (see solver.policy)."""
+    for field in ("node_policy", "gpu_policy"):
+        for word in unknown_words(getattr(request.policy, field)):
+            yield Problem(
+                path=f"policy.{field}",
+                message=f"unknown policy {word!r}; known: {', '.join(WORDS)}",
+            )
+
+
 def locality_tiers(request: SolveRequest) -> Iterator[Problem]:
     """A locality tier names a tier the fabric has (REQUIRED at a tier above every switch would
     hold trivially, below every switch never)."""
@@ -556,6 +567,7 @@ RULES: tuple[Rule, ...] = (
     role_counts,
     role_affinity_references,
     locality_tiers,
+    policy_chains,
     not_yet_supported,
     member_requests,
     member_fits_some_node,

@@ -34,6 +34,7 @@ from solver.fabric import Fabric
 from solver.intranode import Configuration, configurations_for
 from solver.model import Policy
 from solver.normalise import Normalised
+from solver.policy import spreads_shares
 
 __all__ = ["Compiled", "Tier", "compile_model"]
 
@@ -53,7 +54,8 @@ class Compiled:
 def compile_model(problem: Normalised, policy: Policy) -> Compiled:
     model = cp_model.CpModel()
     shapes_json = tuple(s.model_dump_json() for s in problem.shapes)
-    configs = {c.index: configurations_for(c.shape, shapes_json) for c in problem.classes}
+    spread = spreads_shares(policy)
+    configs = {c.index: configurations_for(c.shape, shapes_json, spread) for c in problem.classes}
     fabric = Fabric.of(problem.request.inventory)
 
     x = add_configuration_choice(model, problem, configs)
