@@ -9,6 +9,7 @@ and other jobs of the batch won the room.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from solver.compile import Compiled
 from solver.compile.locality import FABRIC, NVLINK, Rule, domain_of
@@ -196,7 +197,10 @@ def smallest_relaxation(problem: Normalised, ref: RoleRef) -> str:
     """The first single-rule relaxation under which some node could host one member."""
     for words, relaxed in _relaxations(ref.role.member):
         key = (relaxed.model_dump_json(),)
-        if any(len(configurations_for(cls.shape, key)) > 1 for cls in problem.classes):
+        # The node shapes' taboos name the batch's shapes, not this lone one: drop them here.
+        if any(
+            len(configurations_for(replace(cls.shape, taboo=frozenset()), key)) > 1 for cls in problem.classes
+        ):
             return words
     largest = largest_free_gpus(problem)
     if ref.role.member.gpus > largest:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
 
-from solver.model import MemberShape, NicMode, Requirement
+from solver.model import MemberShape, NicMode, Requirement, Scope
 from solver.normalise import (
     FreeGpu,
     NodeShape,
@@ -30,6 +30,7 @@ from solver.normalise import (
     preferred,
     required,
 )
+from solver.separation import WHOLE_NODE
 
 MAX_CONFIGURATIONS = 400  # per node shape: beyond it the model is restricted, never wrong
 
@@ -204,7 +205,10 @@ LOCKED = 1_000_000  # load of a GPU taken whole or by a mutex member: nothing el
 
 
 def _best_packing(
-    node: NodeShape, members: tuple[_Member, ...], spread_shares: bool = False
+    node: NodeShape,
+    members: tuple[_Member, ...],
+    spread_shares: bool = False,
+    near: dict[int, tuple[frozenset[int], frozenset[int]]] | None = None,
 ) -> tuple[int, tuple[Slot, ...]] | None:
     """Place every member on the node maximising the number placed strict; None when they don't fit.
 
@@ -215,6 +219,26 @@ def _best_packing(
     """
     memo: dict[tuple, tuple[int, tuple[Slot, ...]] | None] = {}
     n_gpus = len(node.gpus)
+    near = near or {}  # shape → (shapes it may not share a GPU with, nor a PCIe switch)
+
+    def apart(shape: int, combo: tuple[int, ...], marks: tuple[frozenset[int], ...]) -> bool:
+        """Separation rules: no conflicting shape on these GPUs, nor on their switches."""
+        if shape not in near:
+            return True
+        same_gpu, same_switch = near[shape]
+        for g in combo:
+            if marks[g] & same_gpu:
+                return False
+            if same_switch and any(
+                marks[h] & same_switch for h in range(n_gpus) if node.gpu_group[h] == node.gpu_group[g]
+            ):
+                return False
+        return True
+
+    def mark(shape: int, combo: tuple[int, ...], marks: tuple[frozenset[int], ...]) -> tuple:
+        if not near:
+            return marks
+        return tuple(m | {shape} if g in combo else m for g, m in enumerate(marks))
 
     def share_fits(g: int, rules: Rules, load: tuple[int, ...], memory: tuple[int, ...]) -> bool:
         if rules.mutex:
@@ -243,11 +267,11 @@ def _best_packing(
         return tuple(load_l), tuple(memory_l)
 
     def place(
-        i: int, load: tuple, memory: tuple, nmask: int, floor: int
+        i: int, load: tuple, memory: tuple, nmask: int, floor: int, marks: tuple
     ) -> tuple[int, tuple[Slot, ...]] | None:
         if i == len(members):
             return 0, ()
-        key = (i, load, memory, nmask, floor)
+        key = (i, load, memory, nmask, floor, marks)
         if key in memo:
             return memo[key]
         best: tuple[int, tuple[Slot, ...]] | None = None
@@ -255,6 +279,8 @@ def _best_packing(
         free_nics = [n for n in range(len(node.nics)) if not nmask >> n & 1]
         for rules, sets, strict in member.variants:
             for combo in candidates(member, rules, sets, load, memory, floor):
+                if not apart(member.shape, combo, marks):
+                    continue
                 nics = choose_nics(node, rules, combo, free_nics)
                 if nics is None:
                     continue
@@ -262,7 +288,10 @@ def _best_packing(
                 same = nxt is not None and nxt.shape == member.shape and len(member.variants) == 1
                 next_floor = combo[0] if same and rules.share is not None else 0
                 new_load, new_memory = take(rules, combo, load, memory)
-                rest = place(i + 1, new_load, new_memory, nmask | sum(1 << n for n in nics), next_floor)
+                new_marks = mark(member.shape, combo, marks)
+                rest = place(
+                    i + 1, new_load, new_memory, nmask | sum(1 << n for n in nics), next_floor, new_marks
+                )
                 if rest is None:
                     continue
                 score = rest[0] + (1 if strict else 0)
@@ -278,16 +307,19 @@ def _best_packing(
         memo[key] = best
         return best
 
-    return place(0, (0,) * n_gpus, (0,) * n_gpus, 0, 0)
+    return place(0, (0,) * n_gpus, (0,) * n_gpus, 0, 0, (frozenset(),) * n_gpus)
 
 
 def _member_for(node: NodeShape, index: int, shape: MemberShape) -> _Member | None:
+    if (index, WHOLE_NODE) in node.taboo:
+        return None
+    forbidden = {g for s, g in node.taboo if s == index}
     variants = []
     for strict in (True, False) if has_preferences(shape) else (True,):
         rules = Rules.of(shape, strict)
         if not node_admits(node, rules):
             continue
-        sets = gpu_sets(node, rules)
+        sets = tuple(c for c in gpu_sets(node, rules) if not forbidden.intersection(c))
         if sets:
             variants.append((rules, sets, strict))
     return _Member(index, tuple(variants)) if variants else None
@@ -327,11 +359,22 @@ def _fits_totals(node: NodeShape, counts: Sequence[int], shapes: Sequence[Member
 
 
 def enumerate_configurations(
-    node: NodeShape, shapes: Sequence[MemberShape], spread_shares: bool = False
+    node: NodeShape,
+    shapes: Sequence[MemberShape],
+    spread_shares: bool = False,
+    conflicts: Sequence[tuple[int, int, int]] = (),
 ) -> tuple[Configuration, ...]:
     """Every multiset of ``shapes`` that fits on ``node`` together (the empty one first), capped at
     ``MAX_CONFIGURATIONS``. Shapes that cannot sit on this node alone never appear."""
     singles = {i: _member_for(node, i, s) for i, s in enumerate(shapes)}
+    same_node = {(a, b) for a, b, scope in conflicts if scope == Scope.NODE}
+    near = {
+        a: (
+            frozenset(b for x, b, scope in conflicts if x == a and scope == Scope.GPU),
+            frozenset(b for x, b, scope in conflicts if x == a and scope == Scope.PCIE_SWITCH),
+        )
+        for a in {a for a, _, scope in conflicts if scope in (Scope.GPU, Scope.PCIE_SWITCH)}
+    }
     usable = [i for i, m in singles.items() if m is not None]
     empty = Configuration(counts=(0,) * len(shapes), strict=(0,) * len(shapes), slots=())
     found = [empty]
@@ -340,13 +383,15 @@ def enumerate_configurations(
         next_frontier = []
         for members in frontier:
             for i in (u for u in usable if not members or u >= members[-1]):
+                if any((i, m) in same_node for m in members):
+                    continue
                 grown = (*members, i)
                 counts = [0] * len(shapes)
                 for m in grown:
                     counts[m] += 1
                 if not _fits_totals(node, counts, shapes):
                     continue
-                packed = _best_packing(node, _order([singles[m] for m in grown], shapes), spread_shares)
+                packed = _best_packing(node, _order([singles[m] for m in grown], shapes), spread_shares, near)
                 if packed is None:
                     continue
                 strict = [0] * len(shapes)
@@ -364,11 +409,14 @@ def enumerate_configurations(
 
 @lru_cache(maxsize=4096)
 def configurations_for(
-    node: NodeShape, shapes_json: tuple[str, ...], spread_shares: bool = False
+    node: NodeShape,
+    shapes_json: tuple[str, ...],
+    spread_shares: bool = False,
+    conflicts: tuple[tuple[int, int, int], ...] = (),
 ) -> tuple[Configuration, ...]:
     """Cached :func:`enumerate_configurations`, keyed by the shapes' JSON (shapes hold dicts)."""
     shapes = [MemberShape.model_validate_json(s) for s in shapes_json]
-    return enumerate_configurations(node, shapes, spread_shares)
+    return enumerate_configurations(node, shapes, spread_shares, conflicts)
 
 
 def free_after(node: NodeShape, config: Configuration) -> list[int]:

@@ -26,6 +26,7 @@ from solver.model import (
     Role,
     SolveRequest,
 )
+from solver.separation import Separation, job_label
 from solver.topology import pcie_distance
 
 # --------------------------------------------------------------------------- member kinds
@@ -101,6 +102,8 @@ class NodeShape:
     memory_mib: int | None
     labels: tuple[tuple[str, str], ...]  # only the labels some job selects on
     fully_free: bool  # nothing allocated: binpack keeps such nodes whole
+    gpu_group: tuple[int, ...] = ()  # per GPU: which PCIe switch (numbered in canonical order)
+    taboo: frozenset[tuple[int, int]] = frozenset()  # (shape, GPU or -1 = node) running work forbids
 
     def nic_distance(self, gpu: int, nic: int) -> int:
         return self.distance[gpu][len(self.gpus) + nic]
@@ -153,6 +156,7 @@ class Normalised:
     classes: tuple[NodeClass, ...]
     roles: tuple[RoleRef, ...]
     shapes: tuple[MemberShape, ...]  # distinct member shapes of the batch, in first-seen order
+    conflicts: tuple[tuple[int, int, int], ...]  # (shape, shape, Scope) that may not sit together
     candidate_nodes: int
 
 
@@ -232,10 +236,16 @@ def distance_matrix(
     )
 
 
-def node_shape(node: Node, selected_label_keys: frozenset[str]) -> tuple[NodeShape, ConcreteNode]:
+def node_shape(
+    node: Node,
+    selected_label_keys: frozenset[str],
+    separation: Separation | None = None,
+    job_of_shape: tuple[int | None, ...] = (),
+) -> tuple[NodeShape, ConcreteNode]:
     pairs, nics, cpu, mem = free_devices(node)
     pairs, nics = _canonical_order(pairs, nics)
     gpus = [g for g, _ in pairs]
+    groups: dict[str, int] = {}
     devices = tuple((g.pcie_switch, g.numa) for g in gpus) + tuple((n.pcie_switch, n.numa) for n in nics)
     distance = distance_matrix(node.pcie_switches, devices)
     position = {g.id: i for i, g in enumerate(gpus)}
@@ -253,6 +263,8 @@ def node_shape(node: Node, selected_label_keys: frozenset[str]) -> tuple[NodeSha
         memory_mib=mem,
         labels=tuple(sorted((k, v) for k, v in node.labels.items() if k in selected_label_keys)),
         fully_free=not node.allocations,
+        gpu_group=tuple(groups.setdefault(g.pcie_switch, len(groups)) for g in gpus),
+        taboo=separation.taboo(node, gpus, job_of_shape) if separation else frozenset(),
     )
     rank = {g.id: i for i, g in enumerate(node.gpus)} | {n.name: i for i, n in enumerate(node.nics)}
     concrete = ConcreteNode(
@@ -277,8 +289,30 @@ def locality_matters(request: SolveRequest) -> tuple[bool, bool]:
     return fabric, domains
 
 
+def member_shapes(request: SolveRequest, separation: Separation) -> tuple[list, list, list]:
+    """The batch's distinct member shapes, the job owning each (None when shared by all), and the
+    roles pointing at them. Members of different jobs with equal shapes are interchangeable inside a
+    node — unless a separation rule involves their job, which makes its shapes its own."""
+    shape_index: dict[str, int] = {}
+    shapes: list[MemberShape] = []
+    owners: list[int | None] = []
+    roles = []
+    for j, job in enumerate(request.jobs):
+        owner = j if j in separation.owned else None
+        for r, role in enumerate(job.roles):
+            key = role.member.model_dump_json() + ("" if owner is None else job_label(job))
+            if key not in shape_index:
+                shape_index[key] = len(shapes)
+                shapes.append(role.member)
+                owners.append(owner)
+            roles.append(RoleRef(job_index=j, role_index=r, role=role, shape=shape_index[key]))
+    return shapes, owners, roles
+
+
 def normalise(request: SolveRequest) -> Normalised:
-    """Group schedulable nodes into classes and the batch's members into kinds."""
+    """Group schedulable nodes into classes and the batch's members into shapes."""
+    separation = Separation.of(request)
+    shapes, owners, roles = member_shapes(request, separation)
     selected = frozenset(k for job in request.jobs for r in job.roles for k in r.member.node_selector)
     # Where a node sits only matters to a batch that has rules about where: without them, nodes of
     # one shape under different leaves are one class, and the model stays small.
@@ -289,7 +323,7 @@ def normalise(request: SolveRequest) -> Normalised:
     for node in sorted(request.inventory.nodes, key=lambda n: (n.leaf, n.name)):
         if not node.schedulable:
             continue
-        shape, concrete = node_shape(node, selected)
+        shape, concrete = node_shape(node, selected, separation, tuple(owners))
         key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "")
         by_key[key].append(concrete)
         candidates += 1
@@ -298,21 +332,11 @@ def normalise(request: SolveRequest) -> Normalised:
         NodeClass(index=i, shape=key[0], leaf=key[1], nvlink_domain=key[2], nodes=tuple(nodes))
         for i, (key, nodes) in enumerate(sorted(by_key.items(), key=lambda kv: kv[1][0].name))
     )
-    # Members of different jobs with equal shapes are interchangeable inside a node.
-    shape_index: dict[str, int] = {}
-    shapes: list[MemberShape] = []
-    roles = []
-    for j, job in enumerate(request.jobs):
-        for r, role in enumerate(job.roles):
-            key = role.member.model_dump_json()
-            if key not in shape_index:
-                shape_index[key] = len(shapes)
-                shapes.append(role.member)
-            roles.append(RoleRef(job_index=j, role_index=r, role=role, shape=shape_index[key]))
     return Normalised(
         request=request,
         classes=classes,
         roles=tuple(roles),
         shapes=tuple(shapes),
+        conflicts=separation.shape_conflicts(owners),
         candidate_nodes=candidates,
     )

@@ -384,10 +384,17 @@ def not_yet_supported(request: SolveRequest) -> Iterator[Problem]:
     for j, job in enumerate(request.jobs):
         if job.rail_aligned in (Requirement.REQUIRED, Requirement.PREFERRED):
             yield Problem(path=f"jobs[{j}].rail_aligned", message=f"rail alignment {pending}")
-        if job.anti_affinity:
-            yield Problem(path=f"jobs[{j}].anti_affinity", message=f"anti-affinity {pending}")
-        if job.exclusive_nodes:
-            yield Problem(path=f"jobs[{j}].exclusive_nodes", message=f"exclusive nodes {pending}")
+
+
+def anti_affinity_labels(request: SolveRequest) -> Iterator[Problem]:
+    """An anti-affinity rule names what to keep away from."""
+    for j, job in enumerate(request.jobs):
+        for k, rule in enumerate(job.anti_affinity):
+            if not rule.labels:
+                yield Problem(
+                    path=f"jobs[{j}].anti_affinity[{k}].labels",
+                    message="an anti-affinity rule needs at least one label to keep away from",
+                )
 
 
 def policy_chains(request: SolveRequest) -> Iterator[Problem]:
@@ -569,6 +576,7 @@ RULES: tuple[Rule, ...] = (
     locality_tiers,
     policy_chains,
     not_yet_supported,
+    anti_affinity_labels,
     member_requests,
     member_fits_some_node,
 )

@@ -26,6 +26,9 @@ The rules checked (the solver implements the same ones; this list is what "valid
 - capacity: no device used by two members (but plain shares of one GPU); per node, the members'
             CPU and memory fit what the allocations leave free (a node with 0 CPU/memory does not track it).
 - metrics:  GPU counts agree with the inventory and the placement.
+- apart:    anti-affinity: no member of a job near (same node / PCIe switch / GPU, as the rule
+            says) a member of another batch job, or a running allocation, whose labels include the
+            rule's; exclusive nodes: no other job's member, and nothing running, on its nodes.
 - locality: REQUIRED job, role and role-pair locality: the nodes involved share a fabric switch of
             the allowed tier or lower (one node always does); REQUIRED NVLink domain: one domain;
             the reported tier, leaves, NVLink domains and rails agree with the nodes and NICs used.
@@ -51,6 +54,7 @@ from solver.model import (
     Node,
     Requirement,
     Role,
+    Scope,
     SolveRequest,
     SolveResult,
     SwitchKind,
@@ -75,6 +79,7 @@ def verify(request: SolveRequest, result: SolveResult) -> tuple[str, ...]:
         *(v for p in placed for v in _member(nodes, p)),
         *_shared_devices(placed),
         *_gpu_shares(nodes, placed),
+        *_separation(request, placed),
         *_node_capacity(nodes, placed),
         *_metrics(request, result, placed),
         *(
@@ -629,3 +634,59 @@ def _locality(request: SolveRequest, job: Job, jr: JobResult) -> Iterator[str]:
     )
     if list(jr.rails) != rails:
         yield f"job {job.id}: reports rails {list(jr.rails)}, its NICs are on rails {rails}"
+
+
+# --------------------------------------------------------------------------- separation
+
+
+def _labelled(labels: dict[str, str], wanted: dict[str, str]) -> bool:
+    return bool(wanted) and all(labels.get(k) == v for k, v in wanted.items())
+
+
+def _spots(node: Node, gpus: set[str], scope: Scope) -> set[str]:
+    """Where a set of GPUs sits at a scope: the node, their PCIe switches, or the GPUs."""
+    if scope in (Scope.NODE, Scope.UNSPECIFIED):
+        return {node.name} if gpus else set()
+    if scope == Scope.PCIE_SWITCH:
+        return {f"{node.name}/{g.pcie_switch}" for g in node.gpus if g.id in gpus}
+    return {f"{node.name}/{g}" for g in gpus}
+
+
+def _separation(request: SolveRequest, placed: list[_Placed]) -> Iterator[str]:
+    nodes = {n.name: n for n in request.inventory.nodes}
+    by_job: dict[str, list[_Placed]] = {}
+    for p in placed:
+        by_job.setdefault(p.job.id, []).append(p)
+
+    def footprint(members: list[_Placed], scope: Scope) -> set[str]:
+        spots: set[str] = set()
+        for p in members:
+            if p.member.node in nodes:
+                gpus = set(p.member.gpus) or {"(no GPU)"}
+                spots |= _spots(nodes[p.member.node], gpus, scope) or {p.member.node}
+        return spots
+
+    for job_id, members in by_job.items():
+        job = members[0].job
+        for rule in job.anti_affinity:
+            mine = footprint(members, rule.scope)
+            broken = f"job {job_id}: anti-affinity to {rule.labels} broken by"
+            for other_id, others in by_job.items():
+                near = other_id != job_id and _labelled(others[0].job.labels, rule.labels)
+                if near and (shared := mine & footprint(others, rule.scope)):
+                    yield f"{broken} job {other_id} at {sorted(shared)}"
+            for node in {p.member.node for p in members if p.member.node in nodes}:
+                for a in nodes[node].allocations:
+                    held = set(a.gpus) | {sh.gpu for sh in a.gpu_shares}
+                    spots = _spots(nodes[node], held, rule.scope)
+                    if _labelled(a.labels, rule.labels) and (shared := mine & spots):
+                        yield f"{broken} running {a.owner} at {sorted(shared)}"
+        if job.exclusive_nodes:
+            used = {p.member.node for p in members}
+            alone = f"job {job_id}: wants its nodes to itself but"
+            for other_id, others in by_job.items():
+                if other_id != job_id and (shared := used & {p.member.node for p in others}):
+                    yield f"{alone} shares {sorted(shared)} with job {other_id}"
+            for node in sorted(used):
+                if node in nodes and nodes[node].allocations:
+                    yield f"{alone} {node} runs other work"

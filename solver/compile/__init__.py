@@ -55,7 +55,9 @@ def compile_model(problem: Normalised, policy: Policy) -> Compiled:
     model = cp_model.CpModel()
     shapes_json = tuple(s.model_dump_json() for s in problem.shapes)
     spread = spreads_shares(policy)
-    configs = {c.index: configurations_for(c.shape, shapes_json, spread) for c in problem.classes}
+    configs = {
+        c.index: configurations_for(c.shape, shapes_json, spread, problem.conflicts) for c in problem.classes
+    }
     fabric = Fabric.of(problem.request.inventory)
 
     x = add_configuration_choice(model, problem, configs)
