@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from solver.compile import Compiled
-from solver.compile.locality import NVLINK, locality_rules
+from solver.compile.locality import NVLINK, Rule, locality_rules
 from solver.fabric import Fabric
 from solver.fragmentation import node_fragmentation, profile, stranded
 from solver.intranode import Slot
@@ -38,6 +38,9 @@ def decode(problem: Normalised, compiled: Compiled, solution: dict[str, int] | N
             slots = _class_slots(cls.index, problem, compiled, solution)
             _fill(cls.index, cls.shape, slots, problem, compiled, solution, members)
     results = []
+    nodes = {n.name: n for n in problem.request.inventory.nodes}
+    fabric = Fabric.of(problem.request.inventory)
+    rules = locality_rules(problem)
     for j, job in enumerate(problem.request.jobs):
         placed = solution is not None and solution.get(compiled.placed[j].name, 0) == 1
         job_members: list[MemberPlacement] = []
@@ -47,19 +50,27 @@ def decode(problem: Normalised, compiled: Compiled, solution: dict[str, int] | N
                     job_members.extend(members[r])
         results.append(
             JobResult(
-                job_id=job.id, placed=placed, members=tuple(job_members), **where(problem, j, job_members)
+                job_id=job.id,
+                placed=placed,
+                members=tuple(job_members),
+                **where(problem, j, job_members, nodes, fabric, rules),
             )
         )
     return tuple(results)
 
 
-def where(problem: Normalised, j: int, members: Sequence[MemberPlacement]) -> dict[str, object]:
+def where(
+    problem: Normalised,
+    j: int,
+    members: Sequence[MemberPlacement],
+    nodes: dict[str, Node],
+    fabric: Fabric,
+    rules: Sequence[Rule],
+) -> dict[str, object]:
     """The job's footprint for the result: tier reached, leaves, NVLink domains, rails, and whether
     every PREFERRED locality rule held too."""
     if not members:
         return {}
-    nodes = {n.name: n for n in problem.request.inventory.nodes}
-    fabric = Fabric.of(problem.request.inventory)
     used = [nodes[m.node] for m in members]
     names = {n.name for n in used}
     leaves = {n.leaf for n in used if n.leaf}
@@ -72,16 +83,20 @@ def where(problem: Normalised, j: int, members: Sequence[MemberPlacement]) -> di
         "leaves_spanned": len(leaves),
         "nvlink_domains_spanned": len({n.nvlink_domain for n in used if n.nvlink_domain}),
         "rails": tuple(sorted(rails)),
-        "rules_held": preferred_rules_held(problem, j, members, nodes, fabric),
+        "rules_held": preferred_rules_held(problem, j, members, nodes, fabric, rules),
     }
 
 
 def preferred_rules_held(
-    problem: Normalised, j: int, members: Sequence[MemberPlacement], nodes: dict, fabric: Fabric
+    problem: Normalised,
+    j: int,
+    members: Sequence[MemberPlacement],
+    nodes: dict[str, Node],
+    fabric: Fabric,
+    rules: Sequence[Rule],
 ) -> bool:
     """Did the job's PREFERRED locality rules (those with a tier, and NVLink domains) hold?"""
-    job = problem.request.jobs[j]
-    for rule in locality_rules(problem):
+    for rule in rules:
         if rule.job != j or rule.mode != Requirement.PREFERRED:
             continue
         role_names = {problem.roles[r].role.name for r in rule.roles}
@@ -95,7 +110,6 @@ def preferred_rules_held(
             tier = fabric.common_tier(nodes[n].leaf for n in used)
             if tier is None or tier > rule.highest_tier:
                 return False
-    del job
     return True
 
 

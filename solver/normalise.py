@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import lru_cache
 
 from solver.model import (
     Distance,
@@ -223,17 +222,28 @@ def _canonical_order(gpus: list, nics: list) -> tuple[list, list]:
     return out_g, out_n
 
 
-@lru_cache(maxsize=8192)
+_DISTANCES: dict[tuple, tuple[tuple[int, ...], ...]] = {}
+
+
 def distance_matrix(
     switches: tuple[PcieSwitch, ...], devices: tuple[tuple[str, int | None], ...]
 ) -> tuple[tuple[int, ...], ...]:
     """PCIe distance between every pair of ``devices`` (leaf switch, NUMA) of a node built from
-    ``switches``. Cached: a cluster has a handful of server types and free-device patterns, so this
-    is computed a handful of times, not once per node."""
-    tree_only = Node(name="distance", pcie_switches=switches)
-    return tuple(
-        tuple(int(pcie_distance(tree_only, sa, sb, na, nb)) for (sb, nb) in devices) for (sa, na) in devices
-    )
+    ``switches``. Memoised on plain tuples (hashing pydantic models per node would cost more than
+    the work saved): a cluster has a handful of server types and free-device patterns, so this is
+    computed a handful of times, not once per node."""
+    key = (tuple((s.id, s.parent, int(s.kind), s.numa) for s in switches), devices)
+    found = _DISTANCES.get(key)
+    if found is None:
+        if len(_DISTANCES) > 8192:
+            _DISTANCES.clear()
+        tree_only = Node(name="distance", pcie_switches=switches)
+        found = tuple(
+            tuple(int(pcie_distance(tree_only, sa, sb, na, nb)) for (sb, nb) in devices)
+            for (sa, na) in devices
+        )
+        _DISTANCES[key] = found
+    return found
 
 
 def node_shape(

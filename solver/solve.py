@@ -19,6 +19,7 @@ from solver.compile import Compiled, Tier, compile_model
 from solver.decode import cluster_metrics, decode
 from solver.errors import InvalidRequest, VerificationFailed
 from solver.explain import explain
+from solver.greedy import greedy_hint
 from solver.model import (
     ModelSize,
     Policy,
@@ -92,7 +93,7 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
     budget = max(0.01, budget - clock.elapsed())
 
     with clock.stage("solve"):
-        outcomes = solve_lexicographic(compiled, request.policy, budget)
+        outcomes = solve_lexicographic(compiled, request.policy, budget, greedy_hint(problem, compiled))
     values = [o.value for o in outcomes]
     solution = next((o.solution for o in reversed(outcomes) if o.solution is not None), None)
     status = overall_status(outcomes)
@@ -118,26 +119,40 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
     return result.model_copy(update={"timings": tuple(clock.stages)})
 
 
-def solve_lexicographic(compiled: Compiled, policy: Policy, budget_s: float) -> list[TierOutcome]:
-    """Optimise each tier in turn, holding the tiers above at the values reached."""
+def solve_lexicographic(
+    compiled: Compiled, policy: Policy, budget_s: float, hint: dict[str, int] | None = None
+) -> list[TierOutcome]:
+    """Optimise each tier in turn, holding the tiers above at the values reached; each search
+    starts from the previous answer (the first from ``hint``, e.g. a greedy placement)."""
     outcomes: list[TierOutcome] = []
     model = compiled.model
     deadline = time.perf_counter() + budget_s
-    hint: dict[str, int] | None = None
     for i, tier in enumerate(compiled.tiers):
         remaining = deadline - time.perf_counter()
         tiers_left = len(compiled.tiers) - i
         # Higher tiers matter more: the first gets half of what is left, the last all of it.
         share = remaining if tiers_left == 1 else remaining / 2
+        if i > 0 and (outcomes[-1].solution is None or remaining <= 0):
+            outcomes.append(unsolved(tier, hint))  # out of time: the answer above still stands
+            continue
         model.maximize(tier.expr)
         apply_hint(model, hint)
         outcome = run_tier(model, tier, policy, max(0.01, share))
+        if outcome.solution is None and i > 0:
+            outcome = unsolved(tier, hint)
         outcomes.append(outcome)
-        if outcome.solution is None:
-            break
-        hint = outcome.solution
-        model.add(tier.expr >= round(outcome.value.value))
+        if outcome.solution is not None:
+            hint = outcome.solution
+            model.add(tier.expr >= round(outcome.value.value))
     return outcomes
+
+
+def unsolved(tier: Tier, solution: dict[str, int] | None) -> TierOutcome:
+    """A tier left unsearched or unsolved: what the standing answer scores on it, not optimal."""
+    value = float(tier.value_of(solution)) if solution else 0.0
+    return TierOutcome(
+        TierValue(tier=tier.tier, name=tier.name, value=value, bound=float(tier.upper), optimal=False), None
+    )
 
 
 def apply_hint(model: cp_model.CpModel, hint: dict[str, int] | None) -> None:
@@ -195,7 +210,8 @@ def overall_status(outcomes: list[TierOutcome]) -> SolveStatus:
 
 
 def relative_gap(v: TierValue) -> float:
-    return abs(v.bound - v.value) / max(1.0, abs(v.bound))
+    """|bound − value| over the larger of the two: 0 when proven, 1 when nothing is known."""
+    return abs(v.bound - v.value) / max(1.0, abs(v.bound), abs(v.value))
 
 
 def model_size(problem: Normalised, compiled: Compiled) -> ModelSize:

@@ -45,6 +45,7 @@ from itertools import combinations
 
 from solver.model import (
     Distance,
+    FabricSwitch,
     Gpu,
     Job,
     JobResult,
@@ -82,12 +83,7 @@ def verify(request: SolveRequest, result: SolveResult) -> tuple[str, ...]:
         *_separation(request, placed),
         *_node_capacity(nodes, placed),
         *_metrics(request, result, placed),
-        *(
-            v
-            for jr in result.jobs
-            if jr.placed and jr.job_id in jobs
-            for v in _locality(request, jobs[jr.job_id], jr)
-        ),
+        *_all_locality(request, result, jobs),
     ]
     return tuple(violations)
 
@@ -563,9 +559,16 @@ def _metrics(request: SolveRequest, result: SolveResult, placed: list[_Placed]) 
 # --------------------------------------------------------------------------- locality
 
 
-def _switch_chain(request: SolveRequest, leaf: str) -> list[tuple[str, int]]:
-    """(switch, tier) from ``leaf`` up to its root (cycle-safe); empty for a node outside the fabric."""
+def _all_locality(request: SolveRequest, result: SolveResult, jobs: dict[str, Job]) -> Iterator[str]:
+    nodes = {n.name: n for n in request.inventory.nodes}
     by_id = {sw.id: sw for sw in request.inventory.switches}
+    for jr in result.jobs:
+        if jr.placed and jr.job_id in jobs:
+            yield from _locality(by_id, nodes, jobs[jr.job_id], jr)
+
+
+def _switch_chain(by_id: dict[str, FabricSwitch], leaf: str) -> list[tuple[str, int]]:
+    """(switch, tier) from ``leaf`` up to its root (cycle-safe); empty for a node outside the fabric."""
     chain: list[tuple[str, int]] = []
     current = leaf
     while current in by_id and all(current != c for c, _ in chain):
@@ -574,24 +577,25 @@ def _switch_chain(request: SolveRequest, leaf: str) -> list[tuple[str, int]]:
     return chain
 
 
-def _lowest_common_tier(request: SolveRequest, nodes: list[Node]) -> int | None:
+def _lowest_common_tier(by_id: dict[str, FabricSwitch], nodes: list[Node]) -> int | None:
     """0 for a single node; the tier of the lowest switch above all the nodes; None if none is."""
     if len({n.name for n in nodes}) <= 1:
         return 0
-    chains = [_switch_chain(request, n.leaf) for n in nodes]
+    chains = [_switch_chain(by_id, leaf) for leaf in {n.leaf for n in nodes}]
     if any(not c for c in chains):
         return None
     common = set(chains[0]).intersection(*(set(c) for c in chains[1:]))
     return min((tier for _, tier in common), default=None)
 
 
-def _locality(request: SolveRequest, job: Job, jr: JobResult) -> Iterator[str]:
-    nodes = {n.name: n for n in request.inventory.nodes}
+def _locality(
+    by_id: dict[str, FabricSwitch], nodes: dict[str, Node], job: Job, jr: JobResult
+) -> Iterator[str]:
     members = [m for m in jr.members if m.node in nodes]
     on = [nodes[m.node] for m in members]
 
     def within(what: str, group: list[Node], tier: int) -> Iterator[str]:
-        reached = _lowest_common_tier(request, group)
+        reached = _lowest_common_tier(by_id, group)
         if reached is None or reached > tier:
             got = "no common switch" if reached is None else f"tier {reached}"
             yield f"job {job.id}: {what} must stay within tier {tier}, but its nodes meet at {got}"
@@ -615,7 +619,7 @@ def _locality(request: SolveRequest, job: Job, jr: JobResult) -> Iterator[str]:
     ):
         yield f"job {job.id}: must stay in one NVLink domain, but spans {sorted(domains)}"
 
-    reached = _lowest_common_tier(request, on)
+    reached = _lowest_common_tier(by_id, on)
     if (reached or 0) != jr.locality_tier:
         yield f"job {job.id}: reports locality tier {jr.locality_tier}, its nodes meet at tier {reached}"
     leaves = {n.leaf for n in on if n.leaf}

@@ -17,7 +17,7 @@ def add_gangs(
     for (r, _), var in y.items():
         by_role[r].append(var)
     for r, ref in enumerate(problem.roles):
-        members = sum(by_role[r])
+        members = cp_model.LinearExpr.sum(by_role[r])
         model.add(members >= ref.minimum * placed[ref.job_index])
         model.add(members <= ref.role.replicas * placed[ref.job_index])
     return placed

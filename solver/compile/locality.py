@@ -54,9 +54,8 @@ class Locality:
     rules: tuple[Rule, ...]
     within: dict[tuple[int, int], cp_model.LinearExprT]  # (rule, level) → 1 if within one domain
     spans: dict[tuple[int, str], cp_model.IntVar]  # (job, leaf) → the job has a member there
-    score: cp_model.LinearExprT  # to maximise: lower tiers reached, weighted by the gang's GPUs
+    score_terms: tuple[tuple[int, cp_model.IntVar], ...]  # to maximise: lower tiers reached, by GPUs
     score_upper: int
-    span_count: cp_model.LinearExprT  # to minimise: leaves spanned by ruled gangs
 
 
 def locality_rules(problem: Normalised) -> tuple[Rule, ...]:
@@ -117,16 +116,15 @@ def add_locality(
             )
             within[i, level] = flag
             if not hard:
-                score_terms.append(weight * flag)
+                score_terms.append((weight, flag))
                 upper += weight
     spans = add_spans(model, problem, rules, y)
     return Locality(
         rules=rules,
         within=within,
         spans=spans,
-        score=sum(score_terms),
+        score_terms=tuple(score_terms),
         score_upper=upper,
-        span_count=sum(spans.values()),
     )
 
 

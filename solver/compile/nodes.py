@@ -25,7 +25,7 @@ def add_configuration_choice(model: cp_model.CpModel, problem: Normalised, confi
             x[cls.index, k] = model.new_int_var(0, cls.count, f"x[{cls.index},{k}]")
             chosen.append(x[cls.index, k])
         if chosen:
-            model.add(sum(chosen) <= cls.count)
+            model.add(cp_model.LinearExpr.sum(chosen) <= cls.count)
     return x
 
 
@@ -66,14 +66,20 @@ def add_member_supply(
             if not demand:
                 continue
             slots = [
-                k.counts[shape] * x[c, i] for i, k in enumerate(configs[c]) if k.counts[shape] and (c, i) in x
+                (k.counts[shape], x[c, i])
+                for i, k in enumerate(configs[c])
+                if k.counts[shape] and (c, i) in x
             ]
-            model.add(sum(demand) == sum(slots))
+            model.add(cp_model.LinearExpr.sum(demand) == weighted(slots))
             strict_demand = [s[r, c] for r in roles if (r, c) in s]
             if strict_demand:
                 strict_slots = [
-                    k.strict[shape] * x[c, i]
+                    (k.strict[shape], x[c, i])
                     for i, k in enumerate(configs[c])
                     if k.strict[shape] and (c, i) in x
                 ]
-                model.add(sum(strict_demand) <= sum(strict_slots))
+                model.add(cp_model.LinearExpr.sum(strict_demand) <= weighted(strict_slots))
+
+
+def weighted(terms: list[tuple[int, cp_model.IntVar]]) -> cp_model.LinearExprT:
+    return cp_model.LinearExpr.weighted_sum([v for _, v in terms], [c for c, _ in terms])

@@ -19,12 +19,31 @@ Configs = dict[int, tuple[Configuration, ...]]
 Vars = dict[tuple[int, int], cp_model.IntVar]
 
 
+Terms = list[tuple[int, cp_model.IntVar]]
+
+
 @dataclass(frozen=True)
 class Tier:
+    """An expression to maximise, kept as (coefficient, variable) terms so that it can be built in
+    one call (``weighted_sum`` scales; Python ``sum`` over thousands of products does not) and
+    evaluated on any solution, e.g. the previous tier's when this one finds nothing in time."""
+
     tier: ObjectiveTier
     name: str
-    expr: cp_model.LinearExprT
-    upper: int  # a bound on ``expr``, reported when the solver found none
+    terms: tuple[tuple[int, cp_model.IntVar], ...]
+    upper: int  # a bound on the expression, reported when the solver found none
+
+    @staticmethod
+    def of(tier: ObjectiveTier, name: str, terms: Terms, upper: int, *, minimise: bool = False) -> Tier:
+        sign = -1 if minimise else 1
+        return Tier(tier, name, tuple((sign * c, v) for c, v in terms if c), upper)
+
+    @property
+    def expr(self) -> cp_model.LinearExprT:
+        return cp_model.LinearExpr.weighted_sum([v for _, v in self.terms], [c for c, _ in self.terms])
+
+    def value_of(self, solution: dict[str, int]) -> int:
+        return sum(c * solution.get(v.name, 0) for c, v in self.terms)
 
 
 def member_work(shape: MemberShape) -> int:
@@ -64,9 +83,9 @@ def placed_work(problem: Normalised, y: Vars) -> Tier:
         ref = problem.roles[r]
         return priority_weight(problem.request.jobs[ref.job_index].priority) * member_work(ref.role.member)
 
-    expr = sum(weight(r) * var for (r, _), var in y.items())
+    terms = [(weight(r), var) for (r, _), var in y.items()]
     upper = sum(weight(r) * ref.role.replicas for r, ref in enumerate(problem.roles))
-    return Tier(ObjectiveTier.PLACED_WORK, "placed_work", expr, upper)
+    return Tier.of(ObjectiveTier.PLACED_WORK, "placed_work", terms, upper)
 
 
 def topology(problem: Normalised, s: Vars, locality: Locality) -> list[Tier]:
@@ -74,16 +93,21 @@ def topology(problem: Normalised, s: Vars, locality: Locality) -> list[Tier]:
     PREFERRED alignment, NUMA and NVLink rules (weighted by GPUs)."""
     parts = []
     if locality.score_upper:
-        parts.append(Tier(ObjectiveTier.TOPOLOGY, "topology.locality", locality.score, locality.score_upper))
+        parts.append(
+            Tier.of(
+                ObjectiveTier.TOPOLOGY, "topology.locality", list(locality.score_terms), locality.score_upper
+            )
+        )
     if locality.spans:
-        parts.append(Tier(ObjectiveTier.TOPOLOGY, "topology.leaves_spanned", -locality.span_count, 0))
-    strict = [member_work(problem.roles[r].role.member) * v for (r, _), v in s.items()]
+        spans = [(1, v) for v in locality.spans.values()]
+        parts.append(Tier.of(ObjectiveTier.TOPOLOGY, "topology.leaves_spanned", spans, 0, minimise=True))
+    strict = [(member_work(problem.roles[r].role.member), v) for (r, _), v in s.items()]
     upper = sum(
         member_work(ref.role.member) * ref.role.replicas
         for ref in problem.roles
         if has_preferences(ref.role.member)
     )
-    parts.append(Tier(ObjectiveTier.TOPOLOGY, "topology.preferences", sum(strict), upper))
+    parts.append(Tier.of(ObjectiveTier.TOPOLOGY, "topology.preferences", strict, upper))
     return parts
 
 
@@ -93,11 +117,11 @@ def packing(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> T
     terms, upper = [], 0
     for cls in problem.classes:
         cost = len(cls.shape.gpus) + 1
-        terms.extend(cost * x[cls.index, k] for k in range(len(configs[cls.index])) if (cls.index, k) in x)
+        terms.extend((cost, x[cls.index, k]) for k in range(len(configs[cls.index])) if (cls.index, k) in x)
         upper += cost * cls.count
     if policy.packing == Packing.SPREAD:
-        return Tier(ObjectiveTier.PACKING, "packing.spread", sum(terms), upper)
-    return Tier(ObjectiveTier.PACKING, "packing.binpack", -sum(terms), 0)
+        return Tier.of(ObjectiveTier.PACKING, "packing.spread", terms, upper)
+    return Tier.of(ObjectiveTier.PACKING, "packing.binpack", terms, 0, minimise=True)
 
 
 def fragmentation(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> Tier:
@@ -112,6 +136,5 @@ def fragmentation(problem: Normalised, policy: Policy, configs: Configs, x: Vars
             if (cls.index, k) not in x:
                 continue
             delta = node_fragmentation(free_after(cls.shape, config), workload) - before
-            if round(delta * 1000):
-                terms.append(round(delta * 1000) * x[cls.index, k])
-    return Tier(ObjectiveTier.FRAGMENTATION, "fragmentation", -sum(terms), 0)
+            terms.append((round(delta * 1000), x[cls.index, k]))
+    return Tier.of(ObjectiveTier.FRAGMENTATION, "fragmentation", terms, 0, minimise=True)

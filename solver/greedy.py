@@ -1,0 +1,110 @@
+"""A greedy first answer, in the model's own variables, to hint CP-SAT's first search.
+
+Jobs go one at a time, highest priority and largest first; each member goes to a node that already
+holds work if one can take it (binpack), else to a fresh node. A node's state is its configuration:
+adding a member of shape s to a node in configuration k is possible exactly when k + s is another
+configuration of the class. Nodes of a class in the same configuration are interchangeable, so a
+class is a counter of configurations. Jobs with a REQUIRED locality rule are left to the solver.
+
+The hint only has to be good, not right: CP-SAT repairs or ignores what does not fit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from solver.compile import Compiled
+from solver.model import Requirement
+from solver.normalise import Normalised
+
+
+def greedy_hint(problem: Normalised, compiled: Compiled) -> dict[str, int]:
+    index = {c: {k.counts: i for i, k in enumerate(configs)} for c, configs in compiled.configs.items()}
+    state = {cls.index: Counter({0: cls.count}) for cls in problem.classes}  # config index → nodes
+    members: Counter[tuple[int, int]] = Counter()  # (role, class) → members
+    placed: set[int] = set()
+    for j in job_order(problem):
+        trial = {c: Counter(v) for c, v in state.items()}
+        taken: Counter[tuple[int, int]] = Counter()
+        if all(place_role(problem, compiled, index, trial, taken, r) for r in roles_of(problem, j)):
+            state, placed = trial, placed | {j}
+            members.update(taken)
+    hint = {var.name: 0 for var in compiled.x.values()} | {var.name: 0 for var in compiled.y.values()}
+    for c, counter in state.items():
+        for k, n in counter.items():
+            if (c, k) in compiled.x:
+                hint[compiled.x[c, k].name] = n
+    for (r, c), n in members.items():
+        hint[compiled.y[r, c].name] = n
+    for j, var in compiled.placed.items():
+        hint[var.name] = int(j in placed)
+    return hint
+
+
+def job_order(problem: Normalised) -> list[int]:
+    """Highest priority first, then the most GPUs; jobs with hard locality are left out."""
+
+    def hard(j: int) -> bool:
+        job = problem.request.jobs[j]
+        return job.locality.mode == Requirement.REQUIRED or job.nvlink_domain == Requirement.REQUIRED
+
+    def size(j: int) -> int:
+        return sum(r.replicas * max(r.member.gpus, 1) for r in problem.request.jobs[j].roles)
+
+    jobs = [j for j in range(len(problem.request.jobs)) if not hard(j)]
+    return sorted(jobs, key=lambda j: (-problem.request.jobs[j].priority, -size(j), j))
+
+
+def roles_of(problem: Normalised, j: int) -> list[int]:
+    return [r for r, ref in enumerate(problem.roles) if ref.job_index == j]
+
+
+def place_role(
+    problem: Normalised,
+    compiled: Compiled,
+    index: dict[int, dict[tuple[int, ...], int]],
+    state: dict[int, Counter],
+    taken: Counter,
+    r: int,
+) -> bool:
+    """Place the role's minimum, one member at a time, into ``state``; False if it does not fit."""
+    ref = problem.roles[r]
+    for _ in range(ref.minimum):
+        move = best_move(problem, compiled, index, state, ref.shape, r)
+        if move is None:
+            return False
+        c, k, grown = move
+        state[c][k] -= 1
+        state[c][grown] += 1
+        taken[r, c] += 1
+    return True
+
+
+def best_move(
+    problem: Normalised,
+    compiled: Compiled,
+    index: dict[int, dict[tuple[int, ...], int]],
+    state: dict[int, Counter],
+    shape: int,
+    r: int,
+) -> tuple[int, int, int] | None:
+    """The (class, from config, to config) that adds one member of ``shape`` to the fullest node
+    that can take it."""
+    best: tuple[int, int, int] | None = None
+    best_key: tuple | None = None
+    for c, counter in state.items():
+        if (r, c) not in compiled.y:
+            continue
+        configs = compiled.configs[c]
+        for k, n in counter.items():
+            if n <= 0:
+                continue
+            counts = list(configs[k].counts)
+            counts[shape] += 1
+            grown = index[c].get(tuple(counts))
+            if grown is None:
+                continue
+            key = (k == 0, -sum(configs[k].counts), c, k)  # used nodes first, fullest first
+            if best_key is None or key < best_key:
+                best, best_key = (c, k, grown), key
+    return best
