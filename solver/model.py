@@ -360,6 +360,7 @@ class JobResult(Frozen):
 class TierValue(Frozen):
     tier: ObjectiveTier
     name: str = ""  # the part of the tier, e.g. "topology.locality"; tiers may be solved in parts
+    ms: float = 0.0  # time spent searching this tier
     value: float
     bound: float
     optimal: bool

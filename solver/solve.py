@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -19,7 +19,7 @@ from solver.compile import Compiled, Tier, compile_model
 from solver.decode import cluster_metrics, decode
 from solver.errors import InvalidRequest, VerificationFailed
 from solver.explain import explain
-from solver.greedy import greedy_hint
+from solver.greedy import greedy_hint, with_most_strict
 from solver.model import (
     ModelSize,
     Policy,
@@ -93,7 +93,13 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
     budget = max(0.01, budget - clock.elapsed())
 
     with clock.stage("solve"):
-        outcomes = solve_lexicographic(compiled, request.policy, budget, greedy_hint(problem, compiled))
+        outcomes = solve_lexicographic(
+            compiled,
+            request.policy,
+            budget,
+            hint=greedy_hint(problem, compiled),
+            polish=lambda solution: with_most_strict(problem, compiled, solution),
+        )
     values = [o.value for o in outcomes]
     solution = next((o.solution for o in reversed(outcomes) if o.solution is not None), None)
     status = overall_status(outcomes)
@@ -108,7 +114,9 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
         status=status,
         jobs=jobs,
         objectives=tuple(values),
-        gap=max((relative_gap(v) for v in values), default=0.0),
+        # The gap of the highest tier: lower tiers are optimised within it, their own gaps are in
+        # ``objectives`` (and ``status`` is OPTIMAL only when every tier is proven).
+        gap=relative_gap(values[0]) if values else 0.0,
         model_size=model_size(problem, compiled),
         metrics=metrics,
     )
@@ -120,10 +128,15 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
 
 
 def solve_lexicographic(
-    compiled: Compiled, policy: Policy, budget_s: float, hint: dict[str, int] | None = None
+    compiled: Compiled,
+    policy: Policy,
+    budget_s: float,
+    hint: dict[str, int] | None = None,
+    polish: Callable[[dict[str, int]], dict[str, int]] | None = None,
 ) -> list[TierOutcome]:
     """Optimise each tier in turn, holding the tiers above at the values reached; each search
-    starts from the previous answer (the first from ``hint``, e.g. a greedy placement)."""
+    starts from the previous answer (the first from ``hint``, e.g. a greedy placement), improved
+    by ``polish`` where a cheap rule can do better than the tier above cared to."""
     outcomes: list[TierOutcome] = []
     model = compiled.model
     deadline = time.perf_counter() + budget_s
@@ -137,12 +150,15 @@ def solve_lexicographic(
             continue
         model.maximize(tier.expr)
         apply_hint(model, hint)
+        started = time.perf_counter()
         outcome = run_tier(model, tier, policy, max(0.01, share))
         if outcome.solution is None and i > 0:
             outcome = unsolved(tier, hint)
+        ms = (time.perf_counter() - started) * 1000
+        outcome = TierOutcome(outcome.value.model_copy(update={"ms": ms}), outcome.solution)
         outcomes.append(outcome)
         if outcome.solution is not None:
-            hint = outcome.solution
+            hint = polish(outcome.solution) if polish else outcome.solution
             model.add(tier.expr >= round(outcome.value.value))
     return outcomes
 
@@ -173,6 +189,10 @@ def run_tier(model: cp_model.CpModel, tier: Tier, policy: Policy, seconds: float
     params = solver.parameters
     params.random_seed = policy.seed
     params.max_time_in_seconds = seconds
+    # The model is small and its structure is known; probing and symmetry detection cost more
+    # presolve time than they save search (measured: bench/RESULTS.md, "presolve settings").
+    params.cp_model_probing_level = 0
+    params.symmetry_level = 0
     if policy.deterministic:
         # One worker, or interleaved workers, search the same way on every run; the deterministic
         # time limit makes the stopping point independent of how loaded the machine is. Wall time

@@ -510,18 +510,20 @@ class JobResult(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., placed: _Optional[bool] = ..., members: _Optional[_Iterable[_Union[MemberPlacement, _Mapping]]] = ..., reason: _Optional[_Union[Reason, _Mapping]] = ..., locality_tier: _Optional[int] = ..., leaves_spanned: _Optional[int] = ..., nvlink_domains_spanned: _Optional[int] = ..., rails: _Optional[_Iterable[int]] = ..., rules_held: _Optional[bool] = ...) -> None: ...
 
 class TierValue(_message.Message):
-    __slots__ = ("tier", "value", "bound", "optimal", "name")
+    __slots__ = ("tier", "value", "bound", "optimal", "name", "ms")
     TIER_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     BOUND_FIELD_NUMBER: _ClassVar[int]
     OPTIMAL_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    MS_FIELD_NUMBER: _ClassVar[int]
     tier: ObjectiveTier
     value: float
     bound: float
     optimal: bool
     name: str
-    def __init__(self, tier: _Optional[_Union[ObjectiveTier, str]] = ..., value: _Optional[float] = ..., bound: _Optional[float] = ..., optimal: _Optional[bool] = ..., name: _Optional[str] = ...) -> None: ...
+    ms: float
+    def __init__(self, tier: _Optional[_Union[ObjectiveTier, str]] = ..., value: _Optional[float] = ..., bound: _Optional[float] = ..., optimal: _Optional[bool] = ..., name: _Optional[str] = ..., ms: _Optional[float] = ...) -> None: ...
 
 class StageTiming(_message.Message):
     __slots__ = ("stage", "ms")
