@@ -22,6 +22,7 @@ brackets) and why.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import types
@@ -34,10 +35,10 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from pydantic import BaseModel, ValidationError
-from topoplace.v1 import placement_pb2
 
 from solver.errors import InvalidRequest, Problem
 from solver.model import Node, SolveRequest, SolveResult
+from topoplace.v1 import placement_pb2
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -116,8 +117,7 @@ def result_from_dict(data: Any, source_name: str) -> SolveResult:
 
 
 def _from_proto(msg: Message, model_cls: type[M]) -> M:
-    data = json_format.MessageToDict(msg, preserving_proto_field_name=True, use_integers_for_enums=True)
-    data = _as_domain_data(data, msg.DESCRIPTOR, model_cls)
+    data = _message_data(msg, model_cls)
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:
@@ -137,52 +137,66 @@ def _root_causes(errors: list[Any]) -> list[Any]:
     return [err for err in errors if not echoes(err)]
 
 
-def _as_domain_data(data: dict[str, Any], desc: Descriptor, model_cls: type[BaseModel]) -> dict[str, Any]:
-    """Undo the two liberties of ``MessageToDict`` the domain would misread.
+_MAP, _MESSAGES, _SCALARS, _MESSAGE, _PRESENT, _PLAIN = range(6)
 
-    It drops zero values of fields without presence: put them back where the domain has no default,
-    so that a zero ``replicas`` reads "must be at least 1, got 0", not "is required". It writes 64-bit
-    integers as strings: make them numbers, so that error messages show ``-5``, not ``'-5'``.
-    Walks the dict, the message descriptor and the domain class together; it names no field.
-    """
-    out = dict(data)
+
+@functools.cache
+def _plan(desc: Descriptor, model_cls: type[BaseModel]) -> tuple[tuple[str, int, Any, Any], ...]:
+    """How to read each field of ``desc`` the domain knows: (name, how, nested class, zero)."""
+    plan = []
     for name, info in model_cls.model_fields.items():
         field = desc.fields_by_name.get(name)
         if field is None:
             continue
-        if name not in out:
-            if info.is_required() and not field.has_presence:
-                out[name] = _zero_value(field)
-            continue
         nested = _nested_model(info.annotation)
-        if nested is not None and field.message_type is not None and not _is_map(field):
-            out[name] = _restore_nested(out[name], field.message_type, nested)
-        elif field.type in _INT64_TYPES:
-            out[name] = _int64_value(out[name])
+        required_zero = _zero_value(field) if info.is_required() and not field.has_presence else None
+        if _is_map(field):
+            plan.append((name, _MAP, None, required_zero))
+        elif _is_repeated(field):
+            how = _MESSAGES if field.message_type is not None else _SCALARS
+            plan.append((name, how, nested, required_zero))
+        elif field.message_type is not None:
+            plan.append((name, _MESSAGE, nested, None))
+        elif field.has_presence:
+            plan.append((name, _PRESENT, None, None))
+        else:
+            plan.append((name, _PLAIN, _zero_value(field), required_zero))
+    return tuple(plan)
+
+
+def _message_data(msg: Message, model_cls: type[BaseModel]) -> dict[str, Any]:
+    """The dict ``model_validate`` reads, straight from the message: what ``MessageToDict`` with
+    integer enums and proto names gives, but an order of magnitude faster on big inventories (it
+    reads fields through the C extension instead of building JSON in Python), with 64-bit integers
+    as numbers, and the zeros of fields the domain requires put back (proto3 drops a zero without
+    presence; a zero ``replicas`` must read "at least 1, got 0", not "is required")."""
+    out: dict[str, Any] = {}
+    for name, how, extra, required_zero in _plan(msg.DESCRIPTOR, model_cls):
+        value = getattr(msg, name)
+        if how == _MAP:
+            if value:
+                out[name] = dict(value)
+            elif required_zero is not None:
+                out[name] = {}
+        elif how == _MESSAGES:
+            if value:
+                out[name] = [_message_data(item, extra) for item in value]
+            elif required_zero is not None:
+                out[name] = []
+        elif how == _SCALARS:
+            if value:
+                out[name] = list(value)
+            elif required_zero is not None:
+                out[name] = []
+        elif how == _MESSAGE:
+            if msg.HasField(name):
+                out[name] = _message_data(value, extra)
+        elif how == _PRESENT:
+            if msg.HasField(name):
+                out[name] = value
+        elif value != extra or required_zero is not None:
+            out[name] = value
     return out
-
-
-_INT64_TYPES = frozenset(
-    {
-        FieldDescriptor.TYPE_INT64,
-        FieldDescriptor.TYPE_UINT64,
-        FieldDescriptor.TYPE_SINT64,
-        FieldDescriptor.TYPE_FIXED64,
-        FieldDescriptor.TYPE_SFIXED64,
-    }
-)
-
-
-def _int64_value(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_int64_value(v) for v in value]
-    return int(value) if isinstance(value, str) else value
-
-
-def _restore_nested(value: Any, desc: Descriptor, model_cls: type[BaseModel]) -> Any:
-    if isinstance(value, list):
-        return [_as_domain_data(v, desc, model_cls) for v in value]
-    return _as_domain_data(value, desc, model_cls)
 
 
 def _nested_model(annotation: Any) -> type[BaseModel] | None:
