@@ -66,7 +66,7 @@ def compile_model(problem: Normalised, policy: Policy) -> Compiled:
     placed = add_gangs(model, problem, y)
     locality = add_locality(model, problem, fabric, y, placed)
 
-    tiers = objective_tiers(problem, policy, configs, x, y, s, locality)
+    tiers = objective_tiers(problem, policy, configs, x, y, s, locality, placed)
     return Compiled(
         model=model, configs=configs, x=x, y=y, s=s, placed=placed, locality=locality, tiers=tiers
     )

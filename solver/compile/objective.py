@@ -61,12 +61,23 @@ def priority_weight(priority: int) -> int:
 
 
 def objective_tiers(
-    problem: Normalised, policy: Policy, configs: Configs, x: Vars, y: Vars, s: Vars, locality: Locality
+    problem: Normalised,
+    policy: Policy,
+    configs: Configs,
+    x: Vars,
+    y: Vars,
+    s: Vars,
+    locality: Locality,
+    placed: dict[int, cp_model.IntVar],
 ) -> tuple[Tier, ...]:
     tiers: list[Tier] = []
     for name in policy.objective:
         if name == ObjectiveTier.PLACED_WORK:
             tiers.append(placed_work(problem, y))
+            if len(placed) > 1:
+                # Among plans that place the same work, the one that starts more jobs.
+                jobs = [(1, var) for var in placed.values()]
+                tiers.append(Tier.of(ObjectiveTier.PLACED_WORK, "placed_work.jobs", jobs, len(placed)))
         elif name == ObjectiveTier.TOPOLOGY:
             tiers.extend(topology(problem, s, locality))
         elif name == ObjectiveTier.PACKING:
