@@ -95,7 +95,11 @@ def preferred_rules_held(
     fabric: Fabric,
     rules: Sequence[Rule],
 ) -> bool:
-    """Did the job's PREFERRED locality rules (those with a tier, and NVLink domains) hold?"""
+    """Did the job's PREFERRED rules of place hold: locality with a tier, NVLink domains, rails?"""
+    if problem.request.jobs[j].rail_aligned == Requirement.PREFERRED and not one_rail_set_per_role(
+        members, nodes
+    ):
+        return False
     for rule in rules:
         if rule.job != j or rule.mode != Requirement.PREFERRED:
             continue
@@ -246,3 +250,13 @@ def free_milli(node: Node, members: Sequence[MemberPlacement]) -> list[int]:
         if gpu in free:
             free[gpu] = max(0, free[gpu] - milli)
     return list(free.values())
+
+
+def one_rail_set_per_role(members: Sequence[MemberPlacement], nodes: dict[str, Node]) -> bool:
+    """Do all members of each role use NICs on the same rails?"""
+    seen: dict[str, frozenset] = {}
+    for m in members:
+        rails = frozenset(nic.rail for nic in nodes[m.node].nics if nic.name in m.nics)
+        if seen.setdefault(m.role, rails) != rails:
+            return False
+    return True

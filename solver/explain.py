@@ -41,17 +41,22 @@ def explain(
 
 
 def why_unplaced(problem: Normalised, compiled: Compiled, j: int, *, timed_out: bool) -> Reason:
-    roles = [(r, ref) for r, ref in enumerate(problem.roles) if ref.job_index == j]
-    for r, ref in roles:
-        if not any(rr == r for rr, _ in compiled.y):
+    groups = {g: variants for g, variants in problem.groups().items() if problem.roles[g].job_index == j}
+    hosted = {r for r, _ in compiled.y}
+    for g, variants in groups.items():
+        ref = problem.roles[g]
+        if not hosted.intersection(variants):
+            on_rails = " on one rail set" if ref.rails is not None else ""
             return Reason(
                 code=ReasonCode.NO_NODE_FITS,
-                message=f"no node can host one {ref.role.name} member ({describe(ref.role.member)}); "
+                message=f"no node can host one {ref.role.name} member "
+                f"({describe(ref.role.member)}){on_rails}; "
                 f"the largest free node has {largest_free_gpus(problem)} free GPUs",
                 relaxation=smallest_relaxation(problem, ref),
             )
-    for r, ref in roles:
-        room = capacity(problem, compiled, r)
+    for g, variants in groups.items():
+        ref = problem.roles[g]
+        room = max(capacity(problem, compiled, r) for r in variants)
         if room < ref.minimum:
             fix = (
                 f"lower min_replicas of {ref.role.name} to {room}"

@@ -23,12 +23,20 @@ def greedy_hint(problem: Normalised, compiled: Compiled) -> dict[str, int]:
     state = {cls.index: Counter({0: cls.count}) for cls in problem.classes}  # config index → nodes
     members: Counter[tuple[int, int]] = Counter()  # (role, class) → members
     placed: set[int] = set()
+    chosen_variants: set[int] = set()
     for j in job_order(problem):
         trial = {c: Counter(v) for c, v in state.items()}
         taken: Counter[tuple[int, int]] = Counter()
-        if all(place_role(problem, compiled, index, trial, taken, r) for r in roles_of(problem, j)):
+        chosen: list[int] = []
+        for variants in roles_of(problem, j):
+            fitted = next((v for v in variants if fits(problem, compiled, index, trial, taken, v)), None)
+            if fitted is None:
+                break
+            chosen.append(fitted)
+        else:
             state, placed = trial, placed | {j}
             members.update(taken)
+            chosen_variants.update(chosen)
     hint = {var.name: 0 for var in compiled.x.values()} | {var.name: 0 for var in compiled.y.values()}
     for c, counter in state.items():
         for k, n in counter.items():
@@ -38,6 +46,8 @@ def greedy_hint(problem: Normalised, compiled: Compiled) -> dict[str, int]:
         hint[compiled.y[r, c].name] = n
     for j, var in compiled.placed.items():
         hint[var.name] = int(j in placed)
+    for r, var in compiled.variant.items():
+        hint[var.name] = int(r in chosen_variants)
     return hint
 
 
@@ -55,8 +65,28 @@ def job_order(problem: Normalised) -> list[int]:
     return sorted(jobs, key=lambda j: (-problem.request.jobs[j].priority, -size(j), j))
 
 
-def roles_of(problem: Normalised, j: int) -> list[int]:
-    return [r for r, ref in enumerate(problem.roles) if ref.job_index == j]
+def roles_of(problem: Normalised, j: int) -> list[list[int]]:
+    """The job's roles, each as the list of its variants (one for most roles)."""
+    return [variants for g, variants in problem.groups().items() if problem.roles[g].job_index == j]
+
+
+def fits(
+    problem: Normalised,
+    compiled: Compiled,
+    index: dict[int, dict[tuple[int, ...], int]],
+    state: dict[int, Counter],
+    taken: Counter,
+    r: int,
+) -> bool:
+    """Place role variant ``r`` into ``state`` if it fits; leave ``state`` untouched if not."""
+    trial = {c: Counter(v) for c, v in state.items()}
+    trial_taken: Counter = Counter()
+    if not place_role(problem, compiled, index, trial, trial_taken, r):
+        return False
+    state.clear()
+    state.update(trial)
+    taken.update(trial_taken)
+    return True
 
 
 def place_role(

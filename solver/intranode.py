@@ -76,9 +76,10 @@ class Rules:
     nvlink: bool
     cpu: int
     memory: int
+    rails: frozenset[int] | None = None  # the NICs' rails must be exactly these (rail alignment)
 
     @staticmethod
-    def of(shape: MemberShape, strict: bool) -> Rules:
+    def of(shape: MemberShape, strict: bool, rails: frozenset[int] | None = None) -> Rules:
         def hard(rule: Requirement) -> bool:
             return required(rule) or (strict and preferred(rule))
 
@@ -98,6 +99,7 @@ class Rules:
             nvlink=hard(shape.nvlink),
             cpu=shape.cpu_milli,
             memory=shape.memory_mib,
+            rails=rails,
         )
 
 
@@ -153,9 +155,22 @@ def choose_nics(
     node: NodeShape, rules: Rules, gpus: Sequence[int], free: Sequence[int]
 ) -> tuple[int, ...] | None:
     """The member's NICs among ``free``: within the alignment distance where that is a hard rule,
-    closest first otherwise. None when the rules cannot be met."""
+    closest first otherwise, on exactly the asked rails when there are some. None when the rules
+    cannot be met."""
     if rules.nics == 0:
         return ()
+    if rules.rails is not None:
+        free = [n for n in free if node.nics[n].rail in rules.rails]
+        chosen = _choose_nics(node, rules, gpus, free)
+        if chosen is None or {node.nics[n].rail for n in chosen} != rules.rails:
+            return None
+        return chosen
+    return _choose_nics(node, rules, gpus, free)
+
+
+def _choose_nics(
+    node: NodeShape, rules: Rules, gpus: Sequence[int], free: Sequence[int]
+) -> tuple[int, ...] | None:
     if rules.numa:
         numas = {node.gpus[g].numa for g in gpus}
         free = [n for n in free if node.nics[n].numa is not None and (not gpus or node.nics[n].numa in numas)]
@@ -310,13 +325,15 @@ def _best_packing(
     return place(0, (0,) * n_gpus, (0,) * n_gpus, 0, 0, (frozenset(),) * n_gpus)
 
 
-def _member_for(node: NodeShape, index: int, shape: MemberShape) -> _Member | None:
+def _member_for(
+    node: NodeShape, index: int, shape: MemberShape, rails: frozenset[int] | None = None
+) -> _Member | None:
     if (index, WHOLE_NODE) in node.taboo:
         return None
     forbidden = {g for s, g in node.taboo if s == index}
     variants = []
     for strict in (True, False) if has_preferences(shape) else (True,):
-        rules = Rules.of(shape, strict)
+        rules = Rules.of(shape, strict, rails)
         if not node_admits(node, rules):
             continue
         sets = tuple(c for c in gpu_sets(node, rules) if not forbidden.intersection(c))
@@ -363,10 +380,11 @@ def enumerate_configurations(
     shapes: Sequence[MemberShape],
     spread_shares: bool = False,
     conflicts: Sequence[tuple[int, int, int]] = (),
+    rails: Sequence[frozenset[int] | None] = (),
 ) -> tuple[Configuration, ...]:
     """Every multiset of ``shapes`` that fits on ``node`` together (the empty one first), capped at
     ``MAX_CONFIGURATIONS``. Shapes that cannot sit on this node alone never appear."""
-    singles = {i: _member_for(node, i, s) for i, s in enumerate(shapes)}
+    singles = {i: _member_for(node, i, s, rails[i] if rails else None) for i, s in enumerate(shapes)}
     same_node = {(a, b) for a, b, scope in conflicts if scope == Scope.NODE}
     near = {
         a: (
@@ -413,10 +431,11 @@ def configurations_for(
     shapes_json: tuple[str, ...],
     spread_shares: bool = False,
     conflicts: tuple[tuple[int, int, int], ...] = (),
+    rails: tuple[frozenset[int] | None, ...] = (),
 ) -> tuple[Configuration, ...]:
     """Cached :func:`enumerate_configurations`, keyed by the shapes' JSON (shapes hold dicts)."""
     shapes = [MemberShape.model_validate_json(s) for s in shapes_json]
-    return enumerate_configurations(node, shapes, spread_shares, conflicts)
+    return enumerate_configurations(node, shapes, spread_shares, conflicts, rails)
 
 
 def free_after(node: NodeShape, config: Configuration) -> list[int]:

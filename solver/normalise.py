@@ -83,6 +83,7 @@ class FreeGpu:
 @dataclass(frozen=True)
 class FreeNic:
     numa: int | None
+    rail: int | None = None
 
 
 @dataclass(frozen=True)
@@ -137,12 +138,19 @@ class NodeClass:
 
 @dataclass(frozen=True)
 class RoleRef:
-    """A role of a job in the batch, and the index of its member shape in the batch's shape list."""
+    """A role of a job in the batch, and the index of its member shape in the batch's shape list.
+
+    A role may come in several *variants* (``solver.rails``: one per rail set a rail-aligned role
+    could use); variants of one role share ``group`` (the index of the first) and exactly one of
+    them is used when the job is placed.
+    """
 
     job_index: int
     role_index: int
     role: Role
     shape: int
+    group: int = -1  # index of the role's first variant in ``Normalised.roles``; -1 = itself
+    rails: frozenset[int] | None = None  # the rail set this variant's NICs must be on
 
     @property
     def minimum(self) -> int:
@@ -157,6 +165,21 @@ class Normalised:
     shapes: tuple[MemberShape, ...]  # distinct member shapes of the batch, in first-seen order
     conflicts: tuple[tuple[int, int, int], ...]  # (shape, shape, Scope) that may not sit together
     candidate_nodes: int
+    shape_rails: tuple[frozenset[int] | None, ...] = ()  # per shape: the rail set it must use
+
+    def group_of(self, r: int) -> int:
+        g = self.roles[r].group
+        return r if g < 0 else g
+
+    def groups(self) -> dict[int, list[int]]:
+        """Each role (by its first variant) → all its variants."""
+        out: dict[int, list[int]] = {}
+        for r in range(len(self.roles)):
+            out.setdefault(self.group_of(r), []).append(r)
+        return out
+
+    def rails_of(self, shape: int) -> frozenset[int] | None:
+        return self.shape_rails[shape] if self.shape_rails else None
 
 
 def free_devices(node: Node) -> tuple[list, list, int | None, int | None]:
@@ -266,7 +289,7 @@ def node_shape(
     )
     shape = NodeShape(
         gpus=tuple(free for _, free in pairs),
-        nics=tuple(FreeNic(numa=n.numa) for n in nics),
+        nics=tuple(FreeNic(numa=n.numa, rail=n.rail) for n in nics),
         distance=distance,
         nvlink=nvlink,
         cpu_milli=cpu,

@@ -31,6 +31,7 @@ from solver.model import (
 )
 from solver.normalise import Normalised, normalise
 from solver.policy import apply_policy_chains
+from solver.rails import expand_rails
 from solver.validate import validate
 from solver.verify import verify
 
@@ -83,7 +84,7 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
         # Policy chains become tiers and member rules; from here on the rewritten request is the
         # request (the verifier checks against it too, so the chains' filters are checked as well).
         request = apply_policy_chains(request)
-        problem = normalise(request)
+        problem = expand_rails(normalise(request))
     with clock.stage("compile"):
         compiled = compile_model(problem, request.policy)
 

@@ -377,15 +377,6 @@ def role_affinity_references(request: SolveRequest) -> Iterator[Problem]:
                     )
 
 
-def not_yet_supported(request: SolveRequest) -> Iterator[Problem]:
-    """Rules the contract can carry but this version of the solver does not enforce yet. Refusing
-    them is honest; silently placing a job as if they were absent would not be."""
-    pending = "is not supported by this version of topoplace yet"
-    for j, job in enumerate(request.jobs):
-        if job.rail_aligned in (Requirement.REQUIRED, Requirement.PREFERRED):
-            yield Problem(path=f"jobs[{j}].rail_aligned", message=f"rail alignment {pending}")
-
-
 def anti_affinity_labels(request: SolveRequest) -> Iterator[Problem]:
     """An anti-affinity rule names what to keep away from."""
     for j, job in enumerate(request.jobs):
@@ -575,7 +566,6 @@ RULES: tuple[Rule, ...] = (
     role_affinity_references,
     locality_tiers,
     policy_chains,
-    not_yet_supported,
     anti_affinity_labels,
     member_requests,
     member_fits_some_node,

@@ -29,6 +29,7 @@ The rules checked (the solver implements the same ones; this list is what "valid
 - apart:    anti-affinity: no member of a job near (same node / PCIe switch / GPU, as the rule
             says) a member of another batch job, or a running allocation, whose labels include the
             rule's; exclusive nodes: no other job's member, and nothing running, on its nodes.
+- rails:    a REQUIRED rail-aligned job: all members of a role have NICs on the same rails.
 - locality: REQUIRED job, role and role-pair locality: the nodes involved share a fabric switch of
             the allowed tier or lower (one node always does); REQUIRED NVLink domain: one domain;
             the reported tier, leaves, NVLink domains and rails agree with the nodes and NICs used.
@@ -611,6 +612,8 @@ def _locality(
             group = [nodes[m.node] for m in members if m.role in (pair.role_a, pair.role_b)]
             tier = 1 if pair.highest_tier is None else pair.highest_tier
             yield from within(f"roles {pair.role_a} and {pair.role_b}", group, tier)
+    if job.rail_aligned == Requirement.REQUIRED:
+        yield from _rails_aligned(nodes, job, members)
     domains = {n.nvlink_domain for n in on}
     if (
         job.nvlink_domain == Requirement.REQUIRED
@@ -638,6 +641,23 @@ def _locality(
     )
     if list(jr.rails) != rails:
         yield f"job {job.id}: reports rails {list(jr.rails)}, its NICs are on rails {rails}"
+
+
+def _rails_aligned(nodes: dict[str, Node], job: Job, members: list[MemberPlacement]) -> Iterator[str]:
+    """Every member of a role has its NICs on the same rails (and every one of them on a rail)."""
+    first: dict[str, tuple[frozenset, MemberPlacement]] = {}
+    for m in members:
+        nics = [nic for nic in nodes[m.node].nics if nic.name in m.nics]
+        if any(nic.rail is None for nic in nics):
+            yield f"job {job.id} role {m.role} member {m.index}: a NIC on no rail in a rail-aligned job"
+            continue
+        rails = frozenset(nic.rail for nic in nics)
+        seen = first.setdefault(m.role, (rails, m))
+        if seen[0] != rails:
+            yield (
+                f"job {job.id} role {m.role}: member {m.index} uses rails {sorted(rails)}, "
+                f"member {seen[1].index} rails {sorted(seen[0])}: the job is rail-aligned"
+            )
 
 
 # --------------------------------------------------------------------------- separation

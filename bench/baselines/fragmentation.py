@@ -76,7 +76,9 @@ def accessible(node_model: str, models: Sequence[str]) -> bool:
     return not models or node_model in models
 
 
-def fragment_of(free_milli_per_gpu: Sequence[int], cpu_free: int, shape: TypicalPod, model: str = "") -> tuple[int, int]:
+def fragment_of(
+    free_milli_per_gpu: Sequence[int], cpu_free: int, shape: TypicalPod, model: str = ""
+) -> tuple[int, int]:
     """(category, fragment milli) of one node for one shape; see the module docstring."""
     total = sum(free_milli_per_gpu)
     if shape.milli == 0:
@@ -107,8 +109,6 @@ def node_fragmentation(
     return out
 
 
-def cluster_fragmentation(
-    nodes: Iterable[tuple[Sequence[int], int, str]], workload: Workload
-) -> float:
+def cluster_fragmentation(nodes: Iterable[tuple[Sequence[int], int, str]], workload: Workload) -> float:
     """Sum of node fragmentation over ``(free_milli_per_gpu, cpu_free, model)`` triples."""
     return sum(node_fragmentation(free, cpu, workload, model) for free, cpu, model in nodes)

@@ -14,6 +14,7 @@ Only the methods the simulator's procedure uses are here: ``int63``, ``int31``, 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +24,11 @@ MASK63 = (1 << 63) - 1
 MASK64 = (1 << 64) - 1
 INT32_MAX = (1 << 31) - 1
 
-DEFAULT_COOKED = Path("/work/shared/data/openb/go_math_rand_cooked.txt")
+# shared/ sits beside the repository (on developer machines and in CI alike); TOPOPLACE_OPENB overrides.
+OPENB_DIR = Path(
+    os.environ.get("TOPOPLACE_OPENB", Path(__file__).resolve().parents[2].parent / "shared/data/openb")
+)
+DEFAULT_COOKED = OPENB_DIR / "go_math_rand_cooked.txt"
 
 
 def load_cooked(path: Path = DEFAULT_COOKED) -> tuple[int, ...]:

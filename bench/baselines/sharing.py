@@ -114,7 +114,7 @@ class ClusterState:
         if pod.exclusive or not pod.is_share:
             ok = self.gpu_left == MILLI
         else:
-            ok = self.gpu_left >= pod.milli
+            ok = self.gpu_left >= max(pod.milli, 1)
         if pod.gpu_memory and self.tracks_gpu_memory:
             ok &= self.gpu_mem_left >= pod.gpu_memory
         return ok

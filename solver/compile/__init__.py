@@ -47,6 +47,7 @@ class Compiled:
     y: dict[tuple[int, int], cp_model.IntVar]
     s: dict[tuple[int, int], cp_model.IntVar]
     placed: dict[int, cp_model.IntVar]
+    variant: dict[int, cp_model.IntVar]  # per role variant, where a role has several (rail sets)
     locality: Locality
     tiers: tuple[Tier, ...]
 
@@ -56,17 +57,26 @@ def compile_model(problem: Normalised, policy: Policy) -> Compiled:
     shapes_json = tuple(s.model_dump_json() for s in problem.shapes)
     spread = spreads_shares(policy)
     configs = {
-        c.index: configurations_for(c.shape, shapes_json, spread, problem.conflicts) for c in problem.classes
+        c.index: configurations_for(c.shape, shapes_json, spread, problem.conflicts, problem.shape_rails)
+        for c in problem.classes
     }
     fabric = Fabric.of(problem.request.inventory)
 
     x = add_configuration_choice(model, problem, configs)
     y, s = add_member_variables(model, problem, configs)
     add_member_supply(model, problem, configs, x, y, s)
-    placed = add_gangs(model, problem, y)
+    placed, variant = add_gangs(model, problem, y)
     locality = add_locality(model, problem, fabric, y, placed)
 
-    tiers = objective_tiers(problem, policy, configs, x, y, s, locality, placed)
+    tiers = objective_tiers(problem, policy, configs, x, y, s, locality, placed, variant)
     return Compiled(
-        model=model, configs=configs, x=x, y=y, s=s, placed=placed, locality=locality, tiers=tiers
+        model=model,
+        configs=configs,
+        x=x,
+        y=y,
+        s=s,
+        placed=placed,
+        variant=variant,
+        locality=locality,
+        tiers=tiers,
     )

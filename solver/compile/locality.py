@@ -61,11 +61,11 @@ class Locality:
 def locality_rules(problem: Normalised) -> tuple[Rule, ...]:
     """Every locality rule of the batch, for gangs that can have more than one member."""
     rules = []
-    roles_of: dict[int, dict[str, int]] = defaultdict(dict)
-    for r, ref in enumerate(problem.roles):
-        roles_of[ref.job_index][ref.role.name] = r
+    roles_of: dict[int, dict[str, tuple[int, ...]]] = defaultdict(dict)
+    for r, ref in enumerate(problem.roles):  # a role's variants all answer to its name
+        roles_of[ref.job_index][ref.role.name] = (*roles_of[ref.job_index].get(ref.role.name, ()), r)
     for j, job in enumerate(problem.request.jobs):
-        every = tuple(roles_of[j].values())
+        every = tuple(r for variants in roles_of[j].values() for r in variants)
         if job.locality.mode in (Requirement.REQUIRED, Requirement.PREFERRED):
             rules.append(Rule(j, every, FABRIC, job.locality.highest_tier, job.locality.mode, "job locality"))
         if job.nvlink_domain in (Requirement.REQUIRED, Requirement.PREFERRED):
@@ -74,14 +74,19 @@ def locality_rules(problem: Normalised) -> tuple[Rule, ...]:
             if role.locality.mode in (Requirement.REQUIRED, Requirement.PREFERRED):
                 what = f"role {role.name} locality"
                 loc = role.locality
-                rules.append(Rule(j, (roles_of[j][role.name],), FABRIC, loc.highest_tier, loc.mode, what))
+                rules.append(Rule(j, roles_of[j][role.name], FABRIC, loc.highest_tier, loc.mode, what))
         for pair in job.role_affinity:
             if pair.mode in (Requirement.REQUIRED, Requirement.PREFERRED, Requirement.UNSPECIFIED):
                 mode = Requirement.REQUIRED if pair.mode == Requirement.UNSPECIFIED else pair.mode
                 tier = 1 if pair.highest_tier is None else pair.highest_tier
-                roles = (roles_of[j][pair.role_a], roles_of[j][pair.role_b])
+                roles = roles_of[j][pair.role_a] + roles_of[j][pair.role_b]
                 rules.append(Rule(j, roles, FABRIC, tier, mode, f"{pair.role_a} ↔ {pair.role_b}"))
-    return tuple(r for r in rules if sum(problem.roles[i].role.replicas for i in r.roles) > 1)
+    return tuple(r for r in rules if members_of(problem, r.roles) > 1)
+
+
+def members_of(problem: Normalised, roles: tuple[int, ...]) -> int:
+    """Most members the roles can have together (variants of one role counted once)."""
+    return sum(problem.roles[g].role.replicas for g in {problem.group_of(r) for r in roles})
 
 
 def domain_of(cls: NodeClass, fabric: Fabric, partition: str, level: int) -> str | None:
@@ -102,8 +107,9 @@ def add_locality(
             for (r, c), var in y.items()
             if r in rule.roles
         ]
+        groups = {problem.group_of(r) for r in rule.roles}
         weight = sum(
-            max(problem.roles[r].role.member.gpus, 1) * problem.roles[r].role.replicas for r in rule.roles
+            max(problem.roles[g].role.member.gpus, 1) * problem.roles[g].role.replicas for g in groups
         )
         for level, hard in rule.levels(fabric):
             flag = add_within(

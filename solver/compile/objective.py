@@ -69,6 +69,7 @@ def objective_tiers(
     s: Vars,
     locality: Locality,
     placed: dict[int, cp_model.IntVar],
+    variant: dict[int, cp_model.IntVar],
 ) -> tuple[Tier, ...]:
     tiers: list[Tier] = []
     for name in policy.objective:
@@ -79,7 +80,7 @@ def objective_tiers(
                 jobs = [(1, var) for var in placed.values()]
                 tiers.append(Tier.of(ObjectiveTier.PLACED_WORK, "placed_work.jobs", jobs, len(placed)))
         elif name == ObjectiveTier.TOPOLOGY:
-            tiers.extend(topology(problem, s, locality))
+            tiers.extend(topology(problem, s, locality, variant))
         elif name == ObjectiveTier.PACKING:
             tiers.append(packing(problem, policy, configs, x))
         elif name == ObjectiveTier.FRAGMENTATION:
@@ -95,13 +96,15 @@ def placed_work(problem: Normalised, y: Vars) -> Tier:
         return priority_weight(problem.request.jobs[ref.job_index].priority) * member_work(ref.role.member)
 
     terms = [(weight(r), var) for (r, _), var in y.items()]
-    upper = sum(weight(r) * ref.role.replicas for r, ref in enumerate(problem.roles))
+    upper = sum(weight(r) * problem.roles[r].role.replicas for r in problem.groups())
     return Tier.of(ObjectiveTier.PLACED_WORK, "placed_work", terms, upper)
 
 
-def topology(problem: Normalised, s: Vars, locality: Locality) -> list[Tier]:
-    """Lowest switch tier per gang, then fewest leaves spanned, then members meeting their
-    PREFERRED alignment, NUMA and NVLink rules (weighted by GPUs)."""
+def topology(
+    problem: Normalised, s: Vars, locality: Locality, variant: dict[int, cp_model.IntVar]
+) -> list[Tier]:
+    """Lowest switch tier per gang, then fewest leaves spanned, then rail-aligned roles (PREFERRED
+    rail alignment), then members meeting their PREFERRED alignment, NUMA and NVLink rules."""
     parts = []
     if locality.score_upper:
         parts.append(
@@ -112,11 +115,19 @@ def topology(problem: Normalised, s: Vars, locality: Locality) -> list[Tier]:
     if locality.spans:
         spans = [(1, v) for v in locality.spans.values()]
         parts.append(Tier.of(ObjectiveTier.TOPOLOGY, "topology.leaves_spanned", spans, 0, minimise=True))
+    aligned = [
+        (member_work(problem.roles[r].role.member) * problem.roles[r].role.replicas, var)
+        for r, var in variant.items()
+        if problem.roles[r].rails
+    ]
+    if any(problem.roles[r].rails is None for r in variant):  # some rule is only PREFERRED
+        upper = sum(c for c, _ in aligned)
+        parts.append(Tier.of(ObjectiveTier.TOPOLOGY, "topology.rails", aligned, upper))
     strict = [(member_work(problem.roles[r].role.member), v) for (r, _), v in s.items()]
     upper = sum(
-        member_work(ref.role.member) * ref.role.replicas
-        for ref in problem.roles
-        if has_preferences(ref.role.member)
+        member_work(problem.roles[g].role.member) * problem.roles[g].role.replicas
+        for g in problem.groups()
+        if has_preferences(problem.roles[g].role.member)
     )
     parts.append(Tier.of(ObjectiveTier.TOPOLOGY, "topology.preferences", strict, upper))
     return parts

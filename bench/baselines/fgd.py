@@ -1,0 +1,100 @@
+"""FGD: Fragmentation Gradient Descent (Weng et al., USENIX ATC'23, "Beware of Fragmentation: Scheduling
+GPU-Sharing Workloads with Fragmentation Gradient Descent"), as its simulator runs it.
+
+For each pod and each node that fits it, FGD tries the placement on the node (for a GPU share: on each
+GPU that fits, keeping the best) and scores it by how much the node's fragmentation
+(``bench.baselines.fragmentation``) drops: ``int(sigmoid((F_before - F_after) / 1000) * 100)``. The pod goes
+to the highest-scoring node (ties: lowest node rank) and, for a share, to the GPU that scored best (ties:
+lowest index); whole GPUs are the first idle ones. Greedy descent along the fragmentation gradient, one
+pod at a time.
+
+Scores depend only on the node's free resources and the pod's shape, so they are memoised: a node's
+score is recomputed only after something lands on it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from bench.baselines.adapter import place_with
+from bench.baselines.fragmentation import Workload, node_fragmentation
+from bench.baselines.sharing import MILLI, Choice, ClusterState, PodSpec
+from solver.model import SolveRequest, SolveResult
+
+
+def sigmoid_score(delta: float) -> int:
+    """The simulator's integer score for a fragmentation drop of ``delta`` milli-GPU."""
+    return int(1.0 / (1.0 + math.exp(-delta / 1000.0)) * 100)
+
+
+class FGD:
+    """FGD against a fixed workload of typical pods."""
+
+    name = "fgd"
+
+    def __init__(self, workload: Workload) -> None:
+        self.workload = workload
+        self._frag: dict[tuple, float] = {}
+        self._score: dict[tuple, tuple[int, tuple[int, ...]]] = {}
+
+    def fragmentation(self, cpu_free: int, free: Sequence[int], model: str) -> float:
+        key = (cpu_free, model, tuple(sorted(free)))
+        value = self._frag.get(key)
+        if value is None:
+            value = node_fragmentation(free, cpu_free, self.workload, model)
+            self._frag[key] = value
+        return value
+
+    def score(self, state: ClusterState, i: int, pod: PodSpec) -> tuple[int, tuple[int, ...]]:
+        """(score, GPUs) of placing ``pod`` on node ``i``, memoised on the node's state."""
+        key = (state.key(i), pod.shape, pod.gpu_memory, pod.exclusive)
+        hit = self._score.get(key)
+        if hit is None:
+            hit = self._evaluate(state, i, pod)
+            self._score[key] = hit
+        return hit
+
+    def _evaluate(self, state: ClusterState, i: int, pod: PodSpec) -> tuple[int, tuple[int, ...]]:
+        cpu, model, free = int(state.cpu_left[i]), state.models[i], state.free_of(i)
+        before = self.fragmentation(cpu, free, model)
+        if pod.is_share and not pod.exclusive:
+            usable = state.gpu_fits(pod)[i, : len(free)].tolist()
+            best, best_gpu, seen = -1, -1, set()
+            for g, f in enumerate(free):
+                if not usable[g] or f in seen:  # equal free milli leaves the same node: same score
+                    continue
+                seen.add(f)
+                after = list(free)
+                after[g] -= pod.milli
+                s = sigmoid_score(before - self.fragmentation(cpu - pod.cpu, after, model))
+                if s > best:
+                    best, best_gpu = s, g
+            return best, (best_gpu,)
+        usable = state.gpu_fits(pod)[i, : len(free)].tolist() if pod.gpus else []
+        gpus = tuple([g for g, ok in enumerate(usable) if ok][: pod.gpus])
+        after = list(free)
+        for g in gpus:
+            after[g] = 0 if pod.exclusive else after[g] - MILLI
+        return sigmoid_score(before - self.fragmentation(cpu - pod.cpu, after, model)), gpus
+
+    def choose(self, state: ClusterState, pod: PodSpec) -> Choice | None:
+        mask = state.feasible(pod)
+        nodes = np.flatnonzero(mask)
+        if nodes.size == 0:
+            return None
+        best_node, best_score, best_rank, best_gpus = -1, -1, 0, ()
+        rank = state.rank
+        for i in nodes.tolist():
+            s, gpus = self.score(state, i, pod)
+            if s > best_score or (s == best_score and rank[i] < best_rank):
+                best_node, best_score, best_rank, best_gpus = i, s, rank[i], gpus
+        return best_node, best_gpus
+
+
+def place(request: SolveRequest, workload: Workload | None = None) -> SolveResult:
+    """FGD over a request, one member at a time, gangs all-or-nothing; the workload defaults to the
+    request's ``policy.workload`` or, if empty, the shapes of the batch itself."""
+    return place_with(request, lambda wl: FGD(workload if workload is not None else wl))

@@ -1,0 +1,427 @@
+"""Replay of the Alibaba openb trace as FGD's simulator does it (../shared/data/openb/SOURCE.md).
+
+Procedure, per seed (42..51 in the published runs):
+
+1. Go ``math/rand`` seeded with the seed; one draw is consumed (the simulator logs ``rand.Int()``).
+2. The pods, sorted by name, are shuffled (Go ``Rand.Shuffle``). The list is then *inflated*: pods drawn
+   uniformly (``Intn``) from the name-sorted originals are appended as copies until the next draw would
+   push the requested milli-GPU past ``ratio`` (1.3) x the cluster's GPU capacity. (The simulator's test
+   adds the drawn pod's per-GPU ``gpu_milli`` once, while its running total adds ``num_gpu x gpu_milli``;
+   reproduced as is.) A pod list already above the target is thinned by random removals instead.
+3. Node ranks for breaking score ties: the nodes, sorted by name, get ``Rand.Perm`` ranks; ties go to the
+   lowest rank (the simulator prefixes node names with the rank and picks the smallest name).
+4. Pods arrive one at a time and never leave; a pod that fits nowhere is dropped, and its GPU request
+   still counts as arrived.
+5. After every pod: arrived milli-GPU and allocated milli-GPU. The curve at each whole arrival percent is
+   the mean allocation % of the events whose arrival % rounds to it (or lies within one point of it);
+   the headline figure is the 130 % point, averaged over seeds.
+
+Policies are objects with ``choose(state, pod)`` (the greedy baselines, run on the fast state) or any
+``place(request) -> SolveResult`` callable (the solver included), which sees the cluster as an
+``Inventory`` whose ``Allocation`` records are kept in step with the fast state, one pod per request or
+windows of W pods per request.
+
+CLI::
+
+    python -m bench.replay --policies random,bestfit,gpupacking,fgd --seeds 42-51 \
+        --out bench/replay-results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from bench import openb
+from bench.baselines.fgd import FGD
+from bench.baselines.fragmentation import Workload
+from bench.baselines.gorand import GoRand, load_cooked
+from bench.baselines.gpupacking import GpuPacking
+from bench.baselines.random_fit import RandomFit
+from bench.baselines.sharebestfit import BestFitShare
+from bench.baselines.sharing import MILLI, Choice, ClusterState, Policy
+from solver.model import Allocation, GpuShare, Inventory, Node, SolveRequest, SolveResult
+from solver.model import Policy as SolvePolicy
+
+TARGET_RATIO = 1.3
+HEADLINE_PERCENT = 130
+PUBLISHED = {"random": 87.47, "gpupacking": 92.00, "bestfit": 93.08, "fgd": 95.39}  # FGD's artifact, 10 seeds
+
+PlaceFn = Callable[[SolveRequest], SolveResult]
+
+
+# --------------------------------------------------------------------------- the arrival sequence
+
+
+@dataclass
+class Arrivals:
+    pods: list[openb.PodRow]  # in arrival order
+    ranks: list[int]  # tie-break rank of each node, in node-list order
+    rng: GoRand  # the stream, positioned where the simulator's scheduling starts drawing
+
+
+def arrivals(
+    pods: Sequence[openb.PodRow],
+    nodes: Sequence[openb.NodeRow],
+    seed: int,
+    *,
+    ratio: float = TARGET_RATIO,
+    cooked: tuple[int, ...] | None = None,
+) -> Arrivals:
+    """The seeded arrival order and node ranks of one run (steps 1-3 of the module docstring)."""
+    rng = GoRand(seed, cooked)
+    rng.int63()
+    ordered = sorted(pods, key=lambda p: p.name)
+    shuffled = list(ordered)
+
+    def swap(i: int, j: int) -> None:
+        shuffled[i], shuffled[j] = shuffled[j], shuffled[i]
+
+    rng.shuffle(len(shuffled), swap)
+    capacity = sum(n.gpus for n in nodes) * MILLI
+    total = sum(p.total_milli for p in shuffled)
+    target = ratio * float(capacity)
+    if float(total) < target:
+        for i in range(1 << 30):
+            drawn = ordered[rng.intn(len(ordered))]
+            if float(total + drawn.gpu_milli) > target:
+                break
+            total += drawn.total_milli
+            shuffled.append(drawn.renamed(f"{drawn.name}-tuned-{i}"))
+    else:
+        while float(total) > target and shuffled:
+            total -= shuffled.pop(rng.intn(len(shuffled))).total_milli
+    by_name = sorted(range(len(nodes)), key=lambda i: nodes[i].name)
+    perm = rng.perm(len(nodes))
+    ranks = [0] * len(nodes)
+    for position, i in enumerate(by_name):
+        ranks[i] = perm[position]
+    return Arrivals(shuffled, ranks, rng)
+
+
+# --------------------------------------------------------------------------- policies
+
+
+class RequestPolicy:
+    """Any ``place(request)`` as a replay policy: W pods per request, the cluster as an Inventory."""
+
+    def __init__(self, name: str, place: PlaceFn, window: int = 1) -> None:
+        self.name = name
+        self.place = place
+        self.window = window
+
+
+def make_policy(name: str, workload: Workload, rng: GoRand) -> Policy | RequestPolicy:
+    """A fresh policy object by CLI name."""
+    if name == "random":
+        return RandomFit(rng)
+    if name == "bestfit":
+        return BestFitShare()
+    if name == "gpupacking":
+        return GpuPacking()
+    if name == "fgd":
+        return FGD(workload)
+    if name.startswith("place:"):  # any in-project baseline through its place(request), e.g. place:fgd:16
+        from bench.baselines import placer
+
+        _, baseline, *window = name.split(":")
+        return RequestPolicy(name, placer(baseline), int(window[0]) if window else 1)
+    if name.startswith("solver"):
+        from solver.solve import solve  # the solver is optional for the baseline-only replay
+
+        window = int(name.removeprefix("solver-window") or 1) if "window" in name else 1
+        return RequestPolicy(name, lambda request: solve(request), window)
+    raise ValueError(
+        f"unknown policy {name!r}; known: random, bestfit, gpupacking, fgd, solver, solver-windowN"
+    )
+
+
+class InventoryMirror:
+    """Domain nodes kept in step with the fast state: one ``Allocation`` per bound pod."""
+
+    def __init__(self, nodes: Sequence[openb.NodeRow]) -> None:
+        self.nodes: list[Node] = [openb.domain_node(n) for n in nodes]
+        self.index = {n.name: i for i, n in enumerate(self.nodes)}
+
+    def bind(self, i: int, pod: openb.PodRow, gpus: Sequence[int]) -> None:
+        spec = pod.spec()
+        ids = tuple(f"GPU{g}" for g in gpus)
+        if spec.is_share:
+            alloc = Allocation(
+                owner=pod.name,
+                cpu_milli=pod.cpu_milli,
+                memory_mib=pod.memory_mib,
+                gpu_shares=(GpuShare(gpu=ids[0], milli=spec.milli),),
+            )
+        else:
+            alloc = Allocation(owner=pod.name, gpus=ids, cpu_milli=pod.cpu_milli, memory_mib=pod.memory_mib)
+        node = self.nodes[i]
+        self.nodes[i] = node.model_copy(update={"allocations": (*node.allocations, alloc)})
+
+    def request(self, pods: Sequence[openb.PodRow], seed: int) -> SolveRequest:
+        return SolveRequest(
+            request_id=f"replay-{pods[0].name}",
+            inventory=Inventory.model_construct(nodes=tuple(self.nodes), switches=()),
+            jobs=tuple(openb.job(p) for p in pods),
+            policy=SolvePolicy(seed=seed),
+        )
+
+
+def gpus_from_result(result: SolveResult, job_id: str) -> tuple[str, tuple[int, ...]] | None:
+    """(node name, GPU indices) of a one-member job in a result, or None if it was not placed."""
+    for jr in result.jobs:
+        if jr.job_id == job_id and jr.placed and jr.members:
+            m = jr.members[0]
+            ids = [s.gpu for s in m.gpu_shares] or list(m.gpus)
+            return m.node, tuple(int(g.removeprefix("GPU")) for g in ids)
+    return None
+
+
+# --------------------------------------------------------------------------- one run
+
+
+@dataclass
+class RunResult:
+    policy: str
+    seed: int
+    pods: int
+    placed: int
+    failed: int
+    seconds: float
+    capacity_milli: int
+    curve: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def headline(self) -> float | None:
+        return self.curve.get(HEADLINE_PERCENT)
+
+
+def curve_of(events: Sequence[tuple[int, int]], gpus: int) -> dict[int, float]:
+    """Allocation % per whole arrival %, as the published analysis reduces a run: per event, arrival % is
+    rounded to a whole number and allocation % to two decimals; each point is the mean over the events
+    rounding to it (or, if none, those within one point), rounded to two decimals."""
+    by_percent: dict[int, list[float]] = defaultdict(list)
+    for arrived, used in events:
+        by_percent[round(arrived / gpus / 10)].append(round(used / gpus / 10, 2))
+    out: dict[int, float] = {}
+    for percent in range(0, HEADLINE_PERCENT + 1):
+        values = by_percent.get(percent) or [
+            v for p in (percent - 1, percent, percent + 1) for v in by_percent.get(p, ())
+        ]
+        if values:
+            out[percent] = round(sum(values) / len(values), 2)
+    return out
+
+
+def run(
+    policy_name: str,
+    nodes: Sequence[openb.NodeRow],
+    pods: Sequence[openb.PodRow],
+    seed: int,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> RunResult:
+    """One policy, one seed: the whole arrival sequence, events recorded after every pod."""
+    started = time.perf_counter()
+    seq = arrivals(pods, nodes, seed)
+    state = openb.cluster_state(nodes, seq.ranks)
+    policy = make_policy(policy_name, openb.workload(pods), seq.rng)
+    mirror = InventoryMirror(nodes) if isinstance(policy, RequestPolicy) else None
+    events: list[tuple[int, int]] = []
+    arrived = placed = 0
+    step = policy.window if isinstance(policy, RequestPolicy) else 1
+    for start in range(0, len(seq.pods), step):
+        batch = seq.pods[start : start + step]
+        choices = _decide(policy, state, mirror, batch, seed)
+        for pod, choice in zip(batch, choices, strict=True):
+            arrived += pod.total_milli
+            if choice is not None:
+                node, gpus = choice
+                state.bind(node, pod.spec(), gpus)
+                if mirror is not None:
+                    mirror.bind(node, pod, gpus)
+                placed += 1
+            events.append((arrived, state.allocated_milli))
+        if progress and (start // step) % max(1, 2000 // step) == 0 and start:
+            progress(f"{policy_name} seed {seed}: {start}/{len(seq.pods)} pods")
+    gpus = sum(n.gpus for n in nodes)
+    return RunResult(
+        policy=policy_name,
+        seed=seed,
+        pods=len(seq.pods),
+        placed=placed,
+        failed=len(seq.pods) - placed,
+        seconds=round(time.perf_counter() - started, 2),
+        capacity_milli=gpus * MILLI,
+        curve=curve_of(events, gpus),
+    )
+
+
+def _decide(
+    policy: Policy | RequestPolicy,
+    state: ClusterState,
+    mirror: InventoryMirror | None,
+    batch: Sequence[openb.PodRow],
+    seed: int,
+) -> list[Choice | None]:
+    """Choices for a batch of pods: the greedy policies one by one on the fast state (each choice is
+    bound before the next is made, by the caller, so batches are of one pod); request policies in one
+    request per window."""
+    if not isinstance(policy, RequestPolicy):
+        return [policy.choose(state, pod.spec()) for pod in batch]
+    assert mirror is not None
+    result = policy.place(mirror.request(batch, seed))
+    out = []
+    for pod in batch:
+        found = gpus_from_result(result, pod.name)
+        out.append(None if found is None else (mirror.index[found[0]], found[1]))
+    return out
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def parse_seeds(text: str) -> list[int]:
+    seeds: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            seeds.extend(range(int(lo), int(hi) + 1))
+        elif part:
+            seeds.append(int(part))
+    return seeds
+
+
+_DATA: dict[tuple[str, str, int | None, int | None], tuple] = {}
+
+
+def _load(nodes_path: str, pods_path: str, limit_nodes: int | None, limit_pods: int | None) -> tuple:
+    key = (nodes_path, pods_path, limit_nodes, limit_pods)
+    if key not in _DATA:
+        nodes = openb.load_nodes(Path(nodes_path))[:limit_nodes]
+        pods = openb.load_pods(Path(pods_path))[:limit_pods]
+        _DATA[key] = (nodes, pods)
+    return _DATA[key]
+
+
+def _job(args: tuple) -> RunResult:
+    """One (policy, seed) in a worker process."""
+    policy, seed, nodes_path, pods_path, limit_nodes, limit_pods = args
+    nodes, pods = _load(nodes_path, pods_path, limit_nodes, limit_pods)
+    return run(policy, nodes, pods, seed, progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+
+
+def table(results: Sequence[RunResult]) -> str:
+    """Allocation % at 130 % arrived, per policy: mean, min, max over seeds, and the published mean."""
+    by_policy: dict[str, list[RunResult]] = defaultdict(list)
+    for r in results:
+        by_policy[r.policy].append(r)
+    lines = [
+        f"{'policy':<18} {'seeds':>5} {'alloc@130% mean':>16} {'min':>7} {'max':>7} {'published':>9} "
+        f"{'failed pods':>11} {'s/run':>6}"
+    ]
+    for policy, runs in by_policy.items():
+        values = [r.headline for r in runs if r.headline is not None]
+        if not values:
+            continue
+        published = PUBLISHED.get(policy)
+        lines.append(
+            f"{policy:<18} {len(values):>5} {sum(values) / len(values):>16.2f} {min(values):>7.2f} "
+            f"{max(values):>7.2f} {published if published is not None else '-':>9} "
+            f"{sum(r.failed for r in runs) / len(runs):>11.0f} "
+            f"{sum(r.seconds for r in runs) / len(runs):>6.1f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.replay", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", default=str(openb.DEFAULT_NODES), help="node list CSV")
+    parser.add_argument("--pods", default=str(openb.DEFAULT_PODS), help="pod list CSV")
+    parser.add_argument("--policies", default="random,bestfit,gpupacking,fgd")
+    parser.add_argument("--seeds", default="42-51", help="e.g. 42-51 or 42,45")
+    parser.add_argument("--limit-nodes", type=int, default=None, help="use the first N nodes of the list")
+    parser.add_argument("--limit-pods", type=int, default=None, help="use the first N pods of the list")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
+    parser.add_argument("--out", default=None, help="write every run (curves included) as JSON")
+    args = parser.parse_args(argv)
+
+    load_cooked()  # fail early, with the path, if Go's table is missing
+    _load(args.nodes, args.pods, args.limit_nodes, args.limit_pods)
+    work = [
+        (p, s, args.nodes, args.pods, args.limit_nodes, args.limit_pods)
+        for p in args.policies.split(",")
+        for s in parse_seeds(args.seeds)
+    ]
+    for policy in {w[0] for w in work}:
+        make_policy(policy, (), GoRand(0, (0,) * 607))  # unknown names fail before any work starts
+    started = time.perf_counter()
+    results: list[RunResult] = []
+    interrupted = False
+    try:
+        if args.jobs <= 1:
+            for w in work:
+                results.append(_job(w))
+                _report(results[-1])
+        else:
+            with multiprocessing.Pool(args.jobs, initializer=_ignore_sigint) as pool:
+                try:
+                    pending = pool.imap_unordered(_job, work)
+                    while len(results) < len(work):
+                        try:  # a short wait keeps Ctrl-C prompt in the parent
+                            results.append(pending.next(timeout=0.5))
+                        except multiprocessing.TimeoutError:
+                            continue
+                        _report(results[-1])
+                finally:
+                    pool.terminate()  # workers ignore Ctrl-C; stop them rather than wait for their runs
+    except KeyboardInterrupt:
+        interrupted = True
+        print("\ninterrupted: results so far", file=sys.stderr)
+    wall = time.perf_counter() - started
+    order = {(w[0], w[1]): k for k, w in enumerate(work)}
+    results.sort(key=lambda r: order[r.policy, r.seed])
+    print(table(results))
+    print(f"wall time {wall:.0f} s for {len(results)} of {len(work)} runs")
+    if args.out:
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    "nodes": args.nodes,
+                    "pods": args.pods,
+                    "limit_nodes": args.limit_nodes,
+                    "limit_pods": args.limit_pods,
+                    "wall_seconds": round(wall, 1),
+                    "complete": not interrupted and len(results) == len(work),
+                    "runs": [asdict(r) for r in results],
+                },
+                indent=1,
+            )
+        )
+    return 130 if interrupted else 0
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent, which stops the pool and prints what is done."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _report(r: RunResult) -> None:
+    print(
+        f"done {r.policy} seed {r.seed}: {r.headline}% at 130% ({r.failed} pods failed, {r.seconds} s)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

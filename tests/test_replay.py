@@ -1,0 +1,114 @@
+"""The openb trace replay: FGD's arrival procedure, the published reduction, determinism, the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import openb, replay
+
+# FGD's artifact (expected_results/analysis_allo_discrete.csv, openb_pod_list_default, seed 42): the curve
+# before the first pod fails, where it depends only on the seeded shuffle and inflation.
+Trace = tuple[tuple[openb.NodeRow, ...], tuple[openb.PodRow, ...]]
+PUBLISHED_SEED_42_START = [0.25, 1.04, 2.01, 3.01, 3.98, 5.06, 5.98, 7.02, 8.03, 8.99, 10.03]
+
+pytestmark = pytest.mark.skipif(
+    not openb.DEFAULT_PODS.exists(), reason="shared/data/openb is not beside the repo"
+)
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    return openb.load_nodes(), openb.load_pods()
+
+
+@pytest.fixture(scope="module")
+def sliced(trace: Trace) -> Trace:
+    nodes, pods = trace
+    return nodes[:50], pods[:300]
+
+
+def test_loader_reads_the_trace(trace: Trace) -> None:
+    nodes, pods = trace
+    assert len(nodes) == 1213 and sum(n.gpus for n in nodes) == 6212
+    assert len(pods) == 8152 and {p.num_gpu for p in pods} == {0, 1, 2, 4, 8}
+
+
+def test_loader_names_missing_columns(tmp_path: Path) -> None:
+    bad = tmp_path / "nodes.csv"
+    bad.write_text("sn,cpu_milli,gpu\nx,1,2\n")
+    with pytest.raises(ValueError, match="memory_mib"):
+        openb.load_nodes(bad)
+
+
+def test_arrivals_reproduce_the_published_sequence(trace: Trace) -> None:
+    nodes, pods = trace
+    seq = replay.arrivals(pods, nodes, 42)
+    requested = sum(p.total_milli for p in seq.pods)
+    assert len(seq.pods) == 10866 and requested <= 1.3 * 6212 * 1000 + 1000
+    assert sorted(seq.ranks) == list(range(len(nodes)))
+    result = replay.run("bestfit", nodes, pods, 42)
+    assert [result.curve[p] for p in range(11)] == PUBLISHED_SEED_42_START
+
+
+def test_curve_reduction_follows_the_published_analysis() -> None:
+    gpus = 10  # capacity 10,000 milli: 100 milli = 1 %
+    events = [(100, 100), (120, 120), (200, 150), (10_000, 9_000), (13_000, 9_500)]
+    curve = replay.curve_of(events, gpus)
+    assert curve[1] == pytest.approx((1.0 + 1.2) / 2)  # 1.0 % and 1.2 % both round to 1
+    assert curve[2] == 1.5 and curve[100] == 90.0 and curve[130] == 95.0
+    assert curve[3] == 1.5  # no event rounds to 3: the neighbours within one point stand in
+    assert 50 not in curve
+
+
+def test_inflation_thins_a_pod_list_above_the_target(trace: Trace) -> None:
+    nodes, pods = trace
+    seq = replay.arrivals(pods[:2000], nodes[:20], 7)
+    capacity = sum(n.gpus for n in nodes[:20]) * 1000
+    assert sum(p.total_milli for p in seq.pods) <= 1.3 * capacity < sum(p.total_milli for p in pods[:2000])
+
+
+@pytest.mark.parametrize("policy", ["random", "bestfit", "gpupacking", "fgd"])
+def test_replay_of_a_slice_is_deterministic_per_seed(sliced: Trace, policy: str) -> None:
+    nodes, pods = sliced
+    first, again = replay.run(policy, nodes, pods, 42), replay.run(policy, nodes, pods, 42)
+    assert first.curve == again.curve and first.placed == again.placed
+    assert 0 < first.placed < first.pods and first.headline is not None and first.headline <= 100
+    other = replay.run(policy, nodes, pods, 43)
+    assert replay.arrivals(pods, nodes, 43).pods != replay.arrivals(pods, nodes, 42).pods
+    assert other.pods > 0
+
+
+def test_request_policies_replay_through_inventory_allocations(sliced: Trace) -> None:
+    nodes, pods = sliced
+    result = replay.run("place:bestfit-share:8", nodes, pods, 42)
+    assert 0 < result.placed < result.pods and result.headline is not None
+
+
+def test_cli_prints_the_table_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "replay.json"
+    code = replay.main(
+        [
+            "--policies",
+            "bestfit,fgd",
+            "--seeds",
+            "42-43",
+            "--limit-nodes",
+            "30",
+            "--limit-pods",
+            "150",
+            "--jobs",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "bestfit" in printed and "fgd" in printed and "alloc@130%" in printed
+    data = json.loads(out.read_text())
+    assert data["complete"] and len(data["runs"]) == 4
+    with pytest.raises(ValueError, match="unknown policy"):
+        replay.main(["--policies", "nope", "--limit-nodes", "5", "--limit-pods", "5"])
