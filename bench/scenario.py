@@ -66,7 +66,9 @@ def hgx_node(name: str, leaf: str, allocations: tuple[Allocation, ...] = ()) -> 
             Nic(name=f"mlx5_{k}", numa=numa, pcie_switch=f"pex{s}", bandwidth_gbps=400, rail=k) for k in pair
         ]
     nics.sort(key=lambda n: n.rail or 0)
-    links = tuple(NvLink(gpu_a=f"GPU{a}", gpu_b=f"GPU{b}", links=18) for a in range(8) for b in range(a + 1, 8))
+    links = tuple(
+        NvLink(gpu_a=f"GPU{a}", gpu_b=f"GPU{b}", links=18) for a in range(8) for b in range(a + 1, 8)
+    )
     return Node(
         name=name,
         labels={"nvidia.com/gpu.product": "H100-SXM5-80GB"},
@@ -130,7 +132,10 @@ def cluster(n_nodes: int, *, load: float = 0.6, seed: int = 0) -> Inventory:
     leaves = (n_nodes + NODES_PER_LEAF - 1) // NODES_PER_LEAF
     spines = (leaves + LEAVES_PER_SPINE - 1) // LEAVES_PER_SPINE
     switches = [FabricSwitch(id=f"spine{s:02d}", tier=2) for s in range(spines)]
-    switches += [FabricSwitch(id=f"leaf{i:03d}", tier=1, parent=f"spine{i // LEAVES_PER_SPINE:02d}") for i in range(leaves)]
+    switches += [
+        FabricSwitch(id=f"leaf{i:03d}", tier=1, parent=f"spine{i // LEAVES_PER_SPINE:02d}")
+        for i in range(leaves)
+    ]
     nodes = []
     for i in range(n_nodes):
         name = f"node{i:05d}"
