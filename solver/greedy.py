@@ -1,12 +1,17 @@
-"""A greedy first answer, in the model's own variables, to hint CP-SAT's first search.
+"""A greedy first answer, in the model's own variables, and the completion of any answer's
+auxiliary variables from its placement.
 
-Jobs go one at a time, highest priority and largest first; each member goes to a node that already
-holds work if one can take it (binpack), else to a fresh node. A node's state is its configuration:
+Jobs go one at a time, highest priority and largest first; a job with locality rules tries the
+domains of its rules from the lowest tier up (best fit first: the domain with the least free room
+that holds it); each member goes to a node that already holds work if one can take it (binpack),
+else to a fresh node. A node's state is its configuration:
 adding a member of shape s to a node in configuration k is possible exactly when k + s is another
 configuration of the class. Nodes of a class in the same configuration are interchangeable, so a
 class is a counter of configurations. Jobs with a REQUIRED locality rule are left to the solver.
 
-The hint only has to be good, not right: CP-SAT repairs or ignores what does not fit.
+The greedy answer only has to be good, not optimal; :func:`complete` makes it (and every tier's
+answer) consistent, so that it is a feasible hint, a fallback when the search finds nothing in
+time, and a truthful basis for reporting the tiers nobody had time to search.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from __future__ import annotations
 from collections import Counter
 
 from solver.compile import Compiled
+from solver.compile.locality import NVLINK, place_of
+from solver.fabric import Fabric
 from solver.model import Requirement
 from solver.normalise import Normalised
 
@@ -24,19 +31,23 @@ def greedy_hint(problem: Normalised, compiled: Compiled) -> dict[str, int]:
     members: Counter[tuple[int, int]] = Counter()  # (role, class) → members
     placed: set[int] = set()
     chosen_variants: set[int] = set()
+    fabric = Fabric.of(problem.request.inventory)
     for j in job_order(problem):
-        trial = {c: Counter(v) for c, v in state.items()}
-        taken: Counter[tuple[int, int]] = Counter()
-        chosen: list[int] = []
-        for variants in roles_of(problem, j):
-            fitted = next((v for v in variants if fits(problem, compiled, index, trial, taken, v)), None)
-            if fitted is None:
+        for allowed in scopes(problem, compiled, fabric, j):
+            trial = {c: Counter(v) for c, v in state.items() if allowed is None or c in allowed}
+            taken: Counter[tuple[int, int]] = Counter()
+            chosen: list[int] = []
+            for variants in roles_of(problem, j):
+                fitted = next((v for v in variants if fits(problem, compiled, index, trial, taken, v)), None)
+                if fitted is None:
+                    break
+                chosen.append(fitted)
+            else:
+                state = {**state, **trial}
+                placed.add(j)
+                members.update(taken)
+                chosen_variants.update(chosen)
                 break
-            chosen.append(fitted)
-        else:
-            state, placed = trial, placed | {j}
-            members.update(taken)
-            chosen_variants.update(chosen)
     hint = {var.name: 0 for var in compiled.x.values()} | {var.name: 0 for var in compiled.y.values()}
     for c, counter in state.items():
         for k, n in counter.items():
@@ -52,17 +63,39 @@ def greedy_hint(problem: Normalised, compiled: Compiled) -> dict[str, int]:
 
 
 def job_order(problem: Normalised) -> list[int]:
-    """Highest priority first, then the most GPUs; jobs with hard locality are left out."""
-
-    def hard(j: int) -> bool:
-        job = problem.request.jobs[j]
-        return job.locality.mode == Requirement.REQUIRED or job.nvlink_domain == Requirement.REQUIRED
+    """Highest priority first, then the most GPUs."""
 
     def size(j: int) -> int:
         return sum(r.replicas * max(r.member.gpus, 1) for r in problem.request.jobs[j].roles)
 
-    jobs = [j for j in range(len(problem.request.jobs)) if not hard(j)]
+    jobs = range(len(problem.request.jobs))
     return sorted(jobs, key=lambda j: (-problem.request.jobs[j].priority, -size(j), j))
+
+
+def scopes(problem: Normalised, compiled: Compiled, fabric: Fabric, j: int) -> list[set[int] | None]:
+    """The sets of classes to try the job in, in order (None = anywhere): for each level of its
+    rules, lowest first, each domain of that level, the one with the least free GPUs first; then
+    anywhere, unless a rule is REQUIRED."""
+    rules = [rule for rule in compiled.locality.rules if rule.job == j]
+    if not rules:
+        return [None]
+    out: list[set[int] | None] = []
+    for rule in rules:
+        for level, _ in rule.levels(fabric):
+            domains: dict[str, set[int]] = {}
+            for cls in problem.classes:
+                place = place_of(cls, rule.partition)
+                d = (place if rule.partition == NVLINK else fabric.domain(place, level)) if place else None
+                if d is not None:
+                    domains.setdefault(d, set()).add(cls.index)
+
+            def room(classes: set[int]) -> int:
+                return sum(len(problem.classes[c].shape.gpus) * problem.classes[c].count for c in classes)
+
+            out.extend(sorted(domains.values(), key=lambda cs: (room(cs), sorted(cs))))
+    if not any(rule.mode == Requirement.REQUIRED for rule in rules):
+        out.append(None)
+    return out
 
 
 def roles_of(problem: Normalised, j: int) -> list[list[int]]:
@@ -161,3 +194,33 @@ def with_most_strict(problem: Normalised, compiled: Compiled, solution: dict[str
             out[var.name] = take
             open_slots[shape] -= take
     return out
+
+
+def complete(problem: Normalised, compiled: Compiled, solution: dict[str, int]) -> dict[str, int]:
+    """``solution`` with every variable that follows from the placement (x, y, placed) set to what
+    the placement makes true: role variants, leaf spans, locality domains and flags, strict counts.
+    A tier above had no reason to care about them; a tier below and every report do."""
+    out = dict(solution)
+    used = {(r, c) for (r, c), var in compiled.y.items() if out.get(var.name, 0) > 0}
+    for r, var in compiled.variant.items():
+        out[var.name] = int(any(rr == r for rr, _ in used))
+    classes = problem.classes
+    for (j, leaf), var in compiled.locality.spans.items():
+        out[var.name] = int(any(problem.roles[r].job_index == j and classes[c].leaf == leaf for r, c in used))
+    fabric = Fabric.of(problem.request.inventory)
+    for i, rule in enumerate(compiled.locality.rules):
+        places = {place_of(classes[c], rule.partition) for r, c in used if r in rule.roles}
+        for (k, place), var in compiled.locality.base.items():
+            if k == i:
+                out[var.name] = int(place in places)
+        placed = out.get(compiled.placed[rule.job].name, 0)
+        for level, _ in rule.levels(fabric):
+            domains = {place if rule.partition == NVLINK else fabric.domain(place, level) for place in places}
+            inside = bool(places) and "" not in places and None not in domains and len(domains) <= 1
+            flag = compiled.locality.within.get((i, level))
+            if flag is not None and getattr(flag, "name", "").startswith("within["):
+                out[flag.name] = int(placed and inside)
+            for (k, lv, d), var in compiled.locality.use.items():
+                if (k, lv) == (i, level):
+                    out[var.name] = int(d in domains)
+    return with_most_strict(problem, compiled, out)

@@ -19,7 +19,7 @@ from solver.compile import Compiled, Tier, compile_model
 from solver.decode import cluster_metrics, decode
 from solver.errors import InvalidRequest, VerificationFailed
 from solver.explain import explain
-from solver.greedy import greedy_hint, with_most_strict
+from solver.greedy import complete, greedy_hint
 from solver.model import (
     ModelSize,
     Policy,
@@ -34,6 +34,16 @@ from solver.policy import apply_policy_chains
 from solver.rails import expand_rails
 from solver.validate import validate
 from solver.verify import verify
+
+# How the search time is shared between tiers (by the first part of a tier's name): placed work
+# matters most; the topology parts together get as much again; the tie-breakers less.
+TIER_WEIGHT = {
+    "placed_work": 4.0,
+    "placed_work.jobs": 0.5,
+    "topology": 1.5,
+    "packing": 1.0,
+    "fragmentation": 1.0,
+}
 
 # Time kept back from the caller's deadline for decode, verify, explain and the reply.
 DEADLINE_MARGIN_S = 0.05
@@ -90,16 +100,18 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
 
     budget = request.policy.time_limit_s
     if deadline_s is not None:
-        budget = min(budget, deadline_s - DEADLINE_MARGIN_S)
-    budget = max(0.01, budget - clock.elapsed())
+        budget = min(budget, deadline_s)
+    # Keep back time for decode, verify and explain, which grow with the problem like the stages
+    # before the search did.
+    budget = max(0.01, budget - clock.elapsed() * 1.5 - DEADLINE_MARGIN_S)
 
     with clock.stage("solve"):
         outcomes = solve_lexicographic(
             compiled,
             request.policy,
             budget,
-            hint=greedy_hint(problem, compiled),
-            polish=lambda solution: with_most_strict(problem, compiled, solution),
+            hint=complete(problem, compiled, greedy_hint(problem, compiled)),
+            polish=lambda solution: complete(problem, compiled, solution),
         )
     values = [o.value for o in outcomes]
     solution = next((o.solution for o in reversed(outcomes) if o.solution is not None), None)
@@ -141,20 +153,28 @@ def solve_lexicographic(
     outcomes: list[TierOutcome] = []
     model = compiled.model
     deadline = time.perf_counter() + budget_s
+    weights = [
+        TIER_WEIGHT.get(tier.name, TIER_WEIGHT.get(tier.name.split(".")[0], 1.0)) for tier in compiled.tiers
+    ]
     for i, tier in enumerate(compiled.tiers):
         remaining = deadline - time.perf_counter()
-        tiers_left = len(compiled.tiers) - i
-        # Higher tiers matter more: the first gets half of what is left, the last all of it.
-        share = remaining if tiers_left == 1 else remaining / 2
+        # Each tier gets its weight's part of what is left; time a tier does not use flows down.
+        part = weights[i] / sum(weights[i:])
+        share = remaining * part
         if i > 0 and (outcomes[-1].solution is None or remaining <= 0):
             outcomes.append(unsolved(tier, hint))  # out of time: the answer above still stands
             continue
         model.maximize(tier.expr)
         apply_hint(model, hint)
         started = time.perf_counter()
-        outcome = run_tier(model, tier, policy, max(0.01, share))
-        if outcome.solution is None and i > 0:
-            outcome = unsolved(tier, hint)
+        # Deterministic mode: the search effort of a tier is a fixed share of the policy's limit,
+        # never of the wall time left, so the answer does not depend on the machine's load.
+        effort = policy.time_limit_s * weights[i] / sum(weights)
+        outcome = run_tier(model, tier, policy, max(0.01, share), effort)
+        if outcome.solution is None and hint is not None:
+            # Nothing found in time: the answer in hand (the tier above's, or the completed greedy
+            # plan for the first tier) stands; the verifier checks it like any other.
+            outcome = unsolved(tier, hint, keep=i == 0)
         ms = (time.perf_counter() - started) * 1000
         outcome = TierOutcome(outcome.value.model_copy(update={"ms": ms}), outcome.solution)
         outcomes.append(outcome)
@@ -164,11 +184,13 @@ def solve_lexicographic(
     return outcomes
 
 
-def unsolved(tier: Tier, solution: dict[str, int] | None) -> TierOutcome:
-    """A tier left unsearched or unsolved: what the standing answer scores on it, not optimal."""
+def unsolved(tier: Tier, solution: dict[str, int] | None, *, keep: bool = False) -> TierOutcome:
+    """A tier left unsearched or unsolved: what the standing answer scores on it, not optimal.
+    With ``keep`` the standing answer becomes this tier's answer (the first tier's fallback)."""
     value = float(tier.value_of(solution)) if solution else 0.0
     return TierOutcome(
-        TierValue(tier=tier.tier, name=tier.name, value=value, bound=float(tier.upper), optimal=False), None
+        TierValue(tier=tier.tier, name=tier.name, value=value, bound=float(tier.upper), optimal=False),
+        solution if keep else None,
     )
 
 
@@ -185,7 +207,9 @@ def _variables(model: cp_model.CpModel) -> list[cp_model.IntVar]:
     return [model.get_int_var_from_proto_index(i) for i in range(len(model.proto.variables))]
 
 
-def run_tier(model: cp_model.CpModel, tier: Tier, policy: Policy, seconds: float) -> TierOutcome:
+def run_tier(
+    model: cp_model.CpModel, tier: Tier, policy: Policy, seconds: float, effort: float | None = None
+) -> TierOutcome:
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.random_seed = policy.seed
@@ -200,7 +224,9 @@ def run_tier(model: cp_model.CpModel, tier: Tier, policy: Policy, seconds: float
         # stays as the safety net for the caller's deadline. One worker is the fastest on 2 cores.
         params.num_workers = policy.workers or 1
         params.interleave_search = params.num_workers > 1
-        params.max_deterministic_time = seconds * DETERMINISTIC_UNITS_PER_SECOND
+        params.max_deterministic_time = (
+            effort if effort is not None else seconds
+        ) * DETERMINISTIC_UNITS_PER_SECOND
     else:
         params.num_workers = policy.workers or max(1, os.cpu_count() or 1)
     code = solver.solve(model)

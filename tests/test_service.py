@@ -25,7 +25,6 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from grpc_status import rpc_status
-from topoplace.v1 import placement_pb2, placement_pb2_grpc
 
 from solver import wire
 from solver.cli import main as cli_main
@@ -36,6 +35,7 @@ from solver.service.client import RemoteError, solve_remote
 from solver.service.logging import configure_logging
 from solver.service.server import SERVICE_NAME, RunningServer, serve
 from tests.builders import make_cluster, make_inventory, make_job, make_node, make_request
+from topoplace.v1 import placement_pb2, placement_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
 

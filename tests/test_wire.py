@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from topoplace.v1 import placement_pb2
 
 from solver import wire
 from solver.errors import InvalidRequest, Problem
@@ -31,6 +30,7 @@ from solver.model import (
     TierValue,
 )
 from tests.builders import make_allocation, make_inventory, make_job, make_node, make_request
+from topoplace.v1 import placement_pb2
 
 # --------------------------------------------------------------------------- values used throughout
 

@@ -174,7 +174,12 @@ def _natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
 
 def compress(hosts: Iterable[str], *, sort: bool = False) -> str:
     """The ranged string Slurm prints for ``hosts`` (``scontrol show hostlist``; with ``sort``,
-    ``scontrol show hostlistsorted``). Duplicates are kept, as Slurm keeps them."""
+    ``scontrol show hostlistsorted``). Duplicates are kept, as Slurm keeps them.
+
+    ``sort`` matches Slurm for node-like names (one zero-padding width per prefix, no duplicates);
+    with mixed widths under one prefix Slurm's comparator is not transitive and its order depends on
+    qsort internals — either order names the same hosts.
+    """
     parsed = [_parse_host(h) for h in hosts]
     if sort:
         parsed.sort(key=lambda r: (_natural_key(r.prefix), r.single, r.lo, r.width))

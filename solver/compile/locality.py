@@ -17,7 +17,7 @@ under the lowest switch it can. The objective also counts the leaf switches each
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -54,6 +54,8 @@ class Locality:
     rules: tuple[Rule, ...]
     within: dict[tuple[int, int], cp_model.LinearExprT]  # (rule, level) → 1 if within one domain
     spans: dict[tuple[int, str], cp_model.IntVar]  # (job, leaf) → the job has a member there
+    use: dict[tuple[int, int, str], cp_model.IntVar]  # (rule, level, domain) → a member is there
+    base: dict[tuple[int, str], cp_model.IntVar]  # (rule, leaf or NVLink domain) → a member is there
     score_terms: tuple[tuple[int, cp_model.IntVar], ...]  # to maximise: lower tiers reached, by GPUs
     score_upper: int
 
@@ -98,8 +100,13 @@ def domain_of(cls: NodeClass, fabric: Fabric, partition: str, level: int) -> str
 def add_locality(
     model: cp_model.CpModel, problem: Normalised, fabric: Fabric, y: Vars, placed: dict[int, cp_model.IntVar]
 ) -> Locality:
+    """Per rule, which leaves (or NVLink domains) hold a member, then per level which domains do;
+    "within one domain" is then a bound on a sum of a few booleans, not a constraint per member."""
     rules = locality_rules(problem)
+    spans = add_spans(model, problem, rules, y)
     within: dict[tuple[int, int], cp_model.LinearExprT] = {}
+    use: dict[tuple[int, int, str], cp_model.IntVar] = {}
+    bases: dict[tuple[int, str], cp_model.IntVar] = {}
     score_terms, upper = [], 0
     for i, rule in enumerate(rules):
         members = [
@@ -111,56 +118,108 @@ def add_locality(
         weight = sum(
             max(problem.roles[g].role.member.gpus, 1) * problem.roles[g].role.replicas for g in groups
         )
+        base = base_use(model, problem, rule, i, members, spans)
+        bases.update({(i, place): var for place, var in base.items()})
         for level, hard in rule.levels(fabric):
-            flag = add_within(
+
+            def domain(place: str, rule: Rule = rule, level: int = level) -> str | None:
+                return place if rule.partition == NVLINK else fabric.domain(place, level)
+
+            flag, level_use = add_within(
                 model,
                 f"{i}.{level}",
                 members,
-                lambda cls, rule=rule, level=level: domain_of(cls, fabric, rule.partition, level),
+                base,
+                domain,
                 placed[rule.job],
                 hard=hard,
+                partition=rule.partition,
             )
             within[i, level] = flag
+            use.update({(i, level, d): v for d, v in level_use.items()})
             if not hard:
                 score_terms.append((weight, flag))
                 upper += weight
-    spans = add_spans(model, problem, rules, y)
     return Locality(
         rules=rules,
         within=within,
         spans=spans,
+        use=use,
+        base=bases,
         score_terms=tuple(score_terms),
         score_upper=upper,
     )
+
+
+def place_of(cls: NodeClass, partition: str) -> str:
+    """Where a class sits for a partition: its leaf, or its NVLink domain ("" = outside)."""
+    return cls.nvlink_domain if partition == NVLINK else cls.leaf
+
+
+def base_use(
+    model: cp_model.CpModel,
+    problem: Normalised,
+    rule: Rule,
+    i: int,
+    members: list[tuple[cp_model.IntVar, int, NodeClass]],
+    spans: dict[tuple[int, str], cp_model.IntVar],
+) -> dict[str, cp_model.IntVar]:
+    """Per leaf (or NVLink domain): does a member of the rule's roles sit there? A job-wide fabric
+    rule reuses the job's span flags."""
+    job_roles = {r for r, ref in enumerate(problem.roles) if ref.job_index == rule.job}
+    if rule.partition == FABRIC and set(rule.roles) == job_roles:
+        return {leaf: var for (j, leaf), var in spans.items() if j == rule.job and leaf}
+    out: dict[str, cp_model.IntVar] = {}
+    for var, ub, cls in members:
+        place = place_of(cls, rule.partition)
+        if not place:
+            continue
+        if place not in out:
+            out[place] = model.new_bool_var(f"use[{i},{place}]")
+        model.add(var <= ub * out[place])
+    return out
 
 
 def add_within(
     model: cp_model.CpModel,
     name: str,
     members: list[tuple[cp_model.IntVar, int, NodeClass]],
-    domain: Callable[[NodeClass], str | None],
+    base: dict[str, cp_model.IntVar],
+    domain: Callable[[str], str | None],
     placed: cp_model.IntVar,
     *,
     hard: bool,
-) -> cp_model.LinearExprT:
-    """All ``members`` inside one domain: always when ``hard`` (if placed), else when the returned
-    boolean is true."""
-    domains = sorted({d for _, _, cls in members if (d := domain(cls)) is not None})
-    outside = [(var, ub) for var, ub, cls in members if domain(cls) is None]
-    if len(domains) <= 1 and not outside:
-        return placed  # one domain holds every candidate: nothing to choose
+    partition: str,
+) -> tuple[cp_model.LinearExprT, dict[str, cp_model.IntVar]]:
+    """All ``members`` inside one domain of the level: always when ``hard`` (if placed), else when
+    the returned flag is true. Also returns the level's domain-use booleans."""
+    outside = [
+        (var, ub)
+        for var, ub, cls in members
+        if not place_of(cls, partition) or not domain(place_of(cls, partition))
+    ]
+    by_domain: dict[str, list[cp_model.IntVar]] = {}
+    for place, var in base.items():
+        d = domain(place)
+        if d is not None:
+            by_domain.setdefault(d, []).append(var)
+    if len(by_domain) <= 1 and not outside:
+        return placed, {}  # one domain holds every candidate: nothing to choose
     flag = placed if hard else model.new_bool_var(f"within[{name}]")
     if not hard:
         model.add(flag <= placed)
-    chosen = {d: model.new_bool_var(f"domain[{name},{d}]") for d in domains}
-    model.add(sum(chosen.values()) == flag)
+    used: dict[str, cp_model.IntVar] = {}
+    for d, places in sorted(by_domain.items()):
+        if len(places) == 1:
+            used[d] = places[0]  # the domain is one leaf: its flag is the leaf's
+            continue
+        used[d] = model.new_bool_var(f"domain[{name},{d}]")
+        for var in places:
+            model.add(var <= used[d])
+    model.add(cp_model.LinearExpr.sum(list(used.values())) <= 1).only_enforce_if(flag)
     for var, ub in outside:
         model.add(var <= ub * (1 - flag))
-    for var, ub, cls in members:
-        d = domain(cls)
-        if d is not None:
-            model.add(var <= ub * (1 - flag + chosen[d]))
-    return flag
+    return flag, used
 
 
 def add_spans(model: cp_model.CpModel, problem: Normalised, rules: tuple[Rule, ...], y: Vars) -> dict:
@@ -175,7 +234,3 @@ def add_spans(model: cp_model.CpModel, problem: Normalised, rules: tuple[Rule, .
             spans[j, leaf] = model.new_bool_var(f"span[{j},{leaf}]")
         model.add(var <= problem.roles[r].role.replicas * spans[j, leaf])  # replicas bound every y
     return spans
-
-
-def iter_rules_of(locality: Locality, job: int) -> Iterator[Rule]:
-    return (rule for rule in locality.rules if rule.job == job)

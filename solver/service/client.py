@@ -10,12 +10,12 @@ from __future__ import annotations
 import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
-from topoplace.v1 import placement_pb2_grpc
 
 from solver import wire
 from solver.errors import InvalidRequest, Problem
 from solver.model import SolveRequest, SolveResult
 from solver.service.server import CHANNEL_OPTIONS
+from topoplace.v1 import placement_pb2_grpc
 
 
 class RemoteError(RuntimeError):

@@ -25,12 +25,12 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from grpc_status import rpc_status
-from topoplace.v1 import placement_pb2, placement_pb2_grpc
 
 from solver import wire
 from solver.errors import InvalidRequest, Problem, VerificationFailed
 from solver.model import SolveRequest, SolveResult
 from solver.service.logging import configure_logging
+from topoplace.v1 import placement_pb2, placement_pb2_grpc
 
 SERVICE_NAME = placement_pb2.DESCRIPTOR.services_by_name["Placement"].full_name
 
@@ -196,8 +196,11 @@ def serve(
     options = (*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=options)
     placement_pb2_grpc.add_PlacementServicer_to_server(PlacementServicer(solve_fn), server)
+    whatif_name = _add_whatif(server)
     health_servicer = _add_health(server)
-    reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, whatif_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as exc:  # grpc reports a failed bind as RuntimeError (older versions: 0)
@@ -206,6 +209,14 @@ def serve(
         raise OSError(f"cannot listen on {host}:{port}")
     server.start()
     return RunningServer(server=server, port=bound, health=health_servicer)
+
+
+def _add_whatif(server: grpc.Server) -> str:
+    """``topoplace.v1.WhatIf`` (offline what-if queries, ``solver/whatif``), imported here only: the
+    solver core never imports the what-if package, the service merely hosts it."""
+    from solver.whatif.service import add_to_server
+
+    return add_to_server(server)
 
 
 def _add_health(server: grpc.Server) -> health.HealthServicer:

@@ -1,0 +1,177 @@
+--[[ topoplace job_submit.lua: plan GPU jobs with topoplace and make Slurm enforce the plan.
+
+For a job that asks for GPUs, the job description is written as JSON to a private temporary file and
+passed on stdin to a fixed command line (the stdlib-only topoplace client, bounded by `timeout`); no
+user data ever reaches a shell. The answer sets req_nodes, min_nodes = max_nodes, tres_per_node as
+GRES per PCIe switch group (gres:gpu:sw2:2,gres:nic:sw2:2) and appends the plan to the comment.
+
+Configuration: the defaults below, overridden by `job_submit_topoplace.conf` next to this file
+(lines `key = value`, `#` comments). Keys:
+  python        interpreter for the client                   (/usr/bin/python3)
+  client        path of adapters/slurm/place_client.py       (/usr/lib/topoplace/place_client.py)
+  agent         address of `topoplace slurm agent`            (127.0.0.1:6820; or unix:/path)
+  timeout       seconds before the hook gives up              (2)
+  fail_mode     "open": on error/timeout submit unchanged;  "closed": refuse GPU jobs   (open)
+  refuse_never_fits  "yes": refuse a job that cannot fit even on an empty cluster       (yes)
+  enabled       "no" turns the hook into a no-op                                          (yes)
+]]
+
+local config = {
+  python = "/usr/bin/python3",
+  client = "/usr/lib/topoplace/place_client.py",
+  agent = "127.0.0.1:6820",
+  timeout = "2",
+  fail_mode = "open",
+  refuse_never_fits = "yes",
+  enabled = "yes",
+}
+
+local FIELDS_STRING = { "tres_per_node", "tres_per_job", "tres_per_task", "features", "partition",
+  "name", "comment", "req_nodes", "exc_nodes", "gres" }
+local FIELDS_NUMBER = { "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task",
+  "req_switch", "wait4switch" }
+local SETTABLE_NUMBER = { min_nodes = true, max_nodes = true }
+local SETTABLE_STRING = { req_nodes = true, tres_per_node = true, tres_per_job = true,
+  tres_per_task = true, comment = true }
+
+local function script_dir()
+  local source = debug.getinfo(1, "S").source
+  return (source:sub(1, 1) == "@" and source:sub(2):match("^(.*)/[^/]*$")) or "."
+end
+
+local function load_config()
+  local file = io.open(script_dir() .. "/job_submit_topoplace.conf", "r")
+  if not file then return end
+  for line in file:lines() do
+    local key, value = line:gsub("#.*$", ""):match("^%s*([%w_]+)%s*=%s*(.-)%s*$")
+    if key and config[key] ~= nil then config[key] = value end
+  end
+  file:close()
+end
+
+-- Only the path of our own temporary file is quoted into the command line, and only if it is plain.
+local function safe_path(path)
+  return path ~= nil and path:match("^[%w/_.%-]+$") ~= nil
+end
+
+local function json_string(value)
+  local escaped = tostring(value):gsub('[%c"\\]', function(c)
+    local named = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+    return named[c] or string.format("\\u%04x", c:byte())
+  end)
+  return '"' .. escaped .. '"'
+end
+
+local function job_json(job_desc, submit_uid)
+  local parts = { '"submit_uid":' .. string.format("%d", tonumber(submit_uid) or -1) }
+  for _, key in ipairs(FIELDS_STRING) do
+    local value = job_desc[key]
+    if value ~= nil and value ~= "" then parts[#parts + 1] = json_string(key) .. ":" .. json_string(value) end
+  end
+  for _, key in ipairs(FIELDS_NUMBER) do
+    local value = tonumber(job_desc[key])
+    if value ~= nil then parts[#parts + 1] = json_string(key) .. ":" .. string.format("%d", value) end
+  end
+  return "{" .. table.concat(parts, ",") .. "}"
+end
+
+local function wants_gpus(job_desc)
+  for _, key in ipairs({ "tres_per_node", "tres_per_job", "tres_per_task", "gres" }) do
+    local value = job_desc[key]
+    if type(value) == "string" and value:find("gpu", 1, true) then return true end
+  end
+  return false
+end
+
+local function ask_topoplace(job_desc, submit_uid)
+  local tmp = os.tmpname()
+  if not safe_path(tmp) or not safe_path(config.python) or not safe_path(config.client) then
+    if tmp then os.remove(tmp) end
+    return nil, "unsafe temporary or configured path"
+  end
+  local file = io.open(tmp, "w")
+  if not file then os.remove(tmp); return nil, "cannot write " .. tmp end
+  file:write(job_json(job_desc, submit_uid))
+  file:close()
+  local seconds = tonumber(config.timeout) or 2
+  local agent = config.agent:match("^[%w%.:/_%-]+$") and config.agent or "127.0.0.1:6820"
+  local command = string.format("timeout -k 1 %g %s -I -S %s --agent %s --timeout %g < '%s' 2>/dev/null",
+    seconds, config.python, config.client, agent, seconds, tmp)
+  local pipe = io.popen(command, "r")
+  local output = pipe and pipe:read("*a") or ""
+  if pipe then pipe:close() end
+  os.remove(tmp)
+  local answer = { set = {}, order = {}, env = {} }
+  for line in output:gmatch("[^\n]+") do
+    local verb, rest = line:match("^(%S+)%s?(.*)$")
+    if verb == "action" then answer.action = rest
+    elseif verb == "message" then answer.message = rest
+    elseif verb == "set" then
+      local key, value = rest:match("^(%S+)%s?(.*)$")
+      if key then answer.set[key] = value; answer.order[#answer.order + 1] = key end
+    elseif verb == "setenv" then
+      local key, value = rest:match("^([%w_]+)%s?(.*)$")
+      if key then answer.env[key] = value end
+    end
+  end
+  if answer.action == nil then return nil, "no answer within " .. seconds .. " s" end
+  return answer, nil
+end
+
+local function apply(job_desc, answer)
+  for _, key in ipairs(answer.order) do
+    local value = answer.set[key]
+    if SETTABLE_NUMBER[key] then job_desc[key] = tonumber(value)
+    elseif SETTABLE_STRING[key] then job_desc[key] = value end
+  end
+  -- Only variables sbatch already put in the job's environment are overwritten (srun reads them).
+  local env = job_desc.environment
+  if env ~= nil then
+    for name, value in pairs(answer.env) do
+      if name:match("^SLURM_GPUS") and env[name] ~= nil then env[name] = value end
+    end
+  end
+end
+
+local function failed(reason)
+  if config.fail_mode == "closed" then
+    slurm.log_error("topoplace: refusing GPU job (fail_mode=closed): %s", reason)
+    slurm.log_user("topoplace placement is unavailable (%s); GPU jobs are refused until it is back", reason)
+    return slurm.ERROR
+  end
+  slurm.log_info("topoplace: job left unchanged (fail_mode=open): %s", reason)
+  return slurm.SUCCESS
+end
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  load_config()
+  if config.enabled ~= "yes" or not wants_gpus(job_desc) then return slurm.SUCCESS end
+  local answer, err = ask_topoplace(job_desc, submit_uid)
+  if answer == nil then return failed(err) end
+  local message = answer.message or ""
+  if answer.action == "apply" then
+    apply(job_desc, answer)
+    slurm.log_info("%s", message)
+    return slurm.SUCCESS
+  elseif answer.action == "never_fits" then
+    if config.refuse_never_fits == "yes" then
+      slurm.log_info("%s", message)
+      slurm.log_user("%s", message)
+      return slurm.ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE or slurm.ERROR
+    end
+    slurm.log_info("%s (refuse_never_fits=no: left unchanged)", message)
+    return slurm.SUCCESS
+  elseif answer.action == "pass" then
+    slurm.log_info("%s", message)
+    return slurm.SUCCESS
+  end
+  return failed(message ~= "" and message or "error")
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  -- A modified job keeps its plan; re-planning on `scontrol update` is not done (documented).
+  return slurm.SUCCESS
+end
+
+slurm.log_info("topoplace job_submit.lua loaded")
+return slurm.SUCCESS

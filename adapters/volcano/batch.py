@@ -1,0 +1,261 @@
+"""One session's snapshot → one solver batch, and the index that maps solver members back to pods.
+
+Which work is in the batch: every job (PodGroup) in phase Inqueue, Running or Unknown — the phases
+Volcano's allocate action places (Pending as well with ``plan_pending``) — with pending tasks that
+ask for GPUs. Each such task is one member; members are grouped into roles by Volcano task role
+(``volcano.sh/task-spec``), by sub-group (``subGroupPolicy``) and by shape, and numbered by pod name.
+
+Gang minimums (what must be placed for the job to count as placed) are what Volcano's gang plugin
+asks for, less what already runs: per role ``minTaskMember`` minus that role's running tasks, then
+raised role by role until the job's ``minMember`` minus its running tasks and its pending non-GPU
+tasks (Volcano places those itself) is met. Members beyond the minimums are elastic; a role whose
+minimum is 0 cannot be a solver role (minimum ≥ 1), so its members become one-member jobs of their
+own, ``<job>#<pod>``, placed if room is left.
+
+Network topology: the PodGroup's ``networkTopology`` (or the ``volcano.sh/network-topology-*``
+annotations) → the job's locality: ``hard`` is REQUIRED and ``soft`` PREFERRED at
+``highestTierAllowed`` (or the tier named by ``highestTierName``); a hard rule with no tier is
+tier 1, the CRD's former default. A sub-group's ``networkTopology`` → its role's locality.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from adapters.volcano import kube
+from adapters.volcano.hypernodes import Fabric
+from adapters.volcano.wire import Job, NetworkTopology, NodeInfo, Snapshot, SubGroupPolicy, Task
+from solver.model import Inventory, Locality, Node, Policy, Requirement, Role, SolveRequest
+from solver.model import Job as SolverJob
+
+PLANNED_PHASES = frozenset({"Inqueue", "Running", "Unknown"})
+MAX_PRIORITY = 1_000_000
+TOPOLOGY_MODE = "volcano.sh/network-topology-mode"
+TOPOLOGY_TIER = "volcano.sh/network-topology-highest-tier"
+
+
+@dataclass(frozen=True)
+class MemberRef:
+    job: str  # solver job id
+    role: str
+    index: int
+
+
+@dataclass
+class JobEntry:
+    """A Volcano job as the batch sees it."""
+
+    uid: str
+    namespace: str
+    name: str
+    solver_jobs: list[str] = field(default_factory=list)  # the gang first, then elastic one-member jobs
+    minimum: int = 0  # GPU members the gang needs this session
+    rule: str = ""  # the locality rule in Volcano's words, for predicate reasons
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Batch:
+    request: SolveRequest
+    members: dict[str, MemberRef] = field(default_factory=dict)  # task uid → member
+    tasks: dict[str, Task] = field(default_factory=dict)  # task uid → task (planned ones)
+    task_job: dict[str, str] = field(default_factory=dict)  # task uid → Volcano job uid
+    jobs: dict[str, JobEntry] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)  # task uid → why its annotations are refused
+    left_to_volcano: dict[str, str] = field(default_factory=dict)  # task uid → why not modelled
+    nodes: dict[str, Node] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.request.jobs)
+
+
+def build(snapshot: Snapshot, fabric: Fabric, policy: Policy, *, plan_pending: bool = False) -> Batch:
+    """The batch for ``snapshot``: inventory from its nodes, jobs from its pending GPU work."""
+    warn = kube.NodeWarnings(list(fabric.warnings))
+    nodes = [inventory_node(info, fabric, warn) for info in snapshot.nodes]
+    switches = fabric.switches if any(n.leaf for n in nodes) else ()
+    models = {g.model for n in nodes for g in n.gpus if g.model}
+    batch = Batch(request=SolveRequest(inventory=Inventory(nodes=tuple(nodes), switches=switches)))
+    batch.nodes = {n.name: n for n in nodes}
+    phases = PLANNED_PHASES | ({"Pending", ""} if plan_pending else set())
+    jobs: list[SolverJob] = []
+    for job in snapshot.jobs:
+        if job.podgroup is not None and job.podgroup.phase not in phases:
+            continue
+        jobs += job_entries(job, batch, fabric if switches else Fabric(), models)
+    batch.warnings = warn.items
+    batch.request = batch.request.model_copy(update={"jobs": tuple(jobs), "policy": policy})
+    return batch
+
+
+def inventory_node(info: NodeInfo, fabric: Fabric, warn: kube.NodeWarnings) -> Node:
+    return kube.inventory_node(info, fabric.leaf_of.get(info.name, ""), warn)
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+def job_entries(job: Job, batch: Batch, fabric: Fabric, models: set[str]) -> list[SolverJob]:
+    """The solver jobs for one Volcano job (none if it has no pending GPU work), recorded in ``batch``."""
+    pending_gpu: list[Task] = []
+    pending_other = 0
+    for task in job.tasks:
+        if not task.pending:
+            continue
+        if not kube.is_gpu_task(task):
+            pending_other += 1
+            continue
+        batch.task_job[task.uid] = job.uid
+        pending_gpu.append(task)
+    if not pending_gpu:
+        return []
+    entry = JobEntry(uid=job.uid, namespace=job.namespace, name=job.name or job.uid)
+    batch.jobs[job.uid] = entry
+    shapes: dict[str, object] = {}
+    for task in pending_gpu:
+        try:
+            shapes[task.uid] = kube.member_shape(task, models)
+        except kube.PodRefused as err:
+            batch.refused[task.uid] = str(err)
+        except kube.NotOurs as err:
+            batch.left_to_volcano[task.uid] = str(err)
+            del batch.task_job[task.uid]
+    planned = [t for t in pending_gpu if t.uid in shapes]
+    if not planned:
+        return []
+    groups = sub_groups(job, planned)
+    roles = group_roles(planned, shapes, groups)
+    minimums = gang_minimums(job, roles, pending_other)
+    locality, entry.rule = job_locality(job, fabric, entry)
+    gang_roles: list[Role] = []
+    elastic: list[SolverJob] = []
+    priority = max(0, min(job.priority, MAX_PRIORITY))
+    for (name, tasks, shape, role_locality), minimum in zip(roles, minimums, strict=True):
+        if minimum == 0:
+            for task in tasks:
+                jid = f"{job.uid}#{task.name}"
+                elastic.append(
+                    SolverJob(
+                        id=jid,
+                        priority=priority,
+                        roles=(Role(name=name, replicas=1, member=shape, locality=role_locality),),
+                    )
+                )
+                batch.members[task.uid] = MemberRef(jid, name, 0)
+                batch.tasks[task.uid] = task
+            continue
+        gang_roles.append(
+            Role(name=name, replicas=len(tasks), min_replicas=minimum, member=shape, locality=role_locality)
+        )
+        for i, task in enumerate(tasks):
+            batch.members[task.uid] = MemberRef(job.uid, name, i)
+            batch.tasks[task.uid] = task
+    entry.minimum = sum(minimums)
+    gang = (
+        [SolverJob(id=job.uid, priority=priority, roles=tuple(gang_roles), locality=locality)]
+        if gang_roles
+        else []
+    )
+    entry.solver_jobs = [j.id for j in gang + elastic]
+    return gang + elastic
+
+
+RoleSpec = tuple[str, list[Task], object, Locality]
+
+
+def group_roles(
+    tasks: list[Task], shapes: Mapping[str, object], groups: Mapping[str, tuple[str, Locality]]
+) -> list[RoleSpec]:
+    """Tasks of one Volcano role, one sub-group and one shape form a solver role, named
+    ``<role>`` (``default`` when the pod names none), ``@<sub-group>`` and ``#<n>`` added as needed."""
+    keyed: dict[tuple[str, str, str], list[Task]] = defaultdict(list)
+    for task in sorted(tasks, key=lambda t: t.name):
+        group = groups.get(task.uid, ("", Locality()))[0]
+        keyed[(task.role or "default", group, shapes[task.uid].model_dump_json())].append(task)  # type: ignore[attr-defined]
+    specs: list[RoleSpec] = []
+    seen: Counter[str] = Counter()
+    for (role, group, _), members in keyed.items():
+        base = role + (f"@{group}" if group else "")
+        seen[base] += 1
+        name = base if seen[base] == 1 else f"{base}#{seen[base]}"
+        locality = groups.get(members[0].uid, ("", Locality()))[1]
+        specs.append((name, members, shapes[members[0].uid], locality))
+    return specs
+
+
+def gang_minimums(job: Job, roles: list[RoleSpec], pending_other: int) -> list[int]:
+    """Each solver role's minimum this session (see the module docstring)."""
+    running = Counter(t.role for t in job.tasks if t.holding)
+    task_min = job.task_min_available or (job.podgroup.min_task_member if job.podgroup else {})
+    left_per_role = {r: max(0, m - running[r]) for r, m in task_min.items()}
+    minimums = []
+    for _, tasks, _, _ in roles:
+        role = tasks[0].role
+        take = min(len(tasks), left_per_role.get(role, 0))
+        left_per_role[role] = left_per_role.get(role, 0) - take
+        minimums.append(take)
+    min_member = job.min_available or (job.podgroup.min_member if job.podgroup else 0)
+    needed = max(0, min_member - sum(running.values()) - pending_other)
+    for i, (_, tasks, _, _) in enumerate(roles):
+        extra = min(len(tasks) - minimums[i], max(0, needed - sum(minimums)))
+        minimums[i] += extra
+    return minimums
+
+
+def sub_groups(job: Job, tasks: Iterable[Task]) -> dict[str, tuple[str, Locality]]:
+    """task uid → (sub-group key, its locality) for tasks a ``subGroupPolicy`` selects."""
+    policies = job.podgroup.sub_groups if job.podgroup else ()
+    found: dict[str, tuple[str, Locality]] = {}
+    for task in tasks:
+        labels = task.labels
+        for policy in policies:
+            if not all(labels.get(k) == v for k, v in policy.match_labels.items()):
+                continue
+            values = "/".join(labels.get(k, "") for k in policy.match_label_keys)
+            key = policy.name + (f"={values}" if values else "")
+            found[task.uid] = (key, _group_locality(policy))
+            break
+    return found
+
+
+def _group_locality(policy: SubGroupPolicy) -> Locality:
+    if policy.topology is None:
+        return Locality()
+    mode, tier = _mode_and_tier(policy.topology, {})
+    return Locality(mode=mode, highest_tier=tier)
+
+
+def job_locality(job: Job, fabric: Fabric, entry: JobEntry) -> tuple[Locality, str]:
+    """The job's locality and the rule in Volcano's words (e.g. ``networkTopology hard,
+    highestTierAllowed 1``); no rule when the cluster has no HyperNodes (noted)."""
+    topology = job.podgroup.topology if job.podgroup else None
+    notes = job.podgroup.annotations if job.podgroup else {}
+    if topology is None and TOPOLOGY_MODE in notes:
+        tier = notes.get(TOPOLOGY_TIER, "")
+        topology = NetworkTopology(
+            mode=notes[TOPOLOGY_MODE],
+            highest_tier=int(tier) if tier.isdigit() else None,
+            highest_tier_name="",
+        )
+    if topology is None:
+        return Locality(), ""
+    if not fabric.switches:
+        entry.notes.append("networkTopology ignored: no HyperNodes are known")
+        return Locality(), ""
+    mode, tier = _mode_and_tier(topology, fabric.tier_names)
+    words = f"networkTopology {topology.mode}, highestTierAllowed {tier}"
+    return Locality(mode=mode, highest_tier=tier), words
+
+
+def _mode_and_tier(topology: NetworkTopology, tier_names: Mapping[str, int]) -> tuple[Requirement, int]:
+    mode = Requirement.REQUIRED if topology.mode == "hard" else Requirement.PREFERRED
+    tier = topology.highest_tier
+    if tier is None and topology.highest_tier_name:
+        tier = tier_names.get(topology.highest_tier_name)
+    if tier is None:
+        tier = 1 if mode == Requirement.REQUIRED else 0
+    return mode, tier

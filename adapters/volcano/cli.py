@@ -1,0 +1,161 @@
+"""``topoplace volcano serve`` and ``topoplace node-report``, registered through the
+``topoplace.commands`` entry point (the core CLI never imports adapters by name).
+
+Exit codes follow the core CLI: 0 ok, 2 bad input (each problem on stderr), 3 an API call failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from solver.errors import InvalidRequest, Problem
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 2, 3
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``volcano serve`` to the ``topoplace`` parser."""
+    volcano = subparsers.add_parser("volcano", help="Volcano adapter: the scheduler extender service")
+    commands = volcano.add_subparsers(required=True, metavar="COMMAND")
+    serve = commands.add_parser("serve", help="serve Volcano's extender plugin over HTTP")
+    serve.add_argument("--host", default="0.0.0.0")
+    serve.add_argument("--port", type=int, default=8888)
+    serve.add_argument(
+        "--solver", metavar="HOST:PORT", help="a topoplace gRPC server (default: solve in process)"
+    )
+    serve.add_argument(
+        "--hypernodes", type=Path, help="HyperNode YAML/JSON file or directory (reloaded on change)"
+    )
+    serve.add_argument(
+        "--http-timeout",
+        type=_duration,
+        default=1.0,
+        metavar="DURATION",
+        help="Volcano's extender.httpTimeout, e.g. 1s or 500ms (default 1s)",
+    )
+    serve.add_argument(
+        "--planned-score", type=float, default=100.0, help="prioritize score of the planned node"
+    )
+    serve.add_argument("--plan-pending", action="store_true", help="also plan PodGroups in phase Pending")
+    serve.add_argument("--packing", choices=("binpack", "spread"), default="binpack")
+    serve.add_argument("--dry-run", action="store_true", help="log patches instead of writing them")
+    serve.add_argument(
+        "--verb",
+        action="append",
+        default=[],
+        metavar="NAME=VERB",
+        help="a verb name configured differently in Volcano, e.g. allocate=allocateFunc",
+    )
+    serve.set_defaults(run=run_serve)
+
+
+def add_node_report(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``node-report`` to the ``topoplace`` parser."""
+    report = subparsers.add_parser("node-report", help="a node's topology annotation from nvidia-smi output")
+    report.add_argument("--topo", type=Path, required=True, help="`nvidia-smi topo -m` output ('-' = stdin)")
+    report.add_argument(
+        "--gpus",
+        type=Path,
+        help="`nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits`",
+    )
+    report.add_argument("--node", required=True, help="the Kubernetes node name (in a pod: spec.nodeName)")
+    report.add_argument("--nic-gbps", type=int, default=0, help="RDMA NIC bandwidth to record")
+    report.add_argument(
+        "--patch", action="store_true", help="write it on the Node object instead of printing"
+    )
+    report.set_defaults(run=run_node_report)
+
+
+def _duration(text: str) -> float:
+    """A Go duration as Volcano writes it: ``500ms``, ``1s``, ``1.5s``, ``2m``."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0}
+    for unit in ("ms", "s", "m"):
+        if text.endswith(unit):
+            try:
+                return float(text[: -len(unit)]) * units[unit]
+            except ValueError:
+                break
+    raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 500ms or 1s")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from adapters.volcano.extender import Config, Extender, local_solve, remote_solve
+    from adapters.volcano.hypernodes import HyperNodeFiles
+    from adapters.volcano.patcher import KubernetesPatcher, PodPatcher, RecordingPatcher
+    from adapters.volcano.server import VERBS, serve
+    from solver.model import Packing
+
+    aliases = dict(v.split("=", 1) for v in args.verb if "=" in v)
+    unknown = [v for v in aliases.values() if v not in VERBS]
+    if unknown:
+        raise InvalidRequest(
+            [Problem(path="--verb", message=f"{v!r} is not one of {', '.join(VERBS)}") for v in unknown]
+        )
+    hypernodes = HyperNodeFiles(args.hypernodes).hypernodes if args.hypernodes else tuple
+    patcher: PodPatcher = RecordingPatcher() if args.dry_run else KubernetesPatcher()
+    extender = Extender(
+        solve=remote_solve(args.solver) if args.solver else local_solve,
+        patcher=patcher,
+        hypernodes=hypernodes,
+        solver_process=not args.solver,
+        config=Config(
+            http_timeout_s=args.http_timeout,
+            planned_score=args.planned_score,
+            plan_pending=args.plan_pending,
+            packing=Packing[args.packing.upper()],
+        ),
+    )
+    if not args.solver:
+        import solver.solve  # noqa: F401  (OR-Tools loads now, not in the first session)
+    running = serve(extender, args.host, args.port, aliases)
+    print(f"topoplace volcano extender on {running.url}", file=sys.stderr, flush=True)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stop.wait()
+    running.stop()
+    extender.close()
+    return EXIT_OK
+
+
+def run_node_report(args: argparse.Namespace) -> int:
+    from adapters.volcano import annotations as ann
+    from adapters.volcano.node_report import annotation_patch, report
+
+    try:
+        topo = sys.stdin.read() if str(args.topo) == "-" else args.topo.read_text()
+        gpus = args.gpus.read_text() if args.gpus else ""
+    except OSError as err:
+        raise InvalidRequest(
+            [Problem(path=str(err.filename), message=f"cannot read: {err.strerror}")]
+        ) from err
+    try:
+        node = report(topo, args.node, gpu_csv=gpus, source=str(args.topo), nic_gbps=args.nic_gbps)
+    except ann.AnnotationError as err:
+        raise InvalidRequest([Problem(path=str(args.gpus), message=str(err))]) from err
+    if not args.patch:
+        print(ann.topology_value(node))
+        return EXIT_OK
+    try:
+        from kubernetes import client, config
+
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            config.load_kube_config()
+        client.CoreV1Api().patch_node(args.node, annotation_patch(node))
+    except Exception as err:  # ImportError, ApiException, connection errors
+        print(f"error: patching node {args.node}: {err}", file=sys.stderr)
+        return EXIT_INTERNAL
+    print(json.dumps({"patched": args.node, "gpus": len(node.gpus), "nics": len(node.nics)}))
+    return EXIT_OK

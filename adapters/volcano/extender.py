@@ -1,0 +1,399 @@
+"""The extender's verbs, independent of HTTP: request body (parsed JSON) in, reply body out.
+
+``onSessionOpen`` turns the snapshot into one batch, solves it once within Volcano's HTTP timeout,
+and keeps the plan until ``onSessionClose``; every other verb answers from the plan. When there is
+no plan — no session open, no GPU work, the solver refused the batch or ran out of time — every
+answer is neutral (admit, score 0, ready), so Volcano schedules as if topoplace were not there:
+a broken optimiser must never stop a cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import structlog
+
+from adapters.volcano import batch as batch_mod
+from adapters.volcano import hypernodes as hn
+from adapters.volcano import wire
+from adapters.volcano.patcher import PatchError, PodPatcher
+from adapters.volcano.plan import Plan
+from solver.errors import InvalidRequest, VerificationFailed
+from solver.model import Packing, Policy, SolveRequest, SolveResult, SolveStatus
+
+SolveFn = Callable[[SolveRequest, float], SolveResult]
+"""``solve(request, deadline_s)``: in process (``solver.solve.solve``) or over gRPC."""
+
+_log = structlog.get_logger("topoplace.volcano")
+
+
+@dataclass(frozen=True)
+class Config:
+    http_timeout_s: float = 1.0  # Volcano's extender.httpTimeout
+    margin_s: float = 0.25  # kept back for parsing, the reply and the network
+    planned_score: float = 100.0
+    plan_pending: bool = False  # also plan PodGroups still in phase Pending
+    packing: Packing = Packing.BINPACK
+    node_policy: str = ""
+    gpu_policy: str = ""
+    background_limit_s: float = 10.0  # search limit of a solve too big for one session
+
+
+@dataclass
+class SessionStatus:
+    """What the last session did, for ``GET /status`` and the logs."""
+
+    opened: float = 0.0
+    nodes: int = 0
+    jobs: int = 0
+    tasks: int = 0
+    placed_jobs: list[str] = field(default_factory=list)
+    unplaced_jobs: dict[str, str] = field(default_factory=dict)
+    solver_status: str = ""
+    solved: bool = False
+    reused: bool = False  # the result of an earlier session with the same inventory and jobs
+    open_ms: float = 0.0
+    error: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+def local_solve(request: SolveRequest, deadline_s: float) -> SolveResult:
+    """The pipeline in this process; OR-Tools is imported on first use."""
+    from solver.solve import solve
+
+    return solve(request, deadline_s=deadline_s)
+
+
+def _load_solver() -> None:
+    import solver.solve  # noqa: F401
+
+
+def remote_solve(target: str) -> SolveFn:
+    """The pipeline on a topoplace gRPC server at ``target``."""
+    from solver.service.client import solve_remote
+
+    def call(request: SolveRequest, deadline_s: float) -> SolveResult:
+        return solve_remote(target, request, timeout_s=deadline_s)
+
+    return call
+
+
+class Extender:
+    def __init__(
+        self,
+        *,
+        solve: SolveFn,
+        patcher: PodPatcher,
+        hypernodes: Callable[[], Sequence[hn.HyperNode]] = tuple,
+        config: Config = Config(),
+        solver_process: bool = False,
+    ) -> None:
+        """``solver_process``: run ``solve`` (a picklable function, e.g. :func:`local_solve`) in a
+        child process, so a long solve does not hold the GIL the HTTP threads need."""
+        self._solve = solve
+        self._patcher = patcher
+        self._hypernodes = hypernodes
+        self.config = config
+        self._lock = threading.Lock()
+        self._plan: Plan | None = None
+        self._generation = 0  # bumped by every open and close: a late open installs nothing
+        self.status = SessionStatus()
+        self._executor: Executor = (
+            ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            if solver_process
+            else ThreadPoolExecutor(max_workers=1, thread_name_prefix="topoplace-solve")
+        )
+        self._warming: Future[None] | None = None
+        self._last_open: (
+            tuple[str, Any, batch_mod.Batch, SolveResult | None, hn.Fabric, SessionStatus] | None
+        ) = None
+        if solver_process:
+            self._warming = self._executor.submit(_load_solver)  # OR-Tools loads now, not in a session
+        self._inflight: tuple[str, Future[SolveResult]] | None = None
+        self._cache: tuple[str, SolveResult] | None = None  # last good result, by batch fingerprint
+        self._overhead_s = 0.0  # the last solve's time outside the search (validate, compile, explain)
+        self._solves = 0
+
+    @property
+    def plan(self) -> Plan | None:
+        return self._plan
+
+    # ------------------------------------------------------------------ session
+
+    def reopen(self, digest: str) -> dict[str, Any] | None:
+        """Open a session whose body is byte for byte the last one's (``digest`` of the raw body)
+        with the last batch and result, skipping JSON parsing and conversion; None if it differs.
+        Volcano sends the same bytes while nothing changes: Go writes map keys sorted."""
+        started = time.perf_counter()
+        last, hypernodes = self._last_open, self._hypernodes()
+        if last is None or last[0] != digest or last[1] is not hypernodes:
+            return None
+        _, _, work, result, fabric, status = last
+        plan = Plan.of(work, result, fabric, self.config.planned_score)
+        status = replace(
+            status, opened=time.time(), reused=True, open_ms=(time.perf_counter() - started) * 1000
+        )
+        with self._lock:
+            self._generation += 1
+            self._plan = plan
+            self.status = status
+        return {}
+
+    def on_session_open(self, body: Any, digest: str = "") -> dict[str, Any]:
+        started = time.perf_counter()
+        snapshot = wire.snapshot(body)  # BadPayload → 400, before anything changes
+        with self._lock:
+            self._generation += 1
+            generation = self._generation
+        status = SessionStatus(opened=time.time(), nodes=len(snapshot.nodes), jobs=len(snapshot.jobs))
+        hypernodes = self._hypernodes()
+        fabric = hn.resolve(hypernodes, {n.name: n.labels for n in snapshot.nodes})
+        policy = self._policy(started)
+        work = batch_mod.build(snapshot, fabric, policy, plan_pending=self.config.plan_pending)
+        status.tasks = len(work.members)
+        status.warnings = work.warnings
+        result: SolveResult | None = None
+        if work.has_work:
+            result, status.error, status.reused = self._result_for(work.request, started)
+        status.solved = result is not None
+        if result is not None:
+            status.solver_status = SolveStatus(result.status).name
+            if result.status == SolveStatus.UNKNOWN:
+                status.error = "the solver found no placement in time; answering neutrally this session"
+                result = None
+        plan = (
+            Plan.of(work, result, fabric, self.config.planned_score)
+            if result is not None or not work.has_work
+            else None
+        )
+        if plan is not None:
+            for vjob in work.jobs:
+                if plan.gang_placed(vjob):
+                    status.placed_jobs.append(vjob)
+                else:
+                    status.unplaced_jobs[vjob] = plan.unplaced_reason(vjob)
+        status.open_ms = (time.perf_counter() - started) * 1000
+        with self._lock:
+            if generation == self._generation:  # no close or newer open came meanwhile
+                self._plan = plan
+            self.status = status
+            if digest and plan is not None:
+                self._last_open = (digest, hypernodes, work, result, fabric, status)
+        _log.info(
+            "session opened",
+            nodes=status.nodes,
+            jobs=status.jobs,
+            gpu_tasks=status.tasks,
+            placed=len(status.placed_jobs),
+            unplaced=len(status.unplaced_jobs),
+            solver=status.solver_status,
+            ms=round(status.open_ms, 1),
+            error=status.error or None,
+            warnings=len(status.warnings),
+        )
+        return {}
+
+    def on_session_close(self, body: Any) -> dict[str, Any]:
+        wire.as_object(body, "body")
+        with self._lock:
+            self._generation += 1
+            self._plan = None
+        return {}
+
+    def ready(self, timeout_s: float) -> bool:
+        """Wait until the solver process has loaded (True) or ``timeout_s`` passed."""
+        try:
+            if self._warming is not None:
+                self._warming.result(timeout=timeout_s)
+        except FutureTimeout:
+            return False
+        return True
+
+    def wait_for_solver(self, timeout_s: float) -> bool:
+        """Wait for the solve in flight (for benchmarks and tests); True if none is left running."""
+        inflight = self._inflight
+        if inflight is None:
+            return True
+        try:
+            inflight[1].result(timeout=timeout_s)
+        except FutureTimeout:
+            return False
+        except Exception:
+            return True
+        time.sleep(0.05)  # let the done-callback record the result
+        return True
+
+    def close(self) -> None:
+        """Stop the solver thread (a solve in flight is abandoned)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _policy(self, started: float) -> Policy:
+        budget = self._budget(started)
+        return Policy(
+            time_limit_s=budget,
+            packing=self.config.packing,
+            node_policy=self.config.node_policy,
+            gpu_policy=self.config.gpu_policy,
+            deterministic=True,
+        )
+
+    def _budget(self, started: float) -> float:
+        left = self.config.http_timeout_s - self.config.margin_s - (time.perf_counter() - started)
+        return max(0.05, left)
+
+    def _result_for(self, request: SolveRequest, started: float) -> tuple[SolveResult | None, str, bool]:
+        """(result, error, reused). Solves within this session's budget when the last solve says the
+        pipeline fits in it; otherwise solves in the background with a longer search and answers
+        neutrally until a session with the same inventory and jobs can reuse that result."""
+        key = fingerprint(request)
+        with self._lock:
+            cached, inflight = self._cache, self._inflight
+        if cached is not None and cached[0] == key:
+            return cached[1], "", True
+        budget = self._budget(started)
+        if inflight is not None and not inflight[1].done():
+            if inflight[0] != key:
+                return None, "the previous batch is still being solved; answering neutrally", False
+            future = inflight[1]
+        else:
+            background = self._overhead_s > 0.8 * budget
+            limit = self.config.background_limit_s if background else budget
+            deadline = limit + self._overhead_s + 1.0 if background else budget
+            policy = request.policy.model_copy(update={"time_limit_s": limit})
+            future = self._executor.submit(
+                self._solve, request.model_copy(update={"policy": policy}), deadline
+            )
+            future.add_done_callback(lambda f: self._solved(key, f))
+            with self._lock:
+                self._inflight = (key, future)
+            if background:
+                return None, "the batch takes longer than a session allows; solving in the background", False
+        try:
+            return future.result(timeout=max(0.0, self._budget(started) + 0.05)), "", False
+        except FutureTimeout:
+            with self._lock:  # next time, solve such a batch in the background from the start
+                self._overhead_s = max(self._overhead_s, budget)
+            return None, "the solve did not finish within the session; its result serves the next one", False
+        except InvalidRequest as err:
+            problems = "; ".join(str(p) for p in err.problems[:5])
+            more = f" (and {len(err.problems) - 5} more)" if len(err.problems) > 5 else ""
+            return None, f"the solver refused the batch: {problems}{more}", False
+        except VerificationFailed as err:
+            _log.error("placement failed verification", error=str(err))
+            return None, f"internal: {err}", False
+        except Exception as err:  # remote errors, timeouts: answer neutrally, say why
+            _log.exception("solve failed")
+            return None, f"solve failed: {type(err).__name__}: {err}", False
+
+    def _solved(self, key: str, future: Future[SolveResult]) -> None:
+        """Keep what a finished solve teaches: its overhead, and its result for reuse."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        result = future.result()
+        search = sum(t.ms for t in result.timings if t.stage == "solve") / 1000
+        with self._lock:
+            self._overhead_s = max(0.0, sum(t.ms for t in result.timings) / 1000 - search)
+            self._solves += 1
+            if result.status != SolveStatus.UNKNOWN:
+                self._cache = (key, result)
+
+    # ------------------------------------------------------------------ per-task verbs (never solve)
+
+    def predicate(self, body: Any) -> dict[str, Any]:
+        task = wire.body_task(body)
+        node = wire.body_node_name(body)
+        plan = self._plan
+        if plan is None:
+            return wire.predicate_reply()
+        code, reason = plan.predicate(task, node)
+        return wire.predicate_reply(code, reason)
+
+    def prioritize(self, body: Any) -> dict[str, Any]:
+        task = wire.body_task(body)
+        nodes = wire.body_node_names(body)
+        plan = self._plan
+        if plan is None:
+            return wire.prioritize_reply(dict.fromkeys(nodes, 0.0))
+        return wire.prioritize_reply(plan.prioritize(task, nodes))
+
+    def job_ready(self, body: Any) -> dict[str, Any]:
+        job = wire.body_job(body)
+        plan = self._plan
+        with self._lock:
+            ready = True if plan is None else plan.job_ready(job.uid)
+        return wire.job_ready_reply(ready)
+
+    def allocate(self, body: Any) -> dict[str, Any]:
+        task = wire.body_task(body)
+        plan = self._plan
+        if plan is None:
+            return wire.event_reply()
+        with self._lock:
+            pod_notes, group_notes, error = plan.allocate(task)
+        errors = [error] if error else []
+        if pod_notes:
+            errors += self._patch(lambda: self._patcher.patch_pod(task.namespace, task.name, pod_notes))
+        entry = plan.batch.jobs.get(plan.batch.task_job.get(task.uid, ""))
+        if group_notes and entry is not None:
+            errors += self._patch(
+                lambda: self._patcher.patch_podgroup(entry.namespace, entry.name, group_notes)
+            )
+        if errors:
+            _log.warning("allocate", task=task.key, node=task.node_name, problems=errors)
+        return wire.event_reply("; ".join(errors))
+
+    def deallocate(self, body: Any) -> dict[str, Any]:
+        task = wire.body_task(body)
+        plan = self._plan
+        if plan is None:
+            return wire.event_reply()
+        with self._lock:
+            removal = plan.deallocate(task)
+        errors = (
+            self._patch(lambda: self._patcher.patch_pod(task.namespace, task.name, removal))
+            if removal
+            else []
+        )
+        return wire.event_reply("; ".join(errors))
+
+    @staticmethod
+    def _patch(call: Callable[[], None]) -> list[str]:
+        try:
+            call()
+        except PatchError as err:
+            return [str(err)]
+        return []
+
+    def status_view(self) -> dict[str, Any]:
+        s = self.status
+        return {
+            "sessionOpen": self._plan is not None,
+            "nodes": s.nodes,
+            "jobs": s.jobs,
+            "gpuTasks": s.tasks,
+            "solved": s.solved,
+            "solverStatus": s.solver_status,
+            "reused": s.reused,
+            "openMs": round(s.open_ms, 1),
+            "placedJobs": s.placed_jobs,
+            "unplacedJobs": s.unplaced_jobs,
+            "error": s.error,
+            "warnings": s.warnings[:50],
+        }
+
+
+def fingerprint(request: SolveRequest) -> str:
+    """What makes two sessions' batches the same: inventory and jobs (not the per-session policy)."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(request.inventory.model_dump_json().encode())
+    for job in request.jobs:
+        digest.update(job.model_dump_json().encode())
+    return digest.hexdigest()

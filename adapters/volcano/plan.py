@@ -1,0 +1,316 @@
+"""A session's plan: the solver's placement of the batch, and the bookkeeping of what Volcano did.
+
+Read-mostly: ``predicate``/``prioritize``/``job_ready`` only look things up (no solving, no I/O);
+``allocate``/``deallocate`` update the bookkeeping and return the annotations to write, so the
+caller does the (slow) API call outside the lock.
+
+A task Volcano allocates on another node than planned (another plugin decided, or a predicate was
+ignored) is *handled*: its planned devices are released, and it gets the first free GPUs (and, if
+it asked for NICs, the NICs paired with them) on the node it landed on — free meaning held by
+nobody in the snapshot, not planned for another task still expected there, not given to another
+off-plan task — written with ``planned: false`` so the node and the operator can tell.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from adapters.volcano import annotations as ann
+from adapters.volcano import kube
+from adapters.volcano.batch import Batch, JobEntry
+from adapters.volcano.hypernodes import Fabric
+from adapters.volcano.wire import (
+    CODE_SUCCESS,
+    CODE_UNRESOLVABLE,
+    CODE_UNSCHEDULABLE,
+    Task,
+)
+from solver.model import JobResult, MemberPlacement, Node, SolveResult, SolveStatus
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Devices for one task on one node."""
+
+    node: str
+    gpus: tuple[str, ...]
+    nics: tuple[str, ...]
+    shares: dict[str, tuple[int, int]]  # gpu id → (milli, memory MiB) for a share
+    numa: int | None
+    aligned: bool
+    planned: bool
+
+
+@dataclass
+class Plan:
+    batch: Batch
+    result: SolveResult | None
+    fabric: Fabric
+    planned_score: float = 100.0
+    assignments: dict[str, Assignment] = field(default_factory=dict)  # task uid → planned devices
+    job_results: dict[str, list[JobResult]] = field(default_factory=dict)  # Volcano job → solver results
+    hypernode: dict[str, str] = field(default_factory=dict)  # Volcano job → lowest HyperNode of its nodes
+    allocated: dict[str, Assignment] = field(default_factory=dict)  # task uid → what it got this session
+    hypernode_written: set[str] = field(default_factory=set)
+
+    @staticmethod
+    def of(batch: Batch, result: SolveResult | None, fabric: Fabric, planned_score: float = 100.0) -> Plan:
+        plan = Plan(batch=batch, result=result, fabric=fabric, planned_score=planned_score)
+        if result is not None:
+            plan._index(result)
+        return plan
+
+    def _index(self, result: SolveResult) -> None:
+        by_member = {(m.job, m.role, m.index): uid for uid, m in self.batch.members.items()}
+        owner = {sj: uid for uid, entry in self.batch.jobs.items() for sj in entry.solver_jobs}
+        nodes_of: dict[str, set[str]] = defaultdict(set)
+        for job in result.jobs:
+            vjob = owner.get(job.job_id)
+            if vjob is None:
+                continue
+            self.job_results.setdefault(vjob, []).append(job)
+            for member in job.members if job.placed else ():
+                uid = by_member.get((job.job_id, member.role, member.index))
+                if uid is not None:
+                    self.assignments[uid] = _assignment(member)
+                    nodes_of[vjob].add(member.node)
+        for vjob, nodes in nodes_of.items():
+            self.hypernode[vjob] = self.fabric.lowest_common(nodes)
+
+    # ------------------------------------------------------------------ lookups
+
+    def known(self, uid: str) -> bool:
+        return uid in self.batch.task_job or uid in self.batch.refused
+
+    def gang_placed(self, vjob: str) -> bool:
+        entry = self.batch.jobs.get(vjob)
+        if entry is None or not entry.solver_jobs:
+            return False
+        results = {r.job_id: r for r in self.job_results.get(vjob, [])}
+        gang = results.get(entry.solver_jobs[0])
+        return gang is not None and gang.placed
+
+    # ------------------------------------------------------------------ verbs
+
+    def predicate(self, task: Task, node: str) -> tuple[int, str]:
+        """(code, reason): only the planned node passes; every refusal names the rule."""
+        uid = task.uid
+        if uid in self.batch.refused:
+            return CODE_UNRESOLVABLE, f"topoplace: {task.key}: {self.batch.refused[uid]}"
+        vjob = self.batch.task_job.get(uid)
+        if vjob is None:
+            return CODE_SUCCESS, ""
+        entry = self.batch.jobs[vjob]
+        assignment = self.assignments.get(uid)
+        if assignment is None:
+            return CODE_UNSCHEDULABLE, self._why_unplaced(task.key, entry)
+        if assignment.node == node:
+            return CODE_SUCCESS, ""
+        return CODE_UNSCHEDULABLE, (
+            f"topoplace: {task.key} is planned on {assignment.node}, not {node}: "
+            f"{self._why_there(vjob, entry)}"
+        )
+
+    def prioritize(self, task: Task, nodes: list[str]) -> dict[str, float]:
+        assignment = self.assignments.get(task.uid)
+        target = assignment.node if assignment else None
+        return {n: (self.planned_score if n == target else 0.0) for n in nodes}
+
+    def job_ready(self, vjob: str) -> bool:
+        """Neutral (True) for jobs outside the batch; else placed by the plan and at least its
+        gang minimum of GPU tasks allocated this session."""
+        entry = self.batch.jobs.get(vjob)
+        if entry is None:
+            return True
+        if entry.minimum == 0:
+            return True
+        if not self.gang_placed(vjob):
+            return False
+        allocated = sum(1 for uid in self.allocated if self.batch.task_job.get(uid) == vjob)
+        return allocated >= entry.minimum
+
+    def allocate(self, task: Task) -> tuple[dict[str, str | None], dict[str, str | None], str]:
+        """Record ``task`` allocated on ``task.node_name``; returns (pod annotations, PodGroup
+        annotations, error). Empty annotations mean nothing to write."""
+        uid = task.uid
+        vjob = self.batch.task_job.get(uid)
+        if vjob is None or not task.node_name:
+            return {}, {}, ""
+        planned = self.assignments.get(uid)
+        error = ""
+        if planned is not None and planned.node == task.node_name:
+            got: Assignment | None = planned
+        else:
+            got = self._fallback(task)
+            where = f"planned on {planned.node}" if planned else "not in the plan"
+            error = f"{task.key} allocated on {task.node_name} but {where}" + (
+                "" if got else "; no free devices known there, devices left to the node"
+            )
+        if got is None:
+            self.allocated[uid] = Assignment(task.node_name, (), (), {}, None, False, False)
+            return {}, {}, error
+        self.allocated[uid] = got
+        pod_notes = ann.pod_annotations(self._device_annotation(task, got, vjob), self._vgpu_ids(task, got))
+        group_notes: dict[str, str | None] = {}
+        hypernode = self.hypernode.get(vjob, "")
+        if hypernode and vjob not in self.hypernode_written:
+            self.hypernode_written.add(vjob)
+            group_notes = {ann.JOB_HYPERNODE: hypernode}
+        return dict(pod_notes), group_notes, error
+
+    def deallocate(self, task: Task) -> dict[str, str | None]:
+        """Undo an allocation (Volcano discarded the statement): the annotations to remove."""
+        if self.allocated.pop(task.uid, None) is None:
+            return {}
+        return ann.removal()
+
+    # ------------------------------------------------------------------ reasons
+
+    def unplaced_reason(self, vjob: str) -> str:
+        """Why a job of the batch has no placement, as its tasks' predicate says it."""
+        return self._why_unplaced(vjob, self.batch.jobs[vjob])
+
+    def _why_unplaced(self, what: str, entry: JobEntry) -> str:
+        results = self.job_results.get(entry.uid, [])
+        if self.result is not None and self.result.status == SolveStatus.UNKNOWN:
+            return f"topoplace: the solver found no placement in time for {entry.uid}"
+        for result in results:
+            if not result.placed and result.reason is not None:
+                rule = f" [{entry.rule}]" if entry.rule and result.reason.code.name == "LOCALITY" else ""
+                fix = f"; would place it: {result.reason.relaxation}" if result.reason.relaxation else ""
+                return (
+                    f"topoplace: job {entry.uid} is not placed this session "
+                    f"({result.reason.code.name}{rule}): {result.reason.message}{fix}"
+                )
+        if not results:
+            return f"topoplace: no GPU task of {entry.uid} could be planned"
+        return f"topoplace: {what} is beyond the gang minimum of {entry.uid} and no room was left for it"
+
+    def _why_there(self, vjob: str, entry: JobEntry) -> str:
+        members = [a for uid, a in self.assignments.items() if self.batch.task_job.get(uid) == vjob]
+        nodes = sorted({a.node for a in members})
+        hypernode = self.hypernode.get(vjob, "")
+        parts = [f"gang {vjob} placed whole ({len(members)} pods on {len(nodes)} node(s)"]
+        if hypernode:
+            parts.append(f" under HyperNode {hypernode}")
+        parts.append(")")
+        if entry.rule:
+            parts.append(f" for {entry.rule}")
+        return "".join(parts)
+
+    # ------------------------------------------------------------------ devices
+
+    def _device_annotation(self, task: Task, got: Assignment, vjob: str) -> ann.DeviceAnnotation:
+        node = self.batch.nodes.get(got.node)
+        by_id = {g.id: g for g in node.gpus} if node else {}
+        ref = self.batch.members.get(task.uid)
+        gpus = []
+        for gid in (*(g for g in got.gpus if g not in got.shares), *got.shares):
+            gpu = by_id.get(gid)
+            milli, memory = got.shares.get(gid, (1000, gpu.memory_mib if gpu else 0))
+            gpus.append(
+                ann.DeviceGpu(
+                    id=gid,
+                    uuid=gpu.uuid if gpu else "",
+                    index=gpu.index if gpu else 0,
+                    milli=milli,
+                    memoryMib=memory,
+                )
+            )
+        return ann.DeviceAnnotation(
+            node=got.node,
+            job=vjob,
+            role=ref.role if ref else task.role,
+            member=ref.index if ref else 0,
+            gpus=tuple(gpus),
+            nics=got.nics,
+            numa=got.numa,
+            aligned=got.aligned,
+            planned=got.planned,
+            hypernode=self.hypernode.get(vjob, ""),
+        )
+
+    def _vgpu_ids(self, task: Task, got: Assignment) -> str:
+        """``volcano.sh/vgpu-ids-new``: the devices split over the GPU containers in order."""
+        node = self.batch.nodes.get(got.node)
+        by_id = {g.id: g for g in node.gpus} if node else {}
+        devices = []
+        for gid in (g for g in got.gpus if g not in got.shares):
+            gpu = by_id.get(gid)
+            devices.append(
+                ann.ContainerDevice(
+                    gpu.uuid if gpu and gpu.uuid else gid, "NVIDIA", gpu.memory_mib if gpu else 0, 100
+                )
+            )
+        for gid, (milli, memory) in got.shares.items():
+            gpu = by_id.get(gid)
+            devices.append(
+                ann.ContainerDevice(gpu.uuid if gpu and gpu.uuid else gid, "NVIDIA", memory, milli // 10)
+            )
+        counts = kube.container_gpu_counts(task) or [len(devices)]
+        containers, start = [], 0
+        for i, count in enumerate(counts):
+            end = len(devices) if i == len(counts) - 1 else start + count
+            containers.append(devices[start:end])
+            start = end
+        return ann.encode_pod_devices(containers)
+
+    def _fallback(self, task: Task) -> Assignment | None:
+        """The first free whole GPUs (and their paired NICs) on the node Volcano chose."""
+        node = self.batch.nodes.get(task.node_name)
+        count, memory, cores, _ = kube.gpu_request(task)
+        if node is None or memory or 0 < cores < 100 or count == 0:
+            return None
+        busy = {g for a in node.allocations for g in a.gpus} | {
+            s.gpu for a in node.allocations for s in a.gpu_shares
+        }
+        busy_nics = {n for a in node.allocations for n in a.nics}
+        for uid, a in self.assignments.items():
+            if a.node == node.name and uid != task.uid and self.allocated.get(uid, a).node == node.name:
+                busy |= set(a.gpus) | set(a.shares)
+                busy_nics |= set(a.nics)
+        for a in self.allocated.values():
+            if a.node == node.name:
+                busy |= set(a.gpus) | set(a.shares)
+                busy_nics |= set(a.nics)
+        free = [g for g in sorted(node.gpus, key=lambda g: g.index) if g.healthy and g.id not in busy]
+        if len(free) < count:
+            return None
+        gpus = free[:count]
+        nics = _paired_nics(node, [g.id for g in gpus], busy_nics) if task.annotations.get(kube.NICS) else ()
+        return Assignment(node.name, tuple(g.id for g in gpus), nics, {}, None, False, False)
+
+
+def _paired_nics(node: Node, gpus: list[str], busy: set[str]) -> tuple[str, ...]:
+    switch = {g.id: g.pcie_switch for g in node.gpus}
+    nics = []
+    for gid in gpus:
+        nic = next(
+            (
+                n.name
+                for n in node.nics
+                if n.rdma
+                and n.healthy
+                and n.name not in busy
+                and n.name not in nics
+                and n.pcie_switch
+                and n.pcie_switch == switch.get(gid)
+            ),
+            None,
+        )
+        if nic:
+            nics.append(nic)
+    return tuple(nics)
+
+
+def _assignment(member: MemberPlacement) -> Assignment:
+    return Assignment(
+        node=member.node,
+        gpus=member.gpus,
+        nics=member.nics,
+        shares={s.gpu: (s.milli, s.memory_mib) for s in member.gpu_shares},
+        numa=member.numa,
+        aligned=member.aligned,
+        planned=True,
+    )

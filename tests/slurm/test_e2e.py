@@ -1,0 +1,218 @@
+"""End to end on a real Slurm: munged, slurmctld and 16 ``slurmd -N`` on loopback, the project's
+job_submit.lua and TaskProlog, the topoplace gRPC service and the Slurm agent in this process.
+
+It proves that for real ``sbatch`` jobs (single-node, gangs, an impossible one, one while the
+service is down) the hook's answer is the solver's verified decision, that Slurm itself allocates
+exactly the planned nodes and GPU/NIC indices (``scontrol show job -d``), and that each task's
+environment from the TaskProlog names those GPUs and their aligned NICs — and Slurm's own
+``SLURM_JOB_GPUS`` agrees. Skips only when the Slurm/MUNGE programs are not installed
+(``scripts/install-slurm.sh`` installs them; CI runs it).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from adapters.slurm.emulate import ClusterSpec, EmulatedCluster, missing_binaries
+from adapters.slurm.gres import node_devices, parse_gres_conf, parse_gres_item, split_outside_parens
+from adapters.slurm.hostlist import compress, expand
+from adapters.slurm.nodetypes import load_node_type
+from adapters.slurm.plan import parse_plan_comment
+from solver.model import Distance
+from solver.topology import device_distance
+
+MISSING = missing_binaries()
+pytestmark = pytest.mark.skipif(
+    bool(MISSING), reason=f"Slurm/MUNGE not installed ({', '.join(MISSING)}): run scripts/install-slurm.sh"
+)
+CAPTURE = Path(__file__).resolve().parents[2] / "fixtures" / "topo" / "a100-nv12-8gpu-10nic-fixture.txt"
+
+
+class Harness:
+    def __init__(self, root: Path) -> None:
+        from adapters.slurm.agent import Agent, AgentConfig, serve_agent
+        from solver.service.server import serve
+
+        self.cluster = EmulatedCluster(root, ClusterSpec(nodes=16, nodes_per_leaf=4, capture=CAPTURE))
+        self.cluster.write_files({"timeout": "5"})
+        self.cluster.start()
+        self.server = serve("127.0.0.1", 0)
+        etc = root / "etc"
+        config = AgentConfig(
+            solver=f"127.0.0.1:{self.server.port}",
+            topo_dir=self.cluster.topo_dir,
+            gres_conf=etc / "gres.conf",
+            topology=etc / "topology.conf",
+            scontrol="scontrol",
+            squeue="squeue",
+            debug_dir=root / "log",
+        )
+        import os
+
+        os.environ["SLURM_CONF"] = str(self.cluster.conf)  # the agent's scontrol/squeue
+        os.environ["PATH"] = self.cluster.env()["PATH"]
+        self.agent = Agent(config)
+        self.running_agent = serve_agent(self.agent)
+        self.cluster.write_hook_conf({"agent": self.running_agent.address})
+        self.gres_conf = parse_gres_conf((etc / "gres.conf").read_text())
+        self.node_type = load_node_type(CAPTURE)
+
+    def sbatch(self, *args: str) -> tuple[int, str, str, float]:
+        out = str(self.cluster.root / "out" / "%j.out")
+        task = "echo TP $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES hca=$NCCL_IB_HCA slurm=$SLURM_JOB_GPUS"
+        script = f"srun -l sh -c '{task}'; sleep 300"
+        started = time.perf_counter()
+        done = self.cluster.run("sbatch", "--parsable", *args, "-o", out, "--wrap", script, check=False)
+        return done.returncode, done.stdout.strip(), done.stderr.strip(), time.perf_counter() - started
+
+    def job(self, job_id: str) -> dict[str, str | list[tuple[str, str]]]:
+        text = self.cluster.run("scontrol", "show", "job", "-d", job_id).stdout
+        fields: dict = {"alloc": re.findall(r"^\s+Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)", text, re.M)}
+        for key in ("JobState", "ReqNodeList", "NodeList", "NumNodes", "TresPerNode"):
+            match = re.search(rf"\b{key}=(\S+)", text)
+            fields[key] = match.group(1) if match else ""
+        match = re.search(r"\bComment=(.*?)(?:\n|\s+[A-Z][A-Za-z]+=)", text)
+        fields["Comment"] = match.group(1) if match else ""
+        comment = re.search(r"topoplace/v1 id=\S+(?: \S+:gpu=\S*:nic=\S*)*", text)
+        fields["Plan"] = comment.group(0) if comment else ""
+        return fields
+
+    def wait_running(self, job_id: str, timeout_s: float = 30) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            job = self.job(job_id)
+            if job["JobState"] == "RUNNING":
+                return job
+            time.sleep(0.3)
+        raise AssertionError(f"job {job_id} not RUNNING: {self.job(job_id)}")
+
+    def task_lines(self, job_id: str, count: int, timeout_s: float = 30) -> list[str]:
+        path = self.cluster.root / "out" / f"{job_id}.out"
+        deadline = time.monotonic() + timeout_s
+        lines: list[str] = []
+        while time.monotonic() < deadline:
+            lines = [ln for ln in (path.read_text().splitlines() if path.exists() else []) if " TP " in ln]
+            if len(lines) >= count:
+                return lines
+            time.sleep(0.3)
+        raise AssertionError(f"job {job_id}: {len(lines)} task lines of {count}: {lines}")
+
+    def allocated(self, node: str, gres: str) -> tuple[list[int], list[str]]:
+        """GPU indices and NIC names Slurm allocated on ``node``, mapped back through gres.conf."""
+        devices = node_devices(self.gres_conf, node)
+        nic_names = [n.name for n in self.node_type.node.nics]
+        gpus, nics = [], []
+        for item in (parse_gres_item(p) for p in split_outside_parens(gres)):
+            for idx in item.indices:
+                device = devices.get(item.name)[idx]
+                if item.name == "gpu":
+                    gpus.append(device.number)
+                else:
+                    nics.append(nic_names[device.number])
+        return sorted(gpus), sorted(nics)
+
+    def stop(self) -> None:
+        try:
+            self.running_agent.stop()
+        finally:
+            try:
+                self.server.stop()
+            finally:
+                self.cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    h = Harness(tmp_path_factory.mktemp("slurm"))
+    try:
+        yield h
+    finally:
+        h.stop()
+        assert h.cluster.stepds() == [], "slurmstepd left behind"
+        assert h.cluster.pids == {}, f"daemons left running: {h.cluster.pids}"
+
+
+def check_planned(h: Harness, job_id: str, nodes: int) -> None:
+    """Slurm's allocation == the plan in the comment == the solver's verified decision."""
+    job = h.wait_running(job_id)
+    plan = parse_plan_comment(str(job["Plan"]))
+    assert plan is not None, f"no plan in the comment of job {job_id}: {job}"
+    result, slurm_plan = h.agent.decisions[plan.plan_id]
+    placed = result.jobs[0]
+    assert placed.placed
+    solver_nodes = sorted(m.node for m in placed.members)
+    assert sorted(plan.nodes) == solver_nodes == sorted(p.node for p in slurm_plan.nodes)
+    assert job["ReqNodeList"] == compress(solver_nodes, sort=True)
+    assert sorted(expand(str(job["NodeList"]))) == solver_nodes
+    assert int(job["NumNodes"]) == nodes
+    alloc = dict(job["alloc"])  # type: ignore[arg-type]
+    assert sorted(n for hl in alloc for n in expand(hl)) == solver_nodes
+    for hostlist, gres in alloc.items():
+        for node in expand(hostlist):
+            gpus, nics = h.allocated(node, gres)
+            planned_gpus, planned_nics = plan.nodes[node]
+            assert gpus == sorted(planned_gpus), f"{node}: Slurm GPUs {gpus} != plan {planned_gpus}"
+            assert nics == sorted(planned_nics), f"{node}: Slurm NICs {nics} != plan {planned_nics}"
+            member = next(m for m in placed.members if m.node == node)
+            if not slurm_plan.rewritten:
+                assert sorted(int(g[3:]) for g in member.gpus) == gpus
+                assert sorted(member.nics) == nics
+            # Each planned GPU and its NIC (paired by position) are PXB or closer.
+            for gpu, nic in zip(planned_gpus, planned_nics, strict=True):
+                assert device_distance(h.node_type.node, f"GPU{gpu}", nic) <= Distance.PXB
+    lines = h.task_lines(job_id, nodes)
+    for line in lines:
+        match = re.search(r"TP (\S+) gpus=(\S*) hca=(\S*) slurm=(\S*)", line)
+        assert match, line
+        node, gpus, hca, slurm_gpus = match.groups()
+        planned_gpus, planned_nics = plan.nodes[node]
+        assert gpus == ",".join(str(g) for g in planned_gpus), line
+        assert hca == ",".join(planned_nics), line
+        assert sorted(slurm_gpus.split(",")) == sorted(str(g) for g in planned_gpus), line
+
+
+def test_single_node_jobs_are_planned_and_enforced(harness: Harness) -> None:
+    for args in (["-N1", "--gpus-per-node=2"], ["--gres=gpu:4"], ["--gpus=1"]):
+        code, job_id, err, _ = harness.sbatch(*args)
+        assert code == 0, err
+        check_planned(harness, job_id, 1)
+
+
+def test_gangs_are_planned_enforced_and_kept_under_one_leaf(harness: Harness) -> None:
+    code, job_id, err, _ = harness.sbatch("-N4", "--gpus-per-node=8", "--switches=1")
+    assert code == 0, err
+    check_planned(harness, job_id, 4)
+    nodes = expand(str(harness.job(job_id)["NodeList"]))
+    fabric = {n.name: n.leaf for n in harness.agent.inventory().inventory.nodes}
+    assert len({fabric[n] for n in nodes}) == 1, f"gang spans leaves: {nodes}"
+    code, job_id, err, _ = harness.sbatch("-N2", "--gpus-per-node=4")
+    assert code == 0, err
+    check_planned(harness, job_id, 2)
+
+
+def test_impossible_job_is_refused_with_a_message(harness: Harness) -> None:
+    code, _, err, _ = harness.sbatch("-N1", "--gpus-per-node=9")
+    assert code != 0
+    assert "never fit" in err, err
+
+
+def test_service_down_fails_open_then_closed_by_configuration(harness: Harness) -> None:
+    harness.server.stop()
+    code, job_id, err, _ = harness.sbatch("-N1", "--gpus-per-node=1")
+    assert code == 0, err
+    job = harness.wait_running(job_id)
+    assert job["ReqNodeList"] == "(null)" and not job["Plan"], job  # unchanged: Slurm placed it
+    harness.cluster.write_hook_conf({"fail_mode": "closed"})
+    try:
+        code, _, err, _ = harness.sbatch("-N1", "--gpus-per-node=1")
+        assert code != 0
+        assert "unavailable" in err, err
+    finally:
+        harness.cluster.write_hook_conf({"fail_mode": "open"})
+    code, _, err, _ = harness.sbatch("-N1", "--mem=1")  # a CPU job never calls the service
+    assert code == 0, err

@@ -1,0 +1,259 @@
+"""The hook's logic without a Slurm: job descriptions → solver jobs, plans → Slurm fields and the
+comment, the agent's answers (with the real solver in process), the fast client, and the CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from adapters.slurm import cli, place_client
+from adapters.slurm.agent import Agent, AgentConfig, serve_agent
+from adapters.slurm.jobdesc import Unsupported, job_from_description
+from adapters.slurm.plan import NodePlan, parse_plan_comment, plan_comment
+from solver.model import NicMode, Requirement
+
+NO_VAL = 0xFFFFFFFE
+
+
+def job(**desc: object):
+    return job_from_description(desc, plan_id="p1", max_gpus_per_node=8)
+
+
+def test_gpus_per_node_gang() -> None:
+    spec = job(min_nodes=4, max_nodes=4, tres_per_node="gres:gpu:8", req_switch=1, cpus_per_task=4)
+    assert spec is not None and spec.nodes == 4 and spec.gpus_per_node == 8
+    (role,) = spec.job.roles
+    assert role.replicas == 4 and role.member.gpus == 8 and role.member.nics.mode == NicMode.PER_GPU
+    assert role.member.cpu_milli == 4000
+    assert spec.job.locality.mode == Requirement.REQUIRED and spec.job.locality.highest_tier == 1
+
+
+def test_gpus_per_job_per_task_and_unset_sentinels() -> None:
+    assert job(tres_per_job="gres/gpu:16", min_nodes=2, max_nodes=NO_VAL).gpus_per_node == 8  # type: ignore[union-attr]
+    assert job(tres_per_job="gres:gpu:3", min_nodes=NO_VAL).nodes == 1  # type: ignore[union-attr]
+    spec = job(tres_per_task="gres:gpu:1", ntasks_per_node=4, min_nodes=2)
+    assert spec is not None and spec.gpus_per_node == 4 and spec.gres_prefix == "gres:"
+    assert job(tres_per_node="gres/gpu:h100:2").gres_prefix == "gres/"  # type: ignore[union-attr]
+    assert job(min_nodes=2, num_tasks=4) is None  # no GPUs: not ours
+
+
+@pytest.mark.parametrize(
+    ("desc", "reason"),
+    [
+        ({"min_nodes": 2, "max_nodes": 4, "tres_per_node": "gres:gpu:8"}, "node range"),
+        ({"tres_per_job": "gres:gpu:12"}, "more than one node"),
+        ({"tres_per_job": "gres:gpu:5", "min_nodes": 2}, "evenly"),
+        ({"tres_per_node": "gres:gpu:2", "tres_per_job": "gres:gpu:4"}, "more than one way"),
+        ({"tres_per_node": "gres:gpu:2", "features": "a|b"}, "AND"),
+        ({"tres_per_node": "gres:gpu:2", "partition": "a,b"}, "partitions"),
+        ({"tres_per_node": "gres:gpu:2", "req_nodes": "n1"}, "-w"),
+        ({"tres_per_task": "gres:gpu:1"}, "ntasks"),
+    ],
+)
+def test_unsupported_combinations_are_reported(desc: dict, reason: str) -> None:
+    with pytest.raises(Unsupported, match=reason):
+        job_from_description(desc, plan_id="p", max_gpus_per_node=8)
+
+
+def test_plan_comment_round_trip() -> None:
+    nodes = (
+        NodePlan("gn01", ("GPU4", "GPU5"), ("mlx5_8", "mlx5_9")),
+        NodePlan("gn02", ("GPU4", "GPU5"), ("mlx5_8", "mlx5_9")),
+        NodePlan("gn07", ("GPU0",), ("mlx5_2",)),
+    )
+    text = plan_comment("abc", nodes)
+    assert text == "topoplace/v1 id=abc gn[01-02]:gpu=4,5:nic=mlx5_8,mlx5_9 gn07:gpu=0:nic=mlx5_2"
+    parsed = parse_plan_comment("my own words " + text)
+    assert parsed is not None and parsed.plan_id == "abc"
+    assert parsed.nodes["gn02"] == ((4, 5), ("mlx5_8", "mlx5_9"))
+    assert parse_plan_comment("topoplace/v1 id=x gn[1-:gpu=1:nic=") is None
+    assert parse_plan_comment("no plan here") is None
+
+
+# --------------------------------------------------------------------------- the agent, for real
+
+
+def _fake_slurm(tmp_path: Path, fixtures: Path) -> tuple[str, str]:
+    """scontrol/squeue stand-ins printing the captured node states and no pending job."""
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f"#!/bin/sh\ncat {fixtures / 'scontrol-show-node-d.txt'}\n")
+    squeue = tmp_path / "squeue"
+    squeue.write_text("#!/bin/sh\nexit 0\n")
+    for path in (scontrol, squeue):
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(scontrol), str(squeue)
+
+
+@pytest.fixture
+def agent(tmp_path: Path, fixtures: Path) -> Agent:
+    from solver.solve import solve
+
+    scontrol, squeue = _fake_slurm(tmp_path, fixtures)
+    config = AgentConfig(
+        solver="unused",
+        topo_dir=fixtures / "topo",
+        gres_conf=fixtures / "gres.conf",
+        topology=fixtures / "topology.conf",
+        scontrol=scontrol,
+        squeue=squeue,
+    )
+    agent = Agent(config, solve_fn=lambda request, timeout: solve(request, deadline_s=timeout))
+    agent.refresh()
+    return agent
+
+
+@pytest.mark.needs_pipeline
+def test_agent_plans_on_free_devices_and_reserves_them(agent: Agent) -> None:
+    first = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2"})
+    assert first["action"] == "apply", first
+    fields = first["set"]
+    assert fields["min_nodes"] == fields["max_nodes"] == 1
+    plan = parse_plan_comment(fields["comment"])
+    assert plan is not None
+    (node,) = plan.nodes
+    assert node in ("gpu01", "gpu02")  # gpu03 is full, gpu04 is down
+    gpus, nics = plan.nodes[node]
+    if node == "gpu02":
+        assert not {2, 3} & set(gpus)  # held by the running job
+    assert fields["tres_per_node"].startswith("gres:gpu:sw")
+    assert len(nics) == len(gpus)
+    second = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2"})
+    plan2 = parse_plan_comment(second["set"]["comment"])
+    assert plan2 is not None
+    for n, (g, _) in plan2.nodes.items():
+        if n in plan.nodes:
+            assert not set(g) & set(plan.nodes[n][0]), "second plan reuses the first plan's GPUs"
+
+
+@pytest.mark.needs_pipeline
+def test_agent_answers_never_fits_pass_and_error(agent: Agent) -> None:
+    assert agent.place({"tres_per_node": "gres:gpu:9"})["action"] == "never_fits"
+    assert agent.place({"min_nodes": 5, "tres_per_node": "gres:gpu:1"})["action"] == "never_fits"
+    answer = agent.place({"min_nodes": 2, "max_nodes": 3, "tres_per_node": "gres:gpu:1"})
+    assert answer["action"] == "pass" and "node range" in answer["message"]
+    assert agent.place({"min_nodes": 1})["action"] == "pass"
+    agent._snapshot = None
+    assert agent.place({"tres_per_node": "gres:gpu:1"})["action"] == "error"
+
+
+@pytest.mark.needs_pipeline
+def test_fast_client_talks_to_the_agent_and_fails_closed_when_it_cannot(agent: Agent) -> None:
+    running = serve_agent(agent)
+    try:
+        out = io.StringIO()
+        place_client.main(["--agent", running.address], io.BytesIO(b'{"tres_per_node": "gres:gpu:1"}'), out)
+        lines = out.getvalue().splitlines()
+        assert lines[0] == "action apply"
+        assert any(line.startswith("set req_nodes ") for line in lines)
+        assert any(line.startswith("setenv SLURM_GPUS_PER_NODE sw") for line in lines)
+        out = io.StringIO()
+        place_client.main(["--agent", running.address], io.BytesIO(b"not json"), out)
+        assert out.getvalue().startswith("action error")
+    finally:
+        running.stop()
+    out = io.StringIO()
+    place_client.main(["--agent", running.address, "--timeout", "0.5"], io.BytesIO(b"{}"), out)
+    assert out.getvalue().startswith("action error") and "unreachable" in out.getvalue()
+
+
+def test_fast_client_imports_only_the_standard_library() -> None:
+    code = (
+        "import sys, runpy; sys.argv=['x','--agent','127.0.0.1:1','--timeout','0.2'];"
+        "sys.stdin=open('/dev/null');"
+        "import adapters.slurm.place_client as c; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pydantic','grpc','solver','ortools')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_inventory_and_gres_conf(fixtures: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(
+        [
+            "slurm",
+            "inventory",
+            "--scontrol",
+            str(fixtures / "scontrol-show-node-d.txt"),
+            "--topo-dir",
+            str(fixtures / "topo"),
+            "--gres-conf",
+            str(fixtures / "gres.conf"),
+            "--topology",
+            str(fixtures / "topology.conf"),
+        ]
+    )
+    assert code == 0
+    inventory = json.loads(capsys.readouterr().out)
+    assert [n["name"] for n in inventory["nodes"]] == ["gpu01", "gpu02", "gpu03", "gpu04"]
+    assert (
+        cli.main(
+            [
+                "slurm",
+                "gres-conf",
+                "--topo-dir",
+                str(fixtures / "topo"),
+                "--nodes",
+                "gpu[01-04]",
+                "--gpu-file",
+                "/dev/nvidia{index}",
+                "--nic-file",
+                "/dev/nic{index}",
+                "--sockets",
+                "2",
+                "--cores-per-socket",
+                "8",
+            ]
+        )
+        == 0
+    )
+    generated = capsys.readouterr().out
+    assert generated.split("\n", 2)[2] == (fixtures / "gres.conf").read_text().split("\n", 2)[2]
+    assert (
+        cli.main(
+            [
+                "slurm",
+                "gres-conf",
+                "--topo-dir",
+                str(fixtures / "topo"),
+                "--nodes",
+                "gpu[01-04]",
+                "--slurm-conf",
+            ]
+        )
+        == 0
+    )
+    assert "Gres=gpu:sw0:2" in capsys.readouterr().out
+
+
+def test_cli_bad_files_exit_2_with_file_and_line(
+    tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "gres.conf"
+    bad.write_text("AutoDetect=off\nNodeName=gpu[01-04] Name=gpu File=/dev/nvidia[0-7] Count=2\n")
+    code = cli.main(
+        [
+            "slurm",
+            "inventory",
+            "--scontrol",
+            str(fixtures / "scontrol-show-node-d.txt"),
+            "--topo-dir",
+            str(fixtures / "topo"),
+            "--gres-conf",
+            str(bad),
+        ]
+    )
+    assert code == 2
+    assert f"error: {bad}:2: Count=2" in capsys.readouterr().err
+    code = cli.main(
+        ["slurm", "inventory", "--scontrol", str(tmp_path / "missing"), "--topo-dir", str(tmp_path)]
+    )
+    assert code == 2

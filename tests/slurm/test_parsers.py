@@ -1,0 +1,210 @@
+"""Parsers of what a Slurm site has, on real-format samples and on malformed ones (FILE:LINE errors)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adapters.slurm.gres import node_devices, parse_gres_conf, parse_gres_string
+from adapters.slurm.inventory import build_inventory
+from adapters.slurm.nodetypes import TopoDir
+from adapters.slurm.scontrol import parse_nodes_json, parse_show_node
+from adapters.slurm.topology_conf import parse_topology_conf, parse_topology_yaml
+from solver.errors import InvalidRequest
+
+
+def problems(excinfo: pytest.ExceptionInfo[InvalidRequest]) -> list[str]:
+    return [str(p) for p in excinfo.value.problems]
+
+
+# --------------------------------------------------------------------------- scontrol
+
+
+def test_show_node_capture_one_node_per_state(fixtures: Path) -> None:
+    nodes = {n.name: n for n in parse_show_node((fixtures / "scontrol-show-node-d.txt").read_text())}
+    assert {name: n.state for name, n in nodes.items()} == {
+        "gpu01": ("IDLE",),
+        "gpu02": ("MIXED",),
+        "gpu03": ("ALLOCATED",),
+        "gpu04": ("DOWN", "DRAIN"),
+    }
+    assert [n.schedulable for n in nodes.values()] == [True, True, True, False]
+    gpu02 = nodes["gpu02"]
+    assert gpu02.cpus == 16 and gpu02.alloc_cpus == 1 and gpu02.real_memory_mib == 512000
+    used = {(i.name, i.type): i.indices for i in gpu02.gres_used if i.indices}
+    assert used == {("gpu", "sw1"): (2, 3), ("nic", "sw1"): (2,)}
+    assert gpu02.partitions == ("gpu",)
+
+
+def test_show_node_values_with_spaces_and_the_multiline_form() -> None:
+    text = (
+        "NodeName=a1 Arch=x86_64 CPUTot=8 State=IDLE+DRAIN Reason=fan broken [root@2026-01-01] "
+        "OS=Linux 6.1 #1 SMP Gres=gpu:2 GresUsed=gpu:1(IDX:1)\n\n"
+        "NodeName=a2 CPUTot=8\n   State=MIXED Gres=gpu:h100:8(S:0-1)\n"
+    )
+    a1, a2 = parse_show_node(text)
+    assert a1.state == ("IDLE", "DRAIN") and not a1.schedulable
+    assert a1.gres_used[0].indices == (1,)
+    assert a2.state == ("MIXED",) and a2.gres[0].type == "h100" and a2.gres[0].sockets == "0-1"
+
+
+def test_show_node_malformed_lines_are_located() -> None:
+    text = (
+        "NodeName=a1 CPUTot=eight State=IDLE\nbogus line\nNodeName=a3 Gres=gpu:h100:x\nNodeName=a1 CPUTot=2\n"
+    )
+    with pytest.raises(InvalidRequest) as excinfo:
+        parse_show_node(text, "nodes.txt")
+    found = problems(excinfo)
+    assert any(p.startswith("nodes.txt:1:") and "CPUTot" in p for p in found)
+    assert any(p.startswith("nodes.txt:2:") and "NodeName" in p for p in found)
+    assert any(p.startswith("nodes.txt:3:") and "Gres" in p for p in found)
+    assert any(p.startswith("nodes.txt:4:") and "twice" in p for p in found)
+
+
+@pytest.mark.parametrize("name", ["nodes-v0.0.38.json", "nodes-v0.0.40.json"])
+def test_nodes_json_schemas(fixtures: Path, name: str) -> None:
+    nodes = parse_nodes_json((fixtures / name).read_text(), name)
+    assert len(nodes) == 2
+    assert all(n.cpus == 16 and n.real_memory_mib == 512000 for n in nodes)
+    assert [n.schedulable for n in nodes] == [True, False]
+    assert any(i.indices for i in nodes[0].gres_used)
+
+
+def test_nodes_json_malformed() -> None:
+    with pytest.raises(InvalidRequest) as excinfo:
+        parse_nodes_json('{"nodes": [\n{"cpus": 4}\n]}', "n.json")
+    assert "name" in problems(excinfo)[0]
+    with pytest.raises(InvalidRequest) as excinfo:
+        parse_nodes_json('{"nodes": [\n', "n.json")
+    assert problems(excinfo)[0].startswith("n.json:")
+
+
+def test_gres_strings() -> None:
+    items = parse_gres_string("gpu:h100:4(IDX:0,2-3,7),nic:0(IDX:N/A),gpu:2,gres/gpu:a100:1K")
+    assert [(i.name, i.type, i.count, i.indices) for i in items] == [
+        ("gpu", "h100", 4, (0, 2, 3, 7)),
+        ("nic", "", 0, ()),
+        ("gpu", "", 2, ()),
+        ("gpu", "a100", 1024, ()),
+    ]
+    assert parse_gres_string("(null)") == []
+    with pytest.raises(ValueError):
+        parse_gres_string("gpu:h100:many")
+
+
+# --------------------------------------------------------------------------- gres.conf
+
+
+def test_gres_conf_fixture_orders_devices_as_idx(fixtures: Path) -> None:
+    conf = parse_gres_conf((fixtures / "gres.conf").read_text())
+    assert conf.autodetect == "off"
+    devices = node_devices(conf, "gpu02")
+    assert [d.number for d in devices.get("gpu")] == list(range(8))
+    # NICs are typed by switch group, so IDX order is group order, not NIC number order.
+    assert [d.number for d in devices.get("nic")] == [2, 3, 0, 1, 8, 9, 4, 5, 6, 7]
+    first = next(line for line in conf.lines if line.name == "gpu")
+    assert first.links == (-1, 12, 12, 12, 12, 12, 12, 12) and first.cores == "0-7"
+
+
+def test_gres_conf_malformed_lines_are_located() -> None:
+    text = "\n".join(
+        [
+            "# comment",
+            "NodeName=n[1-2] Name=gpu Type=h100 File=/dev/nvidia[0-3] Count=3",
+            "NodeName=n[3-1] Name=gpu File=/dev/nvidia0",
+            "NodeName=n1 Type=h100 File=/dev/nvidia0",
+            "NodeName=n1 Name=gpu File=/dev/nvidia[0-1] Links=-1,0",
+            "NodeName=n1 Name=gpu Colour=blue",
+            "NodeName=n1 Name=gpu File=/dev/nvidia0 \\",
+            "   Cores=zero",
+        ]
+    )
+    with pytest.raises(InvalidRequest) as excinfo:
+        parse_gres_conf(text, "gres.conf")
+    found = problems(excinfo)
+    assert any(p.startswith("gres.conf:2:") and "Count=3" in p for p in found)
+    assert any(p.startswith("gres.conf:3:") and "backwards" in p for p in found)
+    assert any(p.startswith("gres.conf:4:") and "Name=" in p for p in found)
+    assert any(p.startswith("gres.conf:5:") and "Links" in p for p in found)
+    assert any(p.startswith("gres.conf:6:") and "Colour" in p for p in found)
+    assert any(p.startswith("gres.conf:7:") and "Cores" in p for p in found)  # continuation: its first line
+
+
+# --------------------------------------------------------------------------- topology
+
+
+def test_topology_conf_tree(fixtures: Path) -> None:
+    fabric = parse_topology_conf((fixtures / "topology.conf").read_text())
+    assert {s.id: (s.tier, s.parent) for s in fabric.switches} == {
+        "leaf1": (1, "spine1"),
+        "leaf2": (1, "spine1"),
+        "spine1": (2, ""),
+    }
+    assert fabric.leaf_of == {"gpu01": "leaf1", "gpu02": "leaf1", "gpu03": "leaf2", "gpu04": "leaf2"}
+
+
+def test_topology_conf_blocks() -> None:
+    fabric = parse_topology_conf("BlockName=b1 Nodes=n[1-4]\nBlockName=b2 Nodes=n[5-8]\nBlockSizes=4,8\n")
+    assert fabric.leaf_of["n6"] == "b2"
+    tiers = {s.id: (s.tier, s.parent) for s in fabric.switches}
+    assert tiers == {"b1": (1, "block-agg8-0"), "b2": (1, "block-agg8-0"), "block-agg8-0": (2, "")}
+
+
+def test_topology_conf_malformed() -> None:
+    text = (
+        "SwitchName=s1 Nodes=n[1-2]\nSwitchName=s2 Nodes=n2\nSwitchName=top Switches=s[1-3]\n"
+        "SwitchName=s1 Nodes=n9\nFoo=bar\nSwitchName=a Switches=b\nSwitchName=b Switches=a\n"
+    )
+    with pytest.raises(InvalidRequest) as excinfo:
+        parse_topology_conf(text, "topology.conf")
+    found = problems(excinfo)
+    assert any(p.startswith("topology.conf:2:") and "n2" in p for p in found)
+    assert any(p.startswith("topology.conf:3:") and "s3" in p for p in found)
+    assert any(p.startswith("topology.conf:4:") and "twice" in p for p in found)
+    assert any(p.startswith("topology.conf:5:") for p in found)
+    assert any("ancestor" in p for p in found)
+
+
+def test_topology_yaml(fixtures: Path) -> None:
+    text = (fixtures / "topology.yaml").read_text()
+    tree = parse_topology_yaml(text)
+    assert tree.leaf_of["gpu03"] == "leaf2"
+    blocks = parse_topology_yaml(text, name="blocks")
+    assert blocks.leaf_of["gpu03"] == "b2"
+    with pytest.raises(InvalidRequest) as excinfo:
+        parse_topology_yaml("- topology: t\n  tree:\n    switches:\n      - nodes: n1\n", "t.yaml")
+    assert problems(excinfo)[0].startswith("t.yaml:4:")
+
+
+# --------------------------------------------------------------------------- inventory
+
+
+def test_inventory_maps_gres_used_back_to_devices(fixtures: Path) -> None:
+    built = build_inventory(
+        parse_show_node((fixtures / "scontrol-show-node-d.txt").read_text()),
+        topo_dir=TopoDir(fixtures / "topo"),
+        gres_conf=parse_gres_conf((fixtures / "gres.conf").read_text()),
+        fabric=parse_topology_conf((fixtures / "topology.conf").read_text()),
+    )
+    nodes = {n.name: n for n in built.inventory.nodes}
+    assert nodes["gpu01"].allocations == ()
+    (mixed,) = nodes["gpu02"].allocations
+    # GresUsed gpu:sw1 IDX 2-3 → GPU2, GPU3; nic:sw1 IDX 2 → the first NIC of group sw1, mlx5_0.
+    assert mixed.gpus == ("GPU2", "GPU3") and mixed.nics == ("mlx5_0",) and mixed.cpu_milli == 1000
+    assert len(nodes["gpu03"].allocations[0].gpus) == 8
+    assert not nodes["gpu04"].schedulable
+    assert nodes["gpu03"].leaf == "leaf2"
+
+
+def test_inventory_refuses_inconsistent_files(fixtures: Path, tmp_path: Path) -> None:
+    gres = (fixtures / "gres.conf").read_text().replace("/dev/nvidia7 ", "/dev/nvidia9 ")
+    nodes = parse_show_node((fixtures / "scontrol-show-node-d.txt").read_text(), "scontrol.txt")
+    with pytest.raises(InvalidRequest) as excinfo:
+        build_inventory(
+            nodes, topo_dir=TopoDir(fixtures / "topo"), gres_conf=parse_gres_conf(gres), source="scontrol.txt"
+        )
+    assert any("nvidia9" in p and p.startswith("scontrol.txt:") for p in problems(excinfo))
+    with pytest.raises(InvalidRequest) as excinfo:
+        build_inventory(nodes, topo_dir=TopoDir(tmp_path))
+    assert any("no nvidia-smi capture" in p for p in problems(excinfo))

@@ -1,0 +1,225 @@
+"""The converters one Kubernetes kind at a time: registers, HyperNodes, pods, node-report, CLI."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.volcano import annotations as ann
+from adapters.volcano import hypernodes as hn
+from adapters.volcano import kube, wire
+from adapters.volcano.extender import Config, Extender
+from adapters.volcano.patcher import KubernetesPatcher, PatchError, RecordingPatcher
+from fixtures.volcano import build
+from solver.cli import main
+from solver.errors import InvalidRequest
+from solver.model import NicMode, Requirement
+
+from .conftest import FIXTURES, CapturingSolve, Service
+
+TOPO = Path(__file__).resolve().parents[2] / "fixtures" / "topo" / "dgx-a100-8gpu-10nic.txt"
+
+
+def test_fixtures_are_current() -> None:
+    assert build.main(["--check"]) == 0
+
+
+def test_hami_register_json_and_colon_forms() -> None:
+    gpus = ann.parse_hami_register(build.hami_register("n1"), "n1")
+    assert [g.index for g in gpus] == list(range(8)) and gpus[0].memory_mib == 81920
+    assert gpus[2].numa == 1 and gpus[0].model == build.GPU_TYPE
+    old = ann.parse_hami_register(
+        "GPU-a,10,40960,100,NVIDIA-A100,0,true:GPU-b,10,40960,100,NVIDIA-A100,1,false:", "n"
+    )
+    assert [(g.uuid, g.numa, g.healthy) for g in old] == [("GPU-a", 0, True), ("GPU-b", 1, False)]
+    with pytest.raises(ann.AnnotationError, match=r"\[0\].id"):
+        ann.parse_hami_register('[{"count": 10}]', "n")
+
+
+def test_volcano_vgpu_register() -> None:
+    gpus = ann.parse_vgpu_register(
+        "GPU-a,10,81920,NVIDIA-A100,true,hami-core:GPU-b,10,81920,NVIDIA-A100,false,mig:", "n"
+    )
+    assert [(g.uuid, g.index, g.memory_mib, g.healthy) for g in gpus] == [
+        ("GPU-a", 0, 81920, True),
+        ("GPU-b", 1, 81920, False),
+    ]
+    with pytest.raises(ann.AnnotationError, match="fields"):
+        ann.parse_vgpu_register("GPU-a,10:", "n")
+
+
+def test_node_from_vgpu_register_without_topology() -> None:
+    node = build.v1_node("v0", {}, topology=False)
+    notes = node["metadata"]["annotations"]
+    del notes[ann.HAMI_REGISTER]
+    notes[ann.VGPU_REGISTER] = "".join(f"GPU-v{i},10,81920,NVIDIA-A100,true,hami-core:" for i in range(4))
+    info = wire.node_info(build.node_info(node), "n")
+    warn = kube.NodeWarnings([])
+    converted = kube.inventory_node(info, "leaf-0", warn)
+    assert [g.uuid for g in converted.gpus] == [f"GPU-v{i}" for i in range(4)]
+    assert converted.pcie_switches == () and converted.leaf == "leaf-0" and warn.items == []
+
+
+def test_hypernodes_resolve_exact_regex_and_label_members() -> None:
+    objects = hn.load(FIXTURES / "hypernodes.yaml")
+    labels = {build.node_name(i): {"topology.example.com/rack": f"r{i // 8}"} for i in range(32)}
+    fabric = hn.resolve(objects, labels)
+    assert {fabric.leaf_of[build.node_name(i)] for i in range(8)} == {"leaf-0"}  # exactMatch
+    assert {fabric.leaf_of[build.node_name(i)] for i in range(8, 16)} == {"leaf-1"}  # regexMatch
+    assert {fabric.leaf_of[build.node_name(i)] for i in range(16, 24)} == {"leaf-2"}  # labelMatch
+    parents = {s.id: (s.tier, s.parent) for s in fabric.switches}
+    assert parents["leaf-3"] == (1, "spine-1") and parents["spine-0"] == (2, "")
+    assert fabric.lowest_common(["gpu-00", "gpu-09"]) == "spine-0"
+    assert fabric.lowest_common(["gpu-00", "gpu-31"]) == ""
+    assert fabric.tier_names == {"leaf": 1, "spine": 2}
+
+
+def test_hypernode_errors_name_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "hn.yaml"
+    bad.write_text(
+        "apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata: {name: s0}\n"
+        "spec:\n  tier: 0\n  members:\n  - type: Node\n"
+        "    selector: {exactMatch: {name: a}, regexMatch: {pattern: b}}\n"
+        "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
+    )
+    with pytest.raises(InvalidRequest) as err:
+        hn.load(tmp_path)
+    text = str(err.value)
+    assert "doc[0].spec.tier" in text and "doc[0].spec.members[0].selector: exactly one" in text
+    assert "doc[1]: expected kind HyperNode" in text
+
+
+def pending_task(**kw: Any) -> wire.Task:
+    spec = build.PodSpec("ns", "p-0", "p", "worker", **kw)
+    return wire.task(build.task_info(spec), "task")
+
+
+def test_member_shape_from_pod() -> None:
+    shape = kube.member_shape(pending_task(gpus=8, annotations=build.ALIGNED), ["NVIDIA-A100-SXM4-80GB"])
+    assert shape.gpus == 8 and shape.nics.mode == NicMode.PER_GPU
+    assert shape.alignment.mode == Requirement.REQUIRED and shape.cpu_milli == 8000
+    share = kube.member_shape(pending_task(gpus=1, gpumem=20000, gpucores=30), [])
+    assert share.gpus == 0 and share.gpu_share is not None
+    assert (share.gpu_share.milli, share.gpu_share.memory_mib) == (300, 20000)
+    hami = kube.member_shape(
+        pending_task(
+            gpus=1,
+            annotations={
+                "hami.io/gpu-scheduler-policy": "binpack,mutex,numa",
+                "nvidia.com/use-gputype": "a100",
+            },
+        ),
+        ["NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"],
+    )
+    assert hami.mutex and hami.numa == Requirement.PREFERRED and hami.gpu_models == ("NVIDIA-A100-SXM4-80GB",)
+    with pytest.raises(kube.NotOurs):
+        kube.member_shape(pending_task(gpus=2, gpumem=1000), [])
+    with pytest.raises(kube.PodRefused, match=r"topoplace\.io/nics"):
+        kube.member_shape(pending_task(gpus=1, annotations={"topoplace.io/nics": "lots"}), [])
+
+
+def test_node_report_round_trips_through_the_annotation(tmp_path: Path) -> None:
+    gpus = tmp_path / "gpus.csv"
+    gpus.write_text("".join(f"{i}, GPU-{i:04d}, NVIDIA A100-SXM4-80GB, 81920\n" for i in range(8)))
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["node-report", "--topo", str(TOPO), "--gpus", str(gpus), "--node", "dgx-1"]) == 0
+    node = ann.parse_topology(out.getvalue().strip(), "dgx-1")
+    assert [g.uuid for g in node.gpus] == [f"GPU-{i:04d}" for i in range(8)]
+    assert len(node.nics) == 10 and node.pcie_switches and node.nvlinks
+    assert main(["node-report", "--topo", str(tmp_path / "missing.txt"), "--node", "x"]) == 2
+
+
+def test_volcano_serve_is_registered() -> None:
+    with pytest.raises(SystemExit) as err, redirect_stdout(io.StringIO()) as out:
+        main(["volcano", "serve", "--help"])
+    assert err.value.code == 0 and "--hypernodes" in out.getvalue() and "--solver" in out.getvalue()
+
+
+def test_kubernetes_patcher_sends_merge_patches() -> None:
+    """The client objects are stand-ins: the real ``kubernetes`` package is an optional extra."""
+    calls: list[tuple[Any, ...]] = []
+
+    class Core:
+        def patch_namespaced_pod(self, name: str, namespace: str, body: Any, **kw: Any) -> None:
+            calls.append(("pod", namespace, name, body, kw))
+
+    class Custom:
+        def patch_namespaced_custom_object(self, *args: Any, **kw: Any) -> None:
+            calls.append(("custom", *args, kw))
+            raise RuntimeError("connection refused")
+
+    patcher = KubernetesPatcher(core=Core(), custom=Custom(), timeout_s=0.2)
+    patcher.patch_pod("ns", "p", {"a": "1", "b": None})
+    assert calls[0] == (
+        "pod",
+        "ns",
+        "p",
+        {"metadata": {"annotations": {"a": "1", "b": None}}},
+        {"_request_timeout": 0.2},
+    )
+    with pytest.raises(PatchError, match="podgroup ns/g"):
+        patcher.patch_podgroup("ns", "g", {"x": "y"})
+    assert calls[1][1:6] == ("scheduling.volcano.sh", "v1beta1", "ns", "podgroups", "g")
+
+
+def test_patch_failures_are_reported_not_raised(service: Service, body: dict[str, Any]) -> None:
+    service.client.ok("onSessionOpen", body)
+    service.patcher.fail = True
+    task = next(iter(body["Jobs"]["team-b/notebook"]["Tasks"].values()))
+    node = service.extender.plan.assignments[task["UID"]].node
+    sent = copy.deepcopy(task)
+    sent["NodeName"], sent["Status"] = node, wire.ALLOCATED
+    reply = service.client.ok("allocateFunc", {"task": sent})
+    assert "recorder set to fail" in reply["errorMessage"]
+
+
+@pytest.mark.needs_sharing
+def test_shared_gpus_reach_the_pod(body: dict[str, Any], hypernodes: tuple[hn.HyperNode, ...]) -> None:
+    """A HAMi share (gpumem + gpucores) is planned as a share and written as such; a running share
+    is held as a share. Needs the solver's GPU sharing."""
+    running = build.PodSpec(
+        "team-x",
+        "infer-0",
+        "infer",
+        "worker",
+        gpus=1,
+        gpumem=20000,
+        gpucores=25,
+        node="gpu-05",
+        annotations={ann.VGPU_IDS: f"{build.gpu_uuid('gpu-05', 0)},NVIDIA,20000,25:"},
+    )
+    body["Nodes"]["gpu-05"]["Tasks"]["team-x/infer-0"] = build.task_info(running)
+    pod = build.PodSpec(
+        "team-s",
+        "share-0",
+        "share",
+        "worker",
+        gpus=1,
+        gpumem=30000,
+        gpucores=50,
+        annotations={"hami.io/gpu-scheduler-policy": "mutex"},
+    )
+    group = build.GroupSpec("team-s", "share", 1)
+    body["Jobs"]["team-s/share"] = build.job_info(group, [build.task_info(pod)])
+    solve = CapturingSolve()
+    patcher = RecordingPatcher()
+    extender = Extender(
+        solve=solve, patcher=patcher, hypernodes=lambda: hypernodes, config=Config(http_timeout_s=3.0)
+    )
+    extender.on_session_open(body)
+    assert extender.status.error == ""
+    task = next(iter(body["Jobs"]["team-s/share"]["Tasks"].values()))
+    assignment = extender.plan.assignments[task["UID"]]
+    task = {**task, "NodeName": assignment.node, "Status": wire.ALLOCATED}
+    extender.allocate({"task": task})
+    notes = patcher.current("Pod", "team-s", "share-0")
+    devices = ann.decode_pod_devices(notes[ann.VGPU_IDS], "share-0")
+    assert [(d.used_mem_mib, d.used_cores) for c in devices for d in c] == [(30000, 50)]
+    assert json.loads(notes[ann.DEVICES])["gpus"][0]["milli"] == 500

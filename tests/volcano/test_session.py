@@ -1,0 +1,301 @@
+"""A whole Volcano session replayed through the extender's real HTTP service on loopback.
+
+The payloads are ``fixtures/volcano/session-open.json``: 32 DGX A100 nodes under 4 leaves and 2
+spines (HyperNodes in ``hypernodes.yaml``), running pods holding devices four different ways, and
+nine PodGroups — gangs with hard and soft network topology, a two-role job with a CPU-only task, an
+unplaceable hard-tier-1 gang, a CPU-only job, an elastic job, a pod with a misspelt annotation and
+a PodGroup not yet enqueued. The recorder stands in for the API server (no cluster runs here).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from adapters.volcano import annotations as ann
+from adapters.volcano.wire import ALLOCATED, CODE_SUCCESS, CODE_UNRESOLVABLE, CODE_UNSCHEDULABLE
+from solver.verify import verify
+
+from .conftest import Service
+
+
+def tasks_of(body: dict[str, Any], job: str) -> list[dict[str, Any]]:
+    return sorted(body["Jobs"][job]["Tasks"].values(), key=lambda t: t["Name"])
+
+
+def all_pending(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for j in sorted(body["Jobs"]) for t in tasks_of(body, j) if not t["NodeName"]]
+
+
+def node_stub(body: dict[str, Any], name: str) -> dict[str, Any]:
+    """A NodeInfo as predicate sends it (the same object the snapshot had)."""
+    return body["Nodes"][name]
+
+
+def allocated(task: dict[str, Any], node: str) -> dict[str, Any]:
+    """The TaskInfo Volcano sends to allocateFunc: NodeName set, status Allocated."""
+    t = copy.deepcopy(task)
+    t["NodeName"] = node
+    t["Status"] = ALLOCATED
+    return t
+
+
+def admitted(
+    service: Service, body: dict[str, Any], task: dict[str, Any]
+) -> tuple[list[str], dict[str, Any]]:
+    """Nodes whose predicate admits ``task``, and one refusal (if any) to read."""
+    nodes, refusal = [], {}
+    for name in sorted(body["Nodes"]):
+        reply = service.client.ok("predicate", {"task": task, "node": node_stub(body, name)})
+        if reply["code"] == CODE_SUCCESS and not reply["status"]:
+            nodes.append(name)
+        else:
+            refusal = reply
+    return nodes, refusal
+
+
+def plan_members(service: Service) -> dict[tuple[str, str, int], Any]:
+    _, result = service.solve.calls[-1]
+    return {(j.job_id, m.role, m.index): m for j in result.jobs if j.placed for m in j.members}
+
+
+def test_whole_session_follows_the_solvers_verified_plan(service: Service, body: dict[str, Any]) -> None:
+    assert service.client.ok("onSessionOpen", body) == {}
+    assert len(service.solve.calls) == 1, "one solve per session"
+    request, result = service.solve.calls[0]
+    assert verify(request, result) == ()
+    placed = {j.job_id for j in result.jobs if j.placed}
+    assert {"team-a/train-16", "team-a/train-32", "team-b/pd-serve", "team-b/notebook"} <= placed
+    assert "team-c/giant" not in placed
+    assert "team-g/not-enqueued" not in {j.id for j in request.jobs}, "Pending PodGroups are not planned"
+
+    plan = service.extender.plan
+    assert plan is not None
+    members = plan_members(service)
+    planned_node = {uid: a.node for uid, a in plan.assignments.items()}
+
+    # predicate: every pending task against every node
+    for task in all_pending(body):
+        nodes, refusal = admitted(service, body, task)
+        uid = task["UID"]
+        if uid in planned_node:
+            assert nodes == [planned_node[uid]], task["Name"]
+            assert refusal["code"] == CODE_UNSCHEDULABLE and "is planned on" in refusal["status"]
+            ref = plan.batch.members[uid]
+            assert members[(ref.job, ref.role, ref.index)].node == planned_node[uid], (
+                "the plan is the solver's"
+            )
+        elif task["Job"] in ("team-d/cpu-etl", "team-g/not-enqueued") or task["TaskRole"] == "router":
+            assert len(nodes) == 32, f"{task['Name']} is not topoplace's: neutral"
+        else:
+            assert nodes == [], task["Name"]
+
+    # prioritize ranks the planned node highest and answers an object for every node
+    for uid, node in planned_node.items():
+        task = plan.batch.tasks[uid]
+        raw = next(t for t in all_pending(body) if t["UID"] == uid)
+        reply = service.client.ok(
+            "prioritize", {"task": raw, "nodes": [node_stub(body, n) for n in sorted(body["Nodes"])]}
+        )
+        assert reply["errorMessage"] == ""
+        scores = reply["nodeScore"]
+        assert len(scores) == 32 and scores[node] == max(scores.values()) > 0, task.name
+        assert sum(1 for s in scores.values() if s > 0) == 1
+
+    # gangs are all-or-nothing: a placed job has every GPU task planned, an unplaced one none
+    for job in ("team-a/train-16", "team-a/train-32", "team-c/giant", "team-b/pd-serve"):
+        gpu_tasks = [t for t in tasks_of(body, job) if t["Resreq"]["ScalarResources"]]
+        planned = [t for t in gpu_tasks if t["UID"] in planned_node]
+        assert len(planned) in (0, len(gpu_tasks)), job
+        assert (len(planned) > 0) == (job in placed)
+
+    # hard tier 1: train-16's nodes share one leaf
+    fabric = plan.fabric
+    train16 = {planned_node[t["UID"]] for t in tasks_of(body, "team-a/train-16")}
+    assert len({fabric.leaf_of[n] for n in train16}) == 1
+
+    # jobReady before allocation: not ready; allocate every planned task on its node
+    assert service.client.ok("jobReady", {"job": body["Jobs"]["team-a/train-16"]}) == {"status": False}
+    for job in sorted(body["Jobs"]):
+        for task in tasks_of(body, job):
+            if task["UID"] in planned_node:
+                reply = service.client.ok(
+                    "allocateFunc", {"task": allocated(task, planned_node[task["UID"]])}
+                )
+                assert reply == {"errorMessage": ""}
+    for job in ("team-a/train-16", "team-a/train-32", "team-b/pd-serve", "team-b/notebook", "team-e/elastic"):
+        assert service.client.ok("jobReady", {"job": body["Jobs"][job]}) == {"status": True}, job
+    assert service.client.ok("jobReady", {"job": body["Jobs"]["team-c/giant"]}) == {"status": False}
+    assert service.client.ok("jobReady", {"job": body["Jobs"]["team-d/cpu-etl"]}) == {"status": True}
+
+    # the patches carry the verified devices, in both forms
+    nodes = {n.name: n for n in request.inventory.nodes}
+    for uid, node in planned_node.items():
+        task = plan.batch.tasks[uid]
+        ref = plan.batch.members[uid]
+        member = members[(ref.job, ref.role, ref.index)]
+        notes = service.patcher.current("Pod", task.namespace, task.name)
+        device = ann.parse_device_annotation(notes[ann.DEVICES], task.key)
+        assert device.node == node and device.planned
+        assert tuple(g.id for g in device.gpus) == member.gpus
+        assert device.nics == member.nics
+        uuids = [next(g.uuid for g in nodes[node].gpus if g.id == gid) for gid in member.gpus]
+        assert [g.uuid for g in device.gpus] == uuids
+        vgpu = ann.decode_pod_devices(notes[ann.VGPU_IDS], task.key)
+        assert [d.uuid for c in vgpu for d in c] == uuids
+        assert all(d.used_cores == 100 and d.type == "NVIDIA" for c in vgpu for d in c)
+        assert notes[ann.VGPU_NODE] == node and notes[ann.VGPU_BIND_PHASE] == "allocating"
+    # aligned gangs got one NIC per GPU
+    for task in tasks_of(body, "team-a/train-16"):
+        device = json.loads(service.patcher.current("Pod", "team-a", task["Name"])[ann.DEVICES])
+        assert len(device["nics"]) == 8 and device["aligned"] is True
+
+    # the job's HyperNode goes on its PodGroup, once
+    groups = [p for p in service.patcher.patches if p.kind == "PodGroup"]
+    assert len(groups) == len({(p.namespace, p.name) for p in groups})
+    hn = service.patcher.current("PodGroup", "team-a", "train-16")[ann.JOB_HYPERNODE]
+    assert hn == fabric.leaf_of[next(iter(train16))]
+
+    # per-task verbs never solved; close drops the plan and answers turn neutral
+    assert len(service.solve.calls) == 1
+    assert service.client.ok("onSessionClose", {}) == {}
+    task = tasks_of(body, "team-c/giant")[0]
+    assert service.client.ok("predicate", {"task": task, "node": node_stub(body, "gpu-05")}) == {
+        "status": "",
+        "code": 0,
+    }
+
+
+def test_predicate_reasons_name_the_rule(service: Service, body: dict[str, Any]) -> None:
+    service.client.ok("onSessionOpen", body)
+    giant = tasks_of(body, "team-c/giant")[0]
+    reply = service.client.ok("predicate", {"task": giant, "node": node_stub(body, "gpu-20")})
+    assert reply["code"] == CODE_UNSCHEDULABLE
+    assert "LOCALITY" in reply["status"] and "networkTopology hard, highestTierAllowed 1" in reply["status"]
+    assert "allow tier 2" in reply["status"], "the relaxation that would place it"
+
+    typo = tasks_of(body, "team-f/typo")[0]
+    reply = service.client.ok("predicate", {"task": typo, "node": node_stub(body, "gpu-20")})
+    assert reply["code"] == CODE_UNRESOLVABLE and "topoplace.io/alignment" in reply["status"]
+    assert "'requird'" in reply["status"]
+
+    train = tasks_of(body, "team-a/train-16")[0]
+    planned = service.extender.plan.assignments[train["UID"]].node
+    other = next(n for n in sorted(body["Nodes"]) if n != planned)
+    reply = service.client.ok("predicate", {"task": train, "node": node_stub(body, other)})
+    assert f"planned on {planned}, not {other}" in reply["status"]
+    assert "networkTopology hard, highestTierAllowed 1" in reply["status"]
+
+
+def test_task_placed_elsewhere_is_handled(service: Service, body: dict[str, Any]) -> None:
+    service.client.ok("onSessionOpen", body)
+    plan = service.extender.plan
+    task = tasks_of(body, "team-b/notebook")[0]
+    planned = plan.assignments[task["UID"]].node
+    # gpu-09 is full (a running 8-GPU pod); gpu-00 has GPU4-7 free (GPU0-3 held via vgpu-ids-new)
+    elsewhere = "gpu-00" if planned != "gpu-00" else "gpu-02"
+    reply = service.client.ok("allocateFunc", {"task": allocated(task, elsewhere)})
+    assert f"planned on {planned}" in reply["errorMessage"]
+    device = ann.parse_device_annotation(
+        service.patcher.current("Pod", "team-b", task["Name"])[ann.DEVICES], "notebook"
+    )
+    assert device.node == elsewhere and device.planned is False
+    held = {g for a in plan.batch.nodes[elsewhere].allocations for g in a.gpus}
+    reserved = {
+        g for uid, a in plan.assignments.items() if a.node == elsewhere and uid != task["UID"] for g in a.gpus
+    }
+    assert device.gpus and not ({g.id for g in device.gpus} & (held | reserved)), "only free devices"
+
+    # deallocate (Volcano discarded the statement) removes what allocate wrote
+    assert service.client.ok("deallocateFunc", {"task": allocated(task, elsewhere)}) == {"errorMessage": ""}
+    assert service.patcher.current("Pod", "team-b", task["Name"]) == {}
+
+    # a full node: no devices known, said so, nothing written
+    if planned != "gpu-09":
+        reply = service.client.ok("allocateFunc", {"task": allocated(task, "gpu-09")})
+        assert "no free devices" in reply["errorMessage"]
+        assert service.patcher.current("Pod", "team-b", task["Name"]) == {}
+
+
+def test_unknown_tasks_and_jobs_get_neutral_answers(service: Service, body: dict[str, Any]) -> None:
+    service.client.ok("onSessionOpen", body)
+    etl = tasks_of(body, "team-d/cpu-etl")[0]
+    stranger = copy.deepcopy(tasks_of(body, "team-a/train-16")[0])
+    stranger["UID"], stranger["Name"], stranger["Job"] = "0000-unknown", "stranger-0", "team-z/stranger"
+    for task in (etl, stranger):
+        assert service.client.ok("predicate", {"task": task, "node": node_stub(body, "gpu-03")}) == {
+            "status": "",
+            "code": 0,
+        }
+        reply = service.client.ok("prioritize", {"task": task, "nodes": [node_stub(body, "gpu-03")]})
+        assert reply == {"nodeScore": {"gpu-03": 0.0}, "errorMessage": ""}
+        assert service.client.ok("allocateFunc", {"task": allocated(task, "gpu-03")}) == {"errorMessage": ""}
+    job = copy.deepcopy(body["Jobs"]["team-a/train-16"])
+    job["UID"] = "team-z/stranger"
+    assert service.client.ok("jobReady", {"job": job}) == {"status": True}
+    assert not [p for p in service.patcher.patches if p.namespace in ("team-d", "team-z")]
+
+
+def test_a_session_without_gpu_work_costs_no_solve(service: Service, body: dict[str, Any]) -> None:
+    body["Jobs"] = {k: v for k, v in body["Jobs"].items() if k == "team-d/cpu-etl"}
+    assert service.client.ok("onSessionOpen", body) == {}
+    assert service.solve.calls == []
+    task = tasks_of(body, "team-d/cpu-etl")[0]
+    assert service.client.ok("predicate", {"task": task, "node": node_stub(body, "gpu-03")})["code"] == 0
+    assert service.client.get("status")["solved"] is False
+
+
+def test_no_session_and_solver_refusal_answer_neutrally(service: Service, body: dict[str, Any]) -> None:
+    task = tasks_of(body, "team-a/train-16")[0]
+    assert service.client.ok("predicate", {"task": task, "node": node_stub(body, "gpu-03")}) == {
+        "status": "",
+        "code": 0,
+    }
+    assert service.client.ok("jobReady", {"job": body["Jobs"]["team-a/train-16"]}) == {"status": True}
+    # a batch the solver refuses (here: a node whose running pods claim a GPU it does not have)
+    from solver.errors import InvalidRequest, Problem
+
+    def refuse(request: Any, deadline: float) -> Any:
+        raise InvalidRequest([Problem(path="inventory.nodes[0]", message="made up")])
+
+    service.extender._solve = refuse  # the seam the constructor fills
+    assert service.client.ok("onSessionOpen", body) == {}
+    assert service.client.ok("predicate", {"task": task, "node": node_stub(body, "gpu-03")}) == {
+        "status": "",
+        "code": 0,
+    }
+    status = service.client.get("status")
+    assert "refused the batch" in status["error"] and "made up" in status["error"]
+
+
+def test_malformed_bodies_get_400_with_a_reason(service: Service, body: dict[str, Any]) -> None:
+    task = tasks_of(body, "team-a/train-16")[0]
+    bad_resreq = copy.deepcopy(task)
+    bad_resreq["Resreq"]["ScalarResources"] = {"nvidia.com/gpu": "8"}
+    jobs_as_list = {"Jobs": [1, 2], "Nodes": {}}
+    cases = [
+        ("onSessionOpen", b"{not json", "not JSON"),
+        ("onSessionOpen", b"[]", "expected an object"),
+        ("onSessionOpen", json.dumps(jobs_as_list).encode(), "Jobs: expected an object"),
+        ("onSessionOpen", b"{}", "Jobs and Nodes"),
+        ("predicate", json.dumps({"node": node_stub(body, "gpu-01")}).encode(), "missing 'task'"),
+        (
+            "predicate",
+            json.dumps({"task": bad_resreq, "node": node_stub(body, "gpu-01")}).encode(),
+            "task.Resreq.ScalarResources.nvidia.com/gpu: expected a number",
+        ),
+        ("prioritize", json.dumps({"task": task, "nodes": {"a": 1}}).encode(), "nodes: expected an array"),
+        ("jobReady", json.dumps({"job": {"Tasks": {}}}).encode(), "needs UID"),
+        ("allocateFunc", b"", "empty body"),
+        ("allocateFunc", json.dumps({"task": {"UID": 7}}).encode(), "task.UID"),
+    ]
+    for verb, raw, reason in cases:
+        code, reply = service.client.post(verb, None, raw=raw)
+        assert code == 400 and reason in reply["error"], (verb, raw[:40], reply)
+    code, reply = service.client.post("bind", {}, raw=b"{}")
+    assert code == 404 and "unknown verb" in reply["error"]
+    # a malformed open leaves the previous plan alone
+    service.client.ok("onSessionOpen", body)
+    service.client.post("onSessionOpen", None, raw=b"[]")
+    assert service.extender.plan is not None
