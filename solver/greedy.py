@@ -25,20 +25,31 @@ from solver.model import Requirement
 from solver.normalise import Normalised
 
 
-def greedy_hint(problem: Normalised, compiled: Compiled) -> dict[str, int]:
+def greedy_hint(
+    problem: Normalised,
+    compiled: Compiled,
+    jobs: list[int] | None = None,
+    counts: dict[int, int] | None = None,
+) -> dict[str, int]:
+    """The greedy plan; ``jobs`` (default: all, in :func:`job_order`) and, per role group, how many
+    members to place (``counts``; default: the role's minimum)."""
+    counts = counts or {}
     index = {c: {k.counts: i for i, k in enumerate(configs)} for c, configs in compiled.configs.items()}
     state = {cls.index: Counter({0: cls.count}) for cls in problem.classes}  # config index → nodes
     members: Counter[tuple[int, int]] = Counter()  # (role, class) → members
     placed: set[int] = set()
     chosen_variants: set[int] = set()
     fabric = Fabric.of(problem.request.inventory)
-    for j in job_order(problem):
+    for j in job_order(problem) if jobs is None else jobs:
         for allowed in scopes(problem, compiled, fabric, j):
             trial = {c: Counter(v) for c, v in state.items() if allowed is None or c in allowed}
             taken: Counter[tuple[int, int]] = Counter()
             chosen: list[int] = []
             for variants in roles_of(problem, j):
-                fitted = next((v for v in variants if fits(problem, compiled, index, trial, taken, v)), None)
+                want = counts.get(problem.group_of(variants[0]), problem.roles[variants[0]].minimum)
+                fitted = next(
+                    (v for v in variants if fits(problem, compiled, index, trial, taken, v, want)), None
+                )
                 if fitted is None:
                     break
                 chosen.append(fitted)
@@ -110,11 +121,13 @@ def fits(
     state: dict[int, Counter],
     taken: Counter,
     r: int,
+    want: int,
 ) -> bool:
-    """Place role variant ``r`` into ``state`` if it fits; leave ``state`` untouched if not."""
+    """Place ``want`` members of role variant ``r`` into ``state`` if they fit; leave ``state``
+    untouched if not."""
     trial = {c: Counter(v) for c, v in state.items()}
     trial_taken: Counter = Counter()
-    if not place_role(problem, compiled, index, trial, trial_taken, r):
+    if not place_role(problem, compiled, index, trial, trial_taken, r, want):
         return False
     state.clear()
     state.update(trial)
@@ -129,10 +142,11 @@ def place_role(
     state: dict[int, Counter],
     taken: Counter,
     r: int,
+    want: int,
 ) -> bool:
-    """Place the role's minimum, one member at a time, into ``state``; False if it does not fit."""
+    """Place ``want`` members, one at a time, into ``state``; False if they do not fit."""
     ref = problem.roles[r]
-    for _ in range(ref.minimum):
+    for _ in range(want):
         move = best_move(problem, compiled, index, state, ref.shape, r)
         if move is None:
             return False
@@ -224,3 +238,31 @@ def complete(problem: Normalised, compiled: Compiled, solution: dict[str, int]) 
                 if (k, lv) == (i, level):
                     out[var.name] = int(d in domains)
     return with_most_strict(problem, compiled, out)
+
+
+def repack(problem: Normalised, compiled: Compiled, solution: dict[str, int]) -> dict[str, int] | None:
+    """The same jobs with the same member counts as ``solution``, placed again greedily with
+    locality first; None if the greedy cannot fit them all. A tier above placed work cared only
+    for how much is placed; this often keeps that and puts gangs back under one leaf."""
+    placed = [j for j, var in compiled.placed.items() if solution.get(var.name, 0)]
+    counts: Counter[int] = Counter()
+    for (r, _), var in compiled.y.items():
+        counts[problem.group_of(r)] += solution.get(var.name, 0)
+    wanted = set(placed)
+
+    def gpus(j: int) -> int:
+        return sum(
+            counts[g] * max(problem.roles[g].role.member.gpus, 1)
+            for g in problem.groups()
+            if problem.roles[g].job_index == j
+        )
+
+    # Two orders: the usual one, and biggest first (which packs tighter when every job must fit).
+    for order in (
+        [j for j in job_order(problem) if j in wanted],
+        sorted(wanted, key=lambda j: (-gpus(j), j)),
+    ):
+        plan = greedy_hint(problem, compiled, jobs=order, counts=dict(counts))
+        if all(plan[compiled.placed[j].name] for j in placed):
+            return complete(problem, compiled, plan)
+    return None

@@ -19,9 +19,10 @@ from solver.compile import Compiled, Tier, compile_model
 from solver.decode import cluster_metrics, decode
 from solver.errors import InvalidRequest, VerificationFailed
 from solver.explain import explain
-from solver.greedy import complete, greedy_hint
+from solver.greedy import complete, greedy_hint, repack
 from solver.model import (
     ModelSize,
+    ObjectiveTier,
     Policy,
     SolveRequest,
     SolveResult,
@@ -112,6 +113,7 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
             budget,
             hint=complete(problem, compiled, greedy_hint(problem, compiled)),
             polish=lambda solution: complete(problem, compiled, solution),
+            repack_fn=lambda solution: repack(problem, compiled, solution),
         )
     values = [o.value for o in outcomes]
     solution = next((o.solution for o in reversed(outcomes) if o.solution is not None), None)
@@ -146,6 +148,7 @@ def solve_lexicographic(
     budget_s: float,
     hint: dict[str, int] | None = None,
     polish: Callable[[dict[str, int]], dict[str, int]] | None = None,
+    repack_fn: Callable[[dict[str, int]], dict[str, int] | None] | None = None,
 ) -> list[TierOutcome]:
     """Optimise each tier in turn, holding the tiers above at the values reached; each search
     starts from the previous answer (the first from ``hint``, e.g. a greedy placement), improved
@@ -156,6 +159,7 @@ def solve_lexicographic(
     weights = [
         TIER_WEIGHT.get(tier.name, TIER_WEIGHT.get(tier.name.split(".")[0], 1.0)) for tier in compiled.tiers
     ]
+    tried_repack = False
     for i, tier in enumerate(compiled.tiers):
         remaining = deadline - time.perf_counter()
         # Each tier gets its weight's part of what is left; time a tier does not use flows down.
@@ -165,6 +169,14 @@ def solve_lexicographic(
             outcomes.append(unsolved(tier, hint))  # out of time: the answer above still stands
             continue
         model.maximize(tier.expr)
+        if tier.tier == ObjectiveTier.TOPOLOGY and hint is not None and repack_fn and not tried_repack:
+            # Once, before the first topology part: the same jobs placed again, locality first.
+            tried_repack = True
+            repacked = repack_fn(hint)
+            if repacked is not None and all(
+                t.value_of(repacked) >= t.value_of(hint) for t in compiled.tiers[:i]
+            ):
+                hint = repacked if tier.value_of(repacked) > tier.value_of(hint) else hint
         apply_hint(model, hint)
         started = time.perf_counter()
         # Deterministic mode: the search effort of a tier is a fixed share of the policy's limit,
