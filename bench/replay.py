@@ -139,10 +139,30 @@ def make_policy(name: str, workload: Workload, rng: GoRand) -> Policy | RequestP
         from solver.solve import solve  # the solver is optional for the baseline-only replay
 
         window = int(name.removeprefix("solver-window") or 1) if "window" in name else 1
-        return RequestPolicy(name, lambda request: solve(request), window)
+        policy = solver_policy(workload)
+        return RequestPolicy(
+            name, lambda request: solve(request.model_copy(update={"policy": policy})), window
+        )
     raise ValueError(
         f"unknown policy {name!r}; known: random, bestfit, gpupacking, fgd, solver, solver-windowN"
     )
+
+
+def solver_policy(workload: Workload) -> SolvePolicy:
+    """The solver as FGD is measured: placed work first, then FGD's fragmentation against the same
+    workload profile FGD uses (CPU-only shapes left out: the solver's measure is about GPUs), then
+    binpack as the tie-breaker."""
+    from solver.model import ObjectiveTier, WorkloadShape
+
+    shapes = tuple(
+        WorkloadShape(gpus=p.gpus, popularity=p.popularity)
+        if p.milli >= 1000
+        else WorkloadShape(milli=p.milli, popularity=p.popularity)
+        for p in workload
+        if p.gpus > 0 and p.popularity > 0
+    )
+    tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.PACKING)
+    return SolvePolicy(objective=tiers, workload=shapes, time_limit_s=5.0)
 
 
 class InventoryMirror:

@@ -3,7 +3,7 @@
 #
 # slurmd runs it (as the job's user) before each task; every stdout line "export NAME=VALUE" is set in
 # the task's environment. The plan is the last "topoplace/v1 ..." in the job's Comment, written by
-# job_submit.lua (format: adapters/slurm/README.md); Slurm itself allocated exactly those devices.
+# job_submit.lua (format: README.md, "The plan in the comment"); Slurm itself allocated exactly those devices.
 # Jobs without a plan are left alone. POSIX sh + awk + scontrol only; never fails the task.
 #
 # Exports: CUDA_VISIBLE_DEVICES (unless TOPOPLACE_KEEP_CUDA=1, e.g. with cgroup ConstrainDevices,
