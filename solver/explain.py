@@ -101,37 +101,47 @@ def capacity(
 
 
 def locality_shortfall(problem: Normalised, compiled: Compiled, rule: Rule) -> Reason | None:
-    """A LOCALITY reason when no single domain of the rule's level has room for its roles' minimums."""
+    """A LOCALITY reason when no single domain of the rule's level has room for its roles' minimums
+    (a role with variants, e.g. rail sets, needs room for one of them)."""
     fabric = Fabric.of(problem.request.inventory)
     level = 1 if rule.partition == NVLINK else rule.highest_tier
     if not level:
         return None
-    domains = sorted({d for cls in problem.classes if (d := domain_of(cls, fabric, rule.partition, level))})
+    by_domain: dict[str, list[NodeClass]] = {}
+    for cls in problem.classes:
+        if (d := domain_of(cls, fabric, rule.partition, level)) is not None:
+            by_domain.setdefault(d, []).append(cls)
+    groups: dict[int, list[int]] = {}
+    for r in rule.roles:
+        groups.setdefault(problem.group_of(r), []).append(r)
 
-    def room(domain: str) -> dict[int, int]:
-        def inside(cls: NodeClass) -> bool:
-            return domain_of(cls, fabric, rule.partition, level) == domain
+    def room(classes: list[NodeClass], r: int) -> int:
+        shape = problem.roles[r].shape
+        return sum(
+            c.count * max((k.counts[shape] for k in compiled.configs[c.index]), default=0) for c in classes
+        )
 
-        return {r: capacity(problem, compiled, r, inside) for r in rule.roles}
-
-    rooms = {d: room(d) for d in domains}
-    if any(all(rooms[d][r] >= problem.roles[r].minimum for r in rule.roles) for d in domains):
+    rooms = {
+        d: {g: max(room(classes, r) for r in variants) for g, variants in groups.items()}
+        for d, classes in by_domain.items()
+    }
+    if any(all(rooms[d][g] >= problem.roles[g].minimum for g in groups) for d in rooms):
         return None
     where = "one NVLink domain" if rule.partition == NVLINK else f"one tier-{level} switch"
-    refs = [problem.roles[r] for r in rule.roles]
+    refs = [problem.roles[g] for g in groups]
     needs = " and ".join(
         f"{ref.minimum} {ref.role.name} members ({describe(ref.role.member)})" for ref in refs
     )
     best = max(
-        domains,
-        key=lambda d: sum(min(rooms[d][r], problem.roles[r].minimum) for r in rule.roles),
+        sorted(rooms),
+        key=lambda d: sum(min(rooms[d][g], problem.roles[g].minimum) for g in groups),
         default=None,
     )
     best_text = (
         "no switch of that tier has any room"
         if best is None
         else f"the best, {best}, has room for "
-        + " and ".join(f"{rooms[best][r]} {problem.roles[r].role.name}" for r in rule.roles)
+        + " and ".join(f"{rooms[best][g]} {problem.roles[g].role.name}" for g in groups)
     )
     higher = [t for t in fabric.tiers if t > level]
     relax = (
