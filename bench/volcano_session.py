@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -30,6 +27,7 @@ from adapters.volcano import hypernodes as hn
 from adapters.volcano.extender import Config, Extender, local_solve
 from adapters.volcano.patcher import RecordingPatcher
 from adapters.volcano.server import serve
+from bench.core import commit, machine
 from fixtures.volcano import build
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS-volcano.md"
@@ -173,27 +171,6 @@ def run(runs: int) -> dict[str, Any]:
     with_rules = measure(body, hypernodes, runs)
     plain = measure(without_topology(body), hypernodes, runs)
     return {"with_topology": with_rules, "without_topology": plain}
-
-
-def machine() -> str:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor() or "unknown CPU",
-    )
-    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def row(label: str, r: dict[str, Any]) -> str:

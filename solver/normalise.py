@@ -274,7 +274,10 @@ def node_shape(
     selected_label_keys: frozenset[str],
     separation: Separation | None = None,
     job_of_shape: tuple[int | None, ...] = (),
+    rails: bool = True,
 ) -> tuple[NodeShape, ConcreteNode]:
+    """The node's shape and its device table. ``rails``: whether NIC rails matter to the batch (when
+    they do not, nodes differing only in which rails are free stay one class)."""
     pairs, nics, cpu, mem = free_devices(node)
     pairs, nics = _canonical_order(pairs, nics)
     gpus = [g for g, _ in pairs]
@@ -289,7 +292,7 @@ def node_shape(
     )
     shape = NodeShape(
         gpus=tuple(free for _, free in pairs),
-        nics=tuple(FreeNic(numa=n.numa, rail=n.rail) for n in nics),
+        nics=tuple(FreeNic(numa=n.numa, rail=n.rail if rails else None) for n in nics),
         distance=distance,
         nvlink=nvlink,
         cpu_milli=cpu,
@@ -350,13 +353,14 @@ def normalise(request: SolveRequest) -> Normalised:
     # Where a node sits only matters to a batch that has rules about where: without them, nodes of
     # one shape under different leaves are one class, and the model stays small.
     by_leaf, by_domain = locality_matters(request)
+    by_rails = any(job.rail_aligned in (Requirement.REQUIRED, Requirement.PREFERRED) for job in request.jobs)
     by_key: dict[tuple[NodeShape, str, str], list[ConcreteNode]] = defaultdict(list)
     candidates = 0
     # Leaf first: decode hands out a class's nodes in this order, so a gang fills one leaf before the next.
     for node in sorted(request.inventory.nodes, key=lambda n: (n.leaf, n.name)):
         if not node.schedulable:
             continue
-        shape, concrete = node_shape(node, selected, separation, tuple(owners))
+        shape, concrete = node_shape(node, selected, separation, tuple(owners), rails=by_rails)
         key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "")
         by_key[key].append(concrete)
         candidates += 1
