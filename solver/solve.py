@@ -164,8 +164,9 @@ def solve_lexicographic(
         remaining = deadline - time.perf_counter()
         # Each tier gets its weight's part of what is left; time a tier does not use flows down.
         part = weights[i] / sum(weights[i:])
-        share = remaining * part
-        if i > 0 and (outcomes[-1].solution is None or remaining <= 0):
+        # At least enough for CP-SAT's presolve to hand back the hint on a big model.
+        share = max(remaining * part, min(remaining, 0.5 + 0.05 * budget_s))
+        if i > 0 and remaining <= 0:
             outcomes.append(unsolved(tier, hint))  # out of time: the answer above still stands
             continue
         model.maximize(tier.expr)
@@ -192,7 +193,8 @@ def solve_lexicographic(
         outcomes.append(outcome)
         if outcome.solution is not None:
             hint = polish(outcome.solution) if polish else outcome.solution
-            model.add(tier.expr >= round(outcome.value.value))
+        # Hold the tier at what the standing answer reaches, found or not, before the next one.
+        model.add(tier.expr >= round(outcome.value.value))
     return outcomes
 
 
