@@ -165,9 +165,8 @@ def render_table(request: SolveRequest, result: SolveResult) -> str:
         f"gap {result.gap:.2%} · GPUs used {m.gpus_used_before} → {m.gpus_used_after} of {m.gpus_total} · "
         f"whole free nodes {m.nodes_fully_free_before} → {m.nodes_fully_free_after}"
     )
-    lines.append(
-        "objective: " + ", ".join(f"{v.tier.name} {v.value:g} (bound {v.bound:g})" for v in result.objectives)
-    )
+    tiers = (f"{v.name or v.tier.name} {v.value:g} (bound {v.bound:g})" for v in result.objectives)
+    lines.append("objective: " + ", ".join(tiers))
     lines.append("ms: " + ", ".join(f"{t.stage} {t.ms:.1f}" for t in result.timings))
     for job in result.jobs:
         if not job.placed and job.reason is not None:
