@@ -244,13 +244,11 @@ def test_the_rule_checker_catches_a_gang_split_across_leaves(
 
 
 @pytest.mark.xfail(
-    strict=True,
-    reason="solver weakness (issue 3): on fattree-256 the topology tier gets what time is left after "
-    "placed work and is far from its bound (topology.locality 152 of a 2024 bound at 10 s, 408 at "
-    "60 s); the gangs both placers place sit at a higher mean tier under topoplace than under the "
-    "greedy Volcano baseline (1.38-1.58 vs 1.17 at 10 s), e.g. gang-05-12n (PREFERRED tier 1) spans 3-4 "
-    "leaves where Volcano puts it under one. The greedy hint ignores locality and leaves out hard-"
-    "locality jobs (solver/greedy.py).",
+    strict=False,  # the outcome depends on how far the time-limited topology tier gets
+    reason="known solver weakness (issue 3): placed work comes first and the topology tier gets the "
+    "time left; on fattree-256 the gangs both placers place sit at mean tier 1.25 under topoplace vs "
+    "1.17 under the greedy Volcano baseline (bench/RESULTS.md, commit fbcfe25), with topoplace placing "
+    "more GPUs (902 vs 890).",
 )
 def test_topoplace_locality_is_no_worse_than_volcano_on_common_gangs(
     requests: dict[str, SolveRequest], results: dict[str, SolveResult]
