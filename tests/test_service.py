@@ -232,6 +232,29 @@ def _allocation_unknown_gpu(m: placement_pb2.SolveRequest) -> None:
     m.inventory.nodes[0].allocations.add(owner="a", gpus=["GPU99"])
 
 
+def _share_above_whole_gpu(m: placement_pb2.SolveRequest) -> None:
+    m.jobs[0].roles[0].member.gpus = 0
+    m.jobs[0].roles[0].member.gpu_share.milli = 1500
+
+
+def _empty_share(m: placement_pb2.SolveRequest) -> None:
+    m.jobs[0].roles[0].member.gpus = 0
+    m.jobs[0].roles[0].member.gpu_share.SetInParent()  # asks 0 milli and 0 MiB
+
+
+def _shares_overcommit(m: placement_pb2.SolveRequest) -> None:
+    m.inventory.nodes[0].allocations.add(owner="a").gpu_shares.add(gpu="GPU0", milli=700)
+    m.inventory.nodes[0].allocations.add(owner="b").gpu_shares.add(gpu="GPU0", milli=400)
+
+
+def _unknown_policy_word(m: placement_pb2.SolveRequest) -> None:
+    m.policy.node_policy = "binpack,greedy"
+
+
+def _negative_priority(m: placement_pb2.SolveRequest) -> None:
+    m.jobs[0].priority = -1
+
+
 # (mutation, a fragment of the field path, words the description must contain)
 BAD_REQUESTS = {
     "duplicate-node-name": (_dup_node_name, "inventory.nodes[1].name", ["node name", "n0"]),
@@ -247,6 +270,11 @@ BAD_REQUESTS = {
     "fabric-cycle": (_fabric_cycle, "inventory.switches[", ["cycle", "spine0", "leaf0"]),
     "gpu-held-twice": (_gpu_held_twice, "nodes[0].allocations[1].gpus[0]", ["GPU0", "held"]),
     "allocation-unknown-gpu": (_allocation_unknown_gpu, "nodes[0].allocations[0].gpus[0]", ["GPU99", "not"]),
+    "share-above-whole-gpu": (_share_above_whole_gpu, "member.gpu_share.milli", ["1000"]),
+    "empty-share": (_empty_share, "member.gpu_share.milli", ["1 to 1000"]),
+    "shares-overcommit": (_shares_overcommit, "allocations[1].gpu_shares[0].milli", ["1100", "1000"]),
+    "unknown-policy-word": (_unknown_policy_word, "policy.node_policy", ["greedy", "binpack"]),
+    "negative-priority": (_negative_priority, "jobs[0].priority", ["0"]),
 }
 
 
