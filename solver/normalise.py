@@ -314,6 +314,32 @@ def node_shape(
     return shape, concrete
 
 
+_SHAPES: dict[tuple[int, frozenset[str], bool], tuple[Node, NodeShape, ConcreteNode]] = {}
+
+
+def cached_node_shape(
+    node: Node,
+    selected: frozenset[str],
+    separation: Separation,
+    owners: tuple[int | None, ...],
+    rails: bool,
+) -> tuple[NodeShape, ConcreteNode]:
+    """:func:`node_shape`, remembered per node *object*: the wire layer hands back the same Node for
+    an unchanged node, so a scheduler's repeated inventory is normalised once. Not cached when a
+    separation rule makes the shape depend on the batch's jobs."""
+    if separation.owned:
+        return node_shape(node, selected, separation, owners, rails=rails)
+    key = (id(node), selected, rails)
+    hit = _SHAPES.get(key)
+    if hit is not None and hit[0] is node:
+        return hit[1], hit[2]
+    shape, concrete = node_shape(node, selected, separation, owners, rails=rails)
+    if len(_SHAPES) >= 65_536:
+        _SHAPES.clear()
+    _SHAPES[key] = (node, shape, concrete)  # holding the node keeps its id from being reused
+    return shape, concrete
+
+
 def locality_matters(request: SolveRequest) -> tuple[bool, bool]:
     """Does any job of the batch have a fabric rule (leaves matter) or an NVLink-domain rule?"""
     ruled = (Requirement.REQUIRED, Requirement.PREFERRED)
@@ -360,7 +386,7 @@ def normalise(request: SolveRequest) -> Normalised:
     for node in sorted(request.inventory.nodes, key=lambda n: (n.leaf, n.name)):
         if not node.schedulable:
             continue
-        shape, concrete = node_shape(node, selected, separation, tuple(owners), rails=by_rails)
+        shape, concrete = cached_node_shape(node, selected, separation, tuple(owners), by_rails)
         key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "")
         by_key[key].append(concrete)
         candidates += 1

@@ -19,15 +19,49 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from solver.errors import Problem
-from solver.model import FabricSwitch, NicMode, Node, PcieSwitch, Requirement, Role, SolveRequest
+from solver.model import (
+    FabricSwitch,
+    Inventory,
+    NicMode,
+    Node,
+    PcieSwitch,
+    Policy,
+    Requirement,
+    Role,
+    SolveRequest,
+)
 from solver.policy import WORDS, unknown_words
 
 Rule = Callable[[SolveRequest], Iterator[Problem]]
 
 
 def validate(request: SolveRequest) -> tuple[Problem, ...]:
-    """Every problem of ``request`` (empty when it can be solved as given), in ``RULES`` order."""
-    return tuple(problem for rule in RULES for problem in rule(request))
+    """Every problem of ``request`` (empty when it can be solved as given): the rules inside each
+    node first, node by node, then ``RULES`` in order."""
+    inside = [p for i, node in enumerate(request.inventory.nodes) for p in _node_problems(i, node)]
+    return (*inside, *(problem for rule in RULES for problem in rule(request)))
+
+
+_NODE_PROBLEMS: dict[int, tuple[Node, tuple[Problem, ...]]] = {}
+
+
+def _node_problems(i: int, node: Node) -> tuple[Problem, ...]:
+    """The problems ``NODE_RULES`` find in one node, at its index. Remembered per node *object*:
+    the wire layer hands back the same Node for an unchanged node, so a scheduler's repeated
+    inventory is checked once."""
+    hit = _NODE_PROBLEMS.get(id(node))
+    if hit is None or hit[0] is not node:
+        alone = SolveRequest.model_construct(
+            inventory=Inventory.model_construct(nodes=(node,), switches=()), jobs=(), policy=Policy()
+        )
+        found = tuple(p for rule in NODE_RULES for p in rule(alone))
+        if len(_NODE_PROBLEMS) >= 65_536:
+            _NODE_PROBLEMS.clear()
+        _NODE_PROBLEMS[id(node)] = hit = (node, found)  # holding the node keeps its id unique
+    prefix = _node_path(0)
+    return tuple(
+        Problem(path=_node_path(i) + p.path[len(prefix) :], message=p.message) if i else p for p in hit[1]
+    )
 
 
 # --------------------------------------------------------------------------- paths and small helpers
@@ -91,16 +125,6 @@ def unique_ids(request: SolveRequest) -> Iterator[Problem]:
     """Names and ids are unique where something refers to them: a reference must mean one thing."""
     nodes = request.inventory.nodes
     yield from _duplicates(((f"{_node_path(i)}.name", n.name) for i, n in enumerate(nodes)), "node name")
-    for i, node in enumerate(nodes):
-        p = _node_path(i)
-        yield from _duplicates(((f"{p}.gpus[{k}].id", g.id) for k, g in enumerate(node.gpus)), "GPU id")
-        yield from _duplicates(((f"{p}.nics[{k}].name", n.name) for k, n in enumerate(node.nics)), "NIC name")
-        yield from _duplicates(
-            ((f"{p}.pcie_switches[{k}].id", s.id) for k, s in enumerate(node.pcie_switches)), "PCIe switch id"
-        )
-        yield from _duplicates(
-            ((f"{p}.numa_nodes[{k}].id", n.id) for k, n in enumerate(node.numa_nodes)), "NUMA node id"
-        )
     switches = request.inventory.switches
     yield from _duplicates(
         ((f"inventory.switches[{k}].id", s.id) for k, s in enumerate(switches)), "fabric switch id"
@@ -109,6 +133,20 @@ def unique_ids(request: SolveRequest) -> Iterator[Problem]:
     for j, job in enumerate(request.jobs):
         yield from _duplicates(
             ((f"jobs[{j}].roles[{r}].name", role.name) for r, role in enumerate(job.roles)), "role name"
+        )
+
+
+def unique_device_ids(request: SolveRequest) -> Iterator[Problem]:
+    """Within a node, device, switch and NUMA ids are unique: its references must mean one thing."""
+    for i, node in enumerate(request.inventory.nodes):
+        p = _node_path(i)
+        yield from _duplicates(((f"{p}.gpus[{k}].id", g.id) for k, g in enumerate(node.gpus)), "GPU id")
+        yield from _duplicates(((f"{p}.nics[{k}].name", n.name) for k, n in enumerate(node.nics)), "NIC name")
+        yield from _duplicates(
+            ((f"{p}.pcie_switches[{k}].id", s.id) for k, s in enumerate(node.pcie_switches)), "PCIe switch id"
+        )
+        yield from _duplicates(
+            ((f"{p}.numa_nodes[{k}].id", n.id) for k, n in enumerate(node.numa_nodes)), "NUMA node id"
         )
 
 
@@ -550,8 +588,8 @@ def member_fits_some_node(request: SolveRequest) -> Iterator[Problem]:
 
 # --------------------------------------------------------------------------- the rules, in order
 
-RULES: tuple[Rule, ...] = (
-    unique_ids,
+NODE_RULES: tuple[Rule, ...] = (  # each looks at one node only
+    unique_device_ids,
     pcie_references,
     pcie_cycles,
     numa_references,
@@ -559,6 +597,10 @@ RULES: tuple[Rule, ...] = (
     allocation_references,
     allocation_overcommit,
     share_overcommit,
+)
+
+RULES: tuple[Rule, ...] = (
+    unique_ids,
     fabric_references,
     fabric_cycles,
     fabric_tiers,

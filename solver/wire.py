@@ -46,8 +46,31 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def request_from_proto(msg: placement_pb2.SolveRequest) -> SolveRequest:
-    """The domain request a wire request stands for; :class:`InvalidRequest` when a local rule fails."""
-    return _from_proto(msg, SolveRequest)
+    """The domain request a wire request stands for; :class:`InvalidRequest` when a local rule fails.
+
+    Nodes are converted one by one and remembered by their wire bytes: a scheduler sends nearly the
+    same inventory on every call, and converting thousands of unchanged nodes again would cost more
+    than the whole search.
+    """
+    if not msg.HasField("inventory"):
+        return _from_proto(msg, SolveRequest)
+    problems: list[Problem] = []
+    nodes = []
+    for i, node_msg in enumerate(msg.inventory.nodes):
+        try:
+            nodes.append(_node_from_proto(node_msg))
+        except InvalidRequest as exc:
+            problems += [_under(f"inventory.nodes[{i}]", p) for p in exc.problems]
+    shell = _without_nodes(msg)
+    data = _message_data(shell, SolveRequest)
+    data.setdefault("inventory", {})["nodes"] = nodes
+    try:
+        request = SolveRequest.model_validate(data)
+    except ValidationError as exc:
+        problems += [_problem_from_error(err) for err in _root_causes(exc.errors())]
+    if problems:
+        raise InvalidRequest(problems)
+    return request
 
 
 def result_from_proto(msg: placement_pb2.SolveResponse) -> SolveResult:
@@ -122,6 +145,43 @@ def _from_proto(msg: Message, model_cls: type[M]) -> M:
         return model_cls.model_validate(data)
     except ValidationError as exc:
         raise InvalidRequest([_problem_from_error(err) for err in _root_causes(exc.errors())]) from None
+
+
+_NODE_CACHE: dict[bytes, Node] = {}
+_NODE_CACHE_SIZE = 65_536
+
+
+def _node_from_proto(msg: placement_pb2.Node) -> Node:
+    key = msg.SerializeToString(deterministic=True)
+    node = _NODE_CACHE.get(key)
+    if node is None:
+        node = _from_proto(msg, Node)
+        if len(_NODE_CACHE) >= _NODE_CACHE_SIZE:
+            _NODE_CACHE.clear()  # a new cluster: start again rather than track recency per node
+        _NODE_CACHE[key] = node
+    return node
+
+
+def _without_nodes(msg: placement_pb2.SolveRequest) -> placement_pb2.SolveRequest:
+    """``msg`` with every field but the inventory's nodes (copied field by field, nodes skipped)."""
+    shell = placement_pb2.SolveRequest()
+    for field, value in msg.ListFields():
+        if field.name == "inventory":
+            continue
+        if field.message_type is None:
+            setattr(shell, field.name, value)
+        else:
+            getattr(shell, field.name).MergeFrom(value)
+    shell.inventory.SetInParent()
+    for field, value in msg.inventory.ListFields():
+        if field.name != "nodes":
+            getattr(shell.inventory, field.name).MergeFrom(value)
+    return shell
+
+
+def _under(prefix: str, problem: Problem) -> Problem:
+    path = prefix if problem.path == "request" else f"{prefix}.{problem.path}"
+    return Problem(path=path, message=problem.message)
 
 
 def _root_causes(errors: list[Any]) -> list[Any]:

@@ -368,3 +368,23 @@ def test_field_rule_in_a_file_keeps_its_field_path(tmp_path: Path) -> None:
     assert problems_of(load_request, path) == (
         Problem(path="jobs[0].roles[0].replicas", message="must be at least 1, got 0"),
     )
+
+
+def test_unchanged_nodes_are_converted_once_and_changed_ones_again() -> None:
+    """The wire layer remembers nodes by their bytes (schedulers resend the same inventory): the
+    same node comes back as the same object, a changed one as a new, correct one, and a bad node is
+    still refused at its own index."""
+    from tests.solver_cases import job, request, server
+
+    req = request([server("n0"), server("n1")], [job("a", 1)])
+    msg = wire.request_to_proto(req)
+    first, second = wire.request_from_proto(msg), wire.request_from_proto(msg)
+    assert first == req and first.inventory.nodes[1] is second.inventory.nodes[1]
+    msg.inventory.nodes[1].allocations.add(owner="new", gpus=["GPU0"])
+    changed = wire.request_from_proto(msg)
+    assert changed.inventory.nodes[1].allocations[0].owner == "new"
+    assert changed.inventory.nodes[0] is first.inventory.nodes[0]
+    msg.inventory.nodes[1].gpus[0].index = -1
+    with pytest.raises(InvalidRequest) as caught:
+        wire.request_from_proto(msg)
+    assert [p.path for p in caught.value.problems] == ["inventory.nodes[1].gpus[0].index"]
