@@ -101,3 +101,12 @@ def test_verifier_catches_a_broken_anti_affinity() -> None:
     result = solve(req).model_copy(update={"jobs": jobs, "status": SolveStatus.FEASIBLE})
     assert any("anti-affinity" in v for v in verify(req, result))
     assert isinstance(result, SolveResult)
+
+
+def test_an_anti_affinity_rule_without_labels_is_refused_with_its_path() -> None:
+    from solver.validate import validate
+
+    bad = job("a").model_copy(update={"anti_affinity": (AntiAffinity(labels={}),)})
+    problems = validate(request([server("n0")], [bad]))
+    assert [p.path for p in problems] == ["jobs[0].anti_affinity[0].labels"]
+    assert "at least one label" in problems[0].message
