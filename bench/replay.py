@@ -150,16 +150,20 @@ def make_policy(name: str, workload: Workload, rng: GoRand) -> Policy | RequestP
 
 def solver_policy(workload: Workload) -> SolvePolicy:
     """The solver as FGD is measured: placed work first, then FGD's fragmentation against the same
-    workload profile FGD uses (CPU-only shapes left out: the solver's measure is about GPUs), then
-    binpack as the tie-breaker."""
+    workload profile FGD uses (CPU, GPU models and CPU-only shapes included), then binpack as the
+    tie-breaker."""
     from solver.model import ObjectiveTier, WorkloadShape
 
     shapes = tuple(
-        WorkloadShape(gpus=p.gpus, popularity=p.popularity)
-        if p.milli >= 1000
-        else WorkloadShape(milli=p.milli, popularity=p.popularity)
+        WorkloadShape(
+            gpus=p.gpus if p.milli >= MILLI else 0,
+            milli=p.milli if 0 < p.milli < MILLI else 0,
+            cpu_milli=p.cpu,
+            gpu_models=p.models,
+            popularity=p.popularity,
+        )
         for p in workload
-        if p.gpus > 0 and p.popularity > 0
+        if p.popularity > 0
     )
     tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.PACKING)
     return SolvePolicy(objective=tiers, workload=shapes, time_limit_s=5.0)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from solver.compile import Compiled
 from solver.compile.locality import NVLINK, Rule, locality_rules
 from solver.fabric import Fabric
-from solver.fragmentation import node_fragmentation, profile, stranded
+from solver.fragmentation import FreeCapacity, profile
 from solver.intranode import Slot
 from solver.model import (
     ClusterMetrics,
@@ -213,43 +213,71 @@ def is_aligned(shape: NodeShape, member: MemberShape, gpus: Sequence[int], nics:
 def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> ClusterMetrics:
     """GPU counts before and after the plan, over the schedulable nodes (cordoned nodes are not
     capacity). GPUs used are GPUs held whole; a node is fully free when none of its GPUs is held
-    whole. Fragmentation and stranded GPUs (in GPUs) are measured against the workload profile."""
+    whole. Fragmentation and stranded GPUs (in GPUs) are measured against the workload profile;
+    only the nodes the plan touches change, so only they are measured twice."""
     nodes = [n for n in request.inventory.nodes if n.schedulable]
     used_before = sum(len({g for a in n.allocations for g in a.gpus}) for n in nodes)
     placed = sum(len(m.gpus) for j in jobs for m in j.members if not m.gpu_shares)  # whole GPUs only
-    touched = {m.node for j in jobs for m in j.members}
     free_before = [n for n in nodes if not any(a.gpus for a in n.allocations)]
     workload = profile(request.policy.workload, (r.member for job in request.jobs for r in job.roles))
-    members_on: dict[str, list[MemberPlacement]] = defaultdict(list)
+    shapes = {(job.id, r.name): r.member for job in request.jobs for r in job.roles}
+    members_on: dict[str, list[tuple[MemberPlacement, MemberShape]]] = defaultdict(list)
     for j in jobs:
         for m in j.members:
-            members_on[m.node].append(m)
-    before = [free_milli(n, ()) for n in nodes]
-    after = [free_milli(n, members_on[n.name]) for n in nodes]
+            members_on[m.node].append((m, shapes[j.job_id, m.role]))
+    before = {n.name: free_capacity(n) for n in nodes}
+    after = dict(before)
+    for n in nodes:
+        if n.name in members_on:
+            after[n.name] = free_capacity(n, members_on[n.name])
     return ClusterMetrics(
         gpus_total=sum(len(n.gpus) for n in nodes),
         gpus_used_before=used_before,
         gpus_used_after=used_before + placed,
         nodes_fully_free_before=len(free_before),
-        nodes_fully_free_after=sum(n.name not in touched for n in free_before),
-        stranded_gpus_before=sum(stranded(f, workload) for f in before) / 1000,
-        stranded_gpus_after=sum(stranded(f, workload) for f in after) / 1000,
-        fragmentation_before=round(sum(node_fragmentation(f, workload) for f in before) / 1000, 3),
-        fragmentation_after=round(sum(node_fragmentation(f, workload) for f in after) / 1000, 3),
+        nodes_fully_free_after=sum(n.name not in members_on for n in free_before),
+        stranded_gpus_before=sum(map(workload.stranded, before.values())) / 1000,
+        stranded_gpus_after=sum(map(workload.stranded, after.values())) / 1000,
+        fragmentation_before=round(sum(map(workload.fragmentation, before.values())) / 1000, 3),
+        fragmentation_after=round(sum(map(workload.fragmentation, after.values())) / 1000, 3),
     )
 
 
-def free_milli(node: Node, members: Sequence[MemberPlacement]) -> list[int]:
-    """Free milli of each healthy GPU of ``node`` after its allocations and ``members``."""
+_FREE: dict[int, tuple[Node, FreeCapacity]] = {}
+
+
+def free_capacity(node: Node, members: Sequence[tuple[MemberPlacement, MemberShape]] = ()) -> FreeCapacity:
+    """What is left of ``node`` after its allocations and ``members``: free milli of each healthy GPU
+    (a mutex share holds its GPU whole), free CPU and memory where the node tracks them. Without
+    members the answer is remembered per node object, as the wire layer reuses unchanged nodes."""
+    if not members:
+        hit = _FREE.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
     free = {g.id: 1000 for g in node.gpus if g.healthy}
     taken = [(g, 1000) for a in node.allocations for g in a.gpus]
     taken += [(s.gpu, 1000 if a.mutex else s.milli) for a in node.allocations for s in a.gpu_shares]
-    for m in members:
+    for m, _ in members:
         taken += [(s.gpu, s.milli) for s in m.gpu_shares] or [(g, 1000) for g in m.gpus]
     for gpu, milli in taken:
         if gpu in free:
             free[gpu] = max(0, free[gpu] - milli)
-    return list(free.values())
+    cpu = memory = None
+    if node.cpu_milli:
+        cpu = node.cpu_milli - sum(a.cpu_milli for a in node.allocations) - sum(s.cpu_milli for _, s in members)
+    if node.memory_mib:
+        memory = (
+            node.memory_mib
+            - sum(a.memory_mib for a in node.allocations)
+            - sum(s.memory_mib for _, s in members)
+        )
+    model = {g.id: g.model for g in node.gpus}
+    capacity = FreeCapacity.of(((model[g], f) for g, f in free.items()), cpu, memory)
+    if not members:
+        if len(_FREE) >= 65_536:
+            _FREE.clear()
+        _FREE[id(node)] = (node, capacity)
+    return capacity
 
 
 def one_rail_set_per_role(members: Sequence[MemberPlacement], nodes: dict[str, Node]) -> bool:

@@ -1,68 +1,158 @@
 """Fragmentation against a workload profile (FGD, Weng et al., USENIX ATC'23), and stranded GPUs.
 
 The workload is a set of typical requests with their popularity. For one node and one typical
-request m, the fragment is the free GPU compute m could never use there: if the node can host m,
-the free compute on GPUs whose free part is below what m needs of one GPU; if it cannot host m at
-all, all of its free compute. A node's fragmentation is the popularity-weighted sum; the cluster's
-is the sum over nodes. A GPU is *stranded* when it sits free on a node that can host none of the
-typical requests.
+request m, the fragment is the free GPU compute m could never use there:
 
-All amounts are in milli-GPU. A node is described by the free milli of each of its GPUs (1000 for
-an idle GPU); this module knows nothing of the model, so the objective, the metrics and the tests
-share one definition.
+- m asks for no GPU (a CPU-only request): all of the node's free GPU compute — a CPU-only task
+  can use none of it, which is why FGD counts it;
+- m cannot be hosted at all (too few GPUs of an accepted model with enough free compute, or too
+  little free CPU or memory): all of the node's free GPU compute;
+- m fits: the free compute on GPUs it cannot use — of another model, or with less free than m
+  needs of one GPU.
+
+A node's fragmentation is the popularity-weighted sum; the cluster's is the sum over nodes. A GPU
+is *stranded* when it sits free on a node that can host none of the GPU-asking typical requests.
+
+All amounts are in milli-GPU. A node is described by :class:`FreeCapacity` (what is left of it);
+this module knows nothing of the model or of configurations, so the objective tier, the reported
+metrics and the tests share one definition.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from solver.model import MemberShape, WorkloadShape
 
+WHOLE = 1000
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class Typical:
-    """A typical request: ``gpus`` whole GPUs, or a share of ``milli`` of one GPU."""
+    """A typical request: ``gpus`` whole GPUs, or a share of ``milli`` of one GPU, or (both 0) no GPU;
+    the CPU and memory it needs, and the GPU models it accepts (empty: any)."""
 
     gpus: int
     milli: int
     popularity: float
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    models: frozenset[str] = frozenset()
 
+    @property
+    def cpu_only(self) -> bool:
+        return not self.gpus and not self.milli
+
+    @property
     def per_gpu(self) -> int:
-        return 1000 if self.gpus else self.milli
-
-    def fits(self, free: Sequence[int]) -> bool:
-        if self.gpus:
-            return sum(f == 1000 for f in free) >= self.gpus
-        return any(f >= self.milli for f in free)
+        return WHOLE if self.gpus else self.milli
 
 
-def profile(workload: Sequence[WorkloadShape], members: Iterable[MemberShape]) -> tuple[Typical, ...]:
-    """The caller's workload, or else the batch's own member shapes weighted by how many ask."""
+@dataclass(frozen=True, slots=True)
+class FreeCapacity:
+    """What is left of one node: (GPU model, free milli) per usable GPU, sorted, and the free CPU and
+    memory (None where the node does not track them, so they never bind)."""
+
+    gpus: tuple[tuple[str, int], ...]
+    cpu_milli: int | None = None
+    memory_mib: int | None = None
+
+    @staticmethod
+    def of(
+        gpus: Iterable[tuple[str, int]], cpu_milli: int | None = None, memory_mib: int | None = None
+    ) -> FreeCapacity:
+        # GPUs with nothing free count for nothing, so they are left out: equal states, equal keys.
+        return FreeCapacity(tuple(sorted(g for g in gpus if g[1] > 0)), cpu_milli, memory_mib)
+
+    @property
+    def free_milli(self) -> int:
+        return sum(f for _, f in self.gpus)
+
+
+def usable_gpus(free: FreeCapacity, m: Typical) -> list[bool] | None:
+    """Per GPU of the node, could ``m`` use it; None when the node cannot host ``m`` at all."""
+    if m.cpu_only:
+        return None
+    if (free.cpu_milli is not None and free.cpu_milli < m.cpu_milli) or (
+        free.memory_mib is not None and free.memory_mib < m.memory_mib
+    ):
+        return None
+    usable = [f >= m.per_gpu and (not m.models or model in m.models) for model, f in free.gpus]
+    return usable if sum(usable) >= max(m.gpus, 1) else None
+
+
+def fragment(free: FreeCapacity, m: Typical) -> int:
+    """The free milli-GPU of one node that one typical request could never use."""
+    usable = usable_gpus(free, m)
+    if usable is None:
+        return free.free_milli
+    return sum(f for (_, f), ok in zip(free.gpus, usable, strict=True) if not ok)
+
+
+@dataclass
+class Profile:
+    """The typical requests, normalised to popularities summing to 1, with per-node answers
+    remembered: a replay or a scheduler asks about the same few node states again and again."""
+
+    typicals: tuple[Typical, ...]
+    _fragmentation: dict[FreeCapacity, float] = field(default_factory=dict, repr=False, compare=False)
+    _stranded: dict[FreeCapacity, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def fragmentation(self, free: FreeCapacity) -> float:
+        """FGD's fragmentation of one node, in milli-GPU."""
+        value = self._fragmentation.get(free)
+        if value is None:
+            value = sum(m.popularity * fragment(free, m) for m in self.typicals)
+            self._fragmentation[free] = value
+        return value
+
+    def stranded(self, free: FreeCapacity) -> int:
+        """Free milli-GPU on a node where no GPU-asking typical request fits (0 where one does)."""
+        value = self._stranded.get(free)
+        if value is None:
+            asking = [m for m in self.typicals if not m.cpu_only]
+            hosted = any(usable_gpus(free, m) is not None for m in asking)
+            value = 0 if not asking or hosted else free.free_milli
+            self._stranded[free] = value
+        return value
+
+
+_PROFILES: dict[tuple, Profile] = {}
+
+
+def profile(workload: Sequence[WorkloadShape], members: Iterable[MemberShape]) -> Profile:
+    """The caller's workload, or else the batch's own GPU-asking member shapes weighted by how many
+    ask. Profiles are kept by their typical requests, so their memo outlives one request."""
     if workload:
         total = sum(w.popularity for w in workload)
-        return tuple(Typical(w.gpus, w.milli, w.popularity / total) for w in workload)
-    counts = Counter(
-        (m.gpus, 0 if m.gpus or m.gpu_share is None else m.gpu_share.milli)
-        for m in members
-        if m.gpus or (m.gpu_share is not None and m.gpu_share.milli)
-    )
-    total = sum(counts.values())
-    return tuple(Typical(g, milli, n / total) for (g, milli), n in sorted(counts.items()))
-
-
-def node_fragmentation(free: Sequence[int], workload: Sequence[Typical]) -> float:
-    """FGD's fragmentation of one node, in milli-GPU, given each GPU's free milli."""
-    total = 0.0
-    for m in workload:
-        lost = sum(f for f in free if 0 < f < m.per_gpu()) if m.fits(free) else sum(free)
-        total += m.popularity * lost
-    return total
-
-
-def stranded(free: Sequence[int], workload: Sequence[Typical]) -> int:
-    """Free milli-GPU on a node where no typical request fits (0 where one does)."""
-    if not workload or any(m.fits(free) for m in workload):
-        return 0
-    return sum(free)
+        typicals = tuple(
+            Typical(
+                w.gpus,
+                0 if w.gpus else w.milli,
+                w.popularity / total,
+                w.cpu_milli,
+                w.memory_mib,
+                frozenset(w.gpu_models),
+            )
+            for w in workload
+        )
+    else:
+        counts = Counter(
+            (m.gpus, 0 if m.gpus or m.gpu_share is None else m.gpu_share.milli, m.cpu_milli, m.memory_mib,
+             tuple(sorted(m.gpu_models)))
+            for m in members
+            if m.gpus or (m.gpu_share is not None and m.gpu_share.milli)
+        )
+        total = sum(counts.values())
+        typicals = tuple(
+            Typical(g, milli, n / total, cpu, memory, frozenset(models))
+            for (g, milli, cpu, memory, models), n in sorted(counts.items())
+        )
+    hit = _PROFILES.get(typicals)
+    if hit is None:
+        if len(_PROFILES) >= 64:
+            _PROFILES.clear()
+        hit = _PROFILES[typicals] = Profile(typicals)
+    return hit

@@ -425,7 +425,7 @@ def enumerate_configurations(
     return tuple(found)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=65_536)  # node shapes x member shapes seen; a replay's steady state fits
 def configurations_for(
     node: NodeShape,
     shapes_json: tuple[str, ...],

@@ -294,8 +294,11 @@ class WorkloadShape(Frozen):
     """A typical request and how often it comes (FGD's workload model)."""
 
     gpus: int = Field(default=0, ge=0)
-    milli: int = Field(default=0, ge=0, le=1000)  # per GPU, for a share
+    milli: int = Field(default=0, ge=0, le=1000)  # per GPU, for a share; neither: a CPU-only request
     popularity: float = Field(default=1.0, gt=0)
+    cpu_milli: int = Field(default=0, ge=0)  # a node with less free CPU cannot host it
+    memory_mib: int = Field(default=0, ge=0)
+    gpu_models: tuple[str, ...] = ()  # accepted models; empty = any
 
 
 DEFAULT_TIERS = (

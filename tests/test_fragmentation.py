@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from solver.fragmentation import Typical, node_fragmentation, profile, stranded
+from solver.fragmentation import FreeCapacity, Profile, Typical, profile
 from solver.model import Allocation, GpuShare, MemberShape, ObjectiveTier, Policy, WorkloadShape
 from solver.solve import solve
 from tests.solver_cases import request, server
@@ -12,26 +12,53 @@ from tests.test_sharing import share_job, whole_job
 
 WHOLE_1 = Typical(gpus=1, milli=0, popularity=0.5)
 HALF = Typical(gpus=0, milli=500, popularity=0.5)
+BOTH = Profile((WHOLE_1, HALF))
+
+
+def free(*milli: int, cpu: int | None = None, model: str = "A100") -> FreeCapacity:
+    return FreeCapacity.of(((model, f) for f in milli), cpu)
 
 
 def test_fragment_is_the_free_part_a_typical_request_cannot_use() -> None:
     # GPUs free: 1000, 300, 0. A whole-GPU request fits (one idle GPU): the 300 on GPU1 is lost to it.
     # A 500m share fits (GPU0): the 300 is lost to it as well. 0.5 × 300 + 0.5 × 300.
-    assert node_fragmentation([1000, 300, 0], [WHOLE_1, HALF]) == pytest.approx(300)
+    assert BOTH.fragmentation(free(1000, 300, 0)) == pytest.approx(300)
 
 
 def test_a_node_that_cannot_host_a_request_loses_all_its_free_part_to_it() -> None:
     # GPUs free: 400, 400. No idle GPU, no GPU with 500 free: everything is lost to both.
-    assert node_fragmentation([400, 400], [WHOLE_1, HALF]) == pytest.approx(800)
-    assert stranded([400, 400], [WHOLE_1, HALF]) == 800
-    assert stranded([1000, 0], [WHOLE_1, HALF]) == 0
+    assert BOTH.fragmentation(free(400, 400)) == pytest.approx(800)
+    assert BOTH.stranded(free(400, 400)) == 800
+    assert BOTH.stranded(free(1000, 0)) == 0
+
+
+def test_a_node_short_of_cpu_loses_all_its_free_part_to_the_request() -> None:
+    # FGD counts CPU: 4 cores left cannot host an 8-core whole-GPU request, so its idle GPU is lost.
+    needs_cpu = Profile((Typical(gpus=1, milli=0, popularity=1.0, cpu_milli=8000),))
+    assert needs_cpu.fragmentation(free(1000, cpu=4000)) == 1000
+    assert needs_cpu.fragmentation(free(1000, cpu=8000)) == 0
+    assert needs_cpu.fragmentation(free(1000)) == 0  # CPU not tracked: never binding
+
+
+def test_gpus_of_a_model_a_request_does_not_accept_are_fragments_for_it() -> None:
+    v100_only = Profile((Typical(gpus=1, milli=0, popularity=1.0, models=frozenset({"V100"})),))
+    mixed = FreeCapacity.of((("V100", 1000), ("T4", 1000)))
+    assert v100_only.fragmentation(mixed) == 1000  # the T4
+    assert v100_only.fragmentation(free(1000, model="T4")) == 1000
+    assert v100_only.stranded(free(1000, model="T4")) == 1000
+
+
+def test_every_free_gpu_is_a_fragment_for_a_cpu_only_request() -> None:
+    cpu_only = Profile((Typical(gpus=0, milli=0, popularity=1.0, cpu_milli=1000),))
+    assert cpu_only.fragmentation(free(1000, 300)) == 1300
+    assert cpu_only.stranded(free(1000, 300)) == 0  # only GPU-asking requests make GPUs stranded
 
 
 def test_profile_comes_from_the_batch_when_not_given() -> None:
     shapes = [MemberShape(gpus=1), MemberShape(gpus=1), MemberShape(gpu_share=GpuShare(milli=250))]
-    assert profile((), shapes) == (Typical(0, 250, 1 / 3), Typical(1, 0, 2 / 3))
+    assert profile((), shapes).typicals == (Typical(0, 250, 1 / 3), Typical(1, 0, 2 / 3))
     given = profile((WorkloadShape(gpus=8, popularity=3), WorkloadShape(milli=100, popularity=1)), shapes)
-    assert given == (Typical(8, 0, 0.75), Typical(0, 100, 0.25))
+    assert given.typicals == (Typical(8, 0, 0.75), Typical(0, 100, 0.25))
 
 
 def test_fragmentation_tier_fills_the_half_used_gpu() -> None:

@@ -5,15 +5,16 @@ lexicographic step."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
 from solver.compile.locality import Locality
-from solver.fragmentation import node_fragmentation, profile
+from solver.fragmentation import FreeCapacity, Profile, profile
 from solver.intranode import Configuration, free_after
 from solver.model import MemberShape, ObjectiveTier, Packing, Policy
-from solver.normalise import Normalised, has_preferences
+from solver.normalise import Normalised, NodeShape, has_preferences
 
 Configs = dict[int, tuple[Configuration, ...]]
 Vars = dict[tuple[int, int], cp_model.IntVar]
@@ -134,11 +135,15 @@ def topology(
 
 
 def packing(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> Tier:
-    """Binpack: touch as little free capacity as possible — a node costs its free GPUs + 1, so
-    partly used nodes fill first and whole nodes stay whole. Spread: the opposite."""
+    """Binpack: touch as few nodes, and as little free capacity, as possible. A node costs one unit
+    plus its free GPU compute, CPU and memory, each as a fraction of the inventory's largest node —
+    best fit in every dimension, so partly used nodes fill first, whole nodes stay whole, and a
+    small pod goes to a small node rather than taking CPU a large node's large pods will need.
+    Spread: the opposite."""
+    scale = _largest_node(problem)
     terms, upper = [], 0
     for cls in problem.classes:
-        cost = len(cls.shape.gpus) + 1
+        cost = _touch_cost(cls.shape, scale)
         terms.extend((cost, x[cls.index, k]) for k in range(len(configs[cls.index])) if (cls.index, k) in x)
         upper += cost * cls.count
     if policy.packing == Packing.SPREAD:
@@ -146,17 +151,74 @@ def packing(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> T
     return Tier.of(ObjectiveTier.PACKING, "packing.binpack", terms, 0, minimise=True)
 
 
+PACKING_UNIT = 1000  # the cost of touching a node; each resource adds up to one more unit
+
+
+def _largest_node(problem: Normalised) -> tuple[int, int, int]:
+    """The inventory's largest GPU count (in milli), CPU and memory: the packing tier's rulers."""
+    nodes = problem.request.inventory.nodes
+    return (
+        max((1000 * len(n.gpus) for n in nodes), default=0),
+        max((n.cpu_milli for n in nodes), default=0),
+        max((n.memory_mib for n in nodes), default=0),
+    )
+
+
+def _touch_cost(node: NodeShape, scale: tuple[int, int, int]) -> int:
+    gpus, cpu, memory = scale
+    cost = PACKING_UNIT
+    for free, largest in ((sum(g.milli for g in node.gpus), gpus), (node.cpu_milli, cpu), (node.memory_mib, memory)):
+        if largest:  # a resource no node tracks does not count; one this node does not track counts whole
+            cost += PACKING_UNIT if free is None else PACKING_UNIT * min(free, largest) // largest
+    return cost
+
+
 def fragmentation(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> Tier:
     """FGD's fragmentation of the free capacity left behind, against the workload profile: each node
     that takes configuration k changes its fragmentation by a known amount (the witness says which
-    GPUs the members take), so the tier is linear in ``x``. Scaled to integers (milli-GPU × 1000)."""
+    GPUs the members take; the counts say how much CPU and memory), so the tier is linear in ``x``.
+    Scaled to integers (milli-GPU × 1000)."""
     workload = profile(policy.workload, (ref.role.member for ref in problem.roles))
     terms = []
     for cls in problem.classes:
-        before = node_fragmentation([g.milli for g in cls.shape.gpus], workload)
-        for k, config in enumerate(configs[cls.index]):
-            if (cls.index, k) not in x:
-                continue
-            delta = node_fragmentation(free_after(cls.shape, config), workload) - before
-            terms.append((round(delta * 1000), x[cls.index, k]))
+        deltas = fragmentation_deltas(cls.shape, configs[cls.index], problem.shapes, workload)
+        terms.extend((delta, x[cls.index, k]) for k, delta in enumerate(deltas) if (cls.index, k) in x)
     return Tier.of(ObjectiveTier.FRAGMENTATION, "fragmentation", terms, 0, minimise=True)
+
+
+_DELTAS: dict[tuple[int, int], tuple[tuple[Configuration, ...], Profile, tuple[int, ...]]] = {}
+
+
+def fragmentation_deltas(
+    node: NodeShape, configs: tuple[Configuration, ...], shapes: Sequence[MemberShape], workload: Profile
+) -> tuple[int, ...]:
+    """Per configuration, how much a node of this shape gains in fragmentation by taking it. Kept per
+    configurations *object* (``configurations_for`` hands back the same one for the same node shape
+    and member shapes), so a scheduler's steady stream of similar requests computes each once."""
+    key = (id(configs), id(workload))
+    hit = _DELTAS.get(key)
+    if hit is not None and hit[0] is configs and hit[1] is workload:
+        return hit[2]
+    before = workload.fragmentation(free_capacity(node))
+    deltas = tuple(
+        round((workload.fragmentation(free_capacity(node, config, shapes)) - before) * 1000) for config in configs
+    )
+    if len(_DELTAS) >= 65_536:
+        _DELTAS.clear()
+    _DELTAS[key] = (configs, workload, deltas)
+    return deltas
+
+
+def free_capacity(
+    node: NodeShape, config: Configuration | None = None, shapes: Sequence[MemberShape] = ()
+) -> FreeCapacity:
+    """What a node of this shape has left, as the fragmentation measure sees it, once ``config``'s
+    members sit on it (as it is now without one)."""
+    free = free_after(node, config) if config is not None else [g.milli for g in node.gpus]
+    counts = config.counts if config is not None else ()
+    cpu, memory = node.cpu_milli, node.memory_mib
+    if cpu is not None:
+        cpu -= sum(n * shapes[i].cpu_milli for i, n in enumerate(counts))
+    if memory is not None:
+        memory -= sum(n * shapes[i].memory_mib for i, n in enumerate(counts))
+    return FreeCapacity.of(zip((g.model for g in node.gpus), free, strict=True), cpu, memory)

@@ -436,14 +436,20 @@ class Policy(_message.Message):
     def __init__(self, objective: _Optional[_Iterable[_Union[ObjectiveTier, str]]] = ..., packing: _Optional[_Union[Packing, str]] = ..., time_limit_s: _Optional[float] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., workers: _Optional[int] = ..., node_policy: _Optional[str] = ..., gpu_policy: _Optional[str] = ..., workload: _Optional[_Iterable[_Union[WorkloadShape, _Mapping]]] = ...) -> None: ...
 
 class WorkloadShape(_message.Message):
-    __slots__ = ("gpus", "milli", "popularity")
+    __slots__ = ("gpus", "milli", "popularity", "cpu_milli", "memory_mib", "gpu_models")
     GPUS_FIELD_NUMBER: _ClassVar[int]
     MILLI_FIELD_NUMBER: _ClassVar[int]
     POPULARITY_FIELD_NUMBER: _ClassVar[int]
+    CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    GPU_MODELS_FIELD_NUMBER: _ClassVar[int]
     gpus: int
     milli: int
     popularity: float
-    def __init__(self, gpus: _Optional[int] = ..., milli: _Optional[int] = ..., popularity: _Optional[float] = ...) -> None: ...
+    cpu_milli: int
+    memory_mib: int
+    gpu_models: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, gpus: _Optional[int] = ..., milli: _Optional[int] = ..., popularity: _Optional[float] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpu_models: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SolveRequest(_message.Message):
     __slots__ = ("request_id", "inventory", "jobs", "policy")
