@@ -264,7 +264,11 @@ def free_capacity(node: Node, members: Sequence[tuple[MemberPlacement, MemberSha
             free[gpu] = max(0, free[gpu] - milli)
     cpu = memory = None
     if node.cpu_milli:
-        cpu = node.cpu_milli - sum(a.cpu_milli for a in node.allocations) - sum(s.cpu_milli for _, s in members)
+        cpu = (
+            node.cpu_milli
+            - sum(a.cpu_milli for a in node.allocations)
+            - sum(s.cpu_milli for _, s in members)
+        )
     if node.memory_mib:
         memory = (
             node.memory_mib

@@ -14,7 +14,7 @@ from solver.compile.locality import Locality
 from solver.fragmentation import FreeCapacity, Profile, profile
 from solver.intranode import Configuration, free_after
 from solver.model import MemberShape, ObjectiveTier, Packing, Policy
-from solver.normalise import Normalised, NodeShape, has_preferences
+from solver.normalise import NodeShape, Normalised, has_preferences
 
 Configs = dict[int, tuple[Configuration, ...]]
 Vars = dict[tuple[int, int], cp_model.IntVar]
@@ -167,7 +167,8 @@ def _largest_node(problem: Normalised) -> tuple[int, int, int]:
 def _touch_cost(node: NodeShape, scale: tuple[int, int, int]) -> int:
     gpus, cpu, memory = scale
     cost = PACKING_UNIT
-    for free, largest in ((sum(g.milli for g in node.gpus), gpus), (node.cpu_milli, cpu), (node.memory_mib, memory)):
+    gpu_free = sum(g.milli for g in node.gpus)
+    for free, largest in ((gpu_free, gpus), (node.cpu_milli, cpu), (node.memory_mib, memory)):
         if largest:  # a resource no node tracks does not count; one this node does not track counts whole
             cost += PACKING_UNIT if free is None else PACKING_UNIT * min(free, largest) // largest
     return cost
@@ -201,7 +202,8 @@ def fragmentation_deltas(
         return hit[2]
     before = workload.fragmentation(free_capacity(node))
     deltas = tuple(
-        round((workload.fragmentation(free_capacity(node, config, shapes)) - before) * 1000) for config in configs
+        round((workload.fragmentation(free_capacity(node, config, shapes)) - before) * 1000)
+        for config in configs
     )
     if len(_DELTAS) >= 65_536:
         _DELTAS.clear()
