@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from solver.compile import Compiled
 from solver.compile.locality import NVLINK, Rule, locality_rules
@@ -215,45 +216,64 @@ def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> Cluster
     capacity). GPUs used are GPUs held whole; a node is fully free when none of its GPUs is held
     whole. Fragmentation and stranded GPUs (in GPUs) are measured against the workload profile;
     only the nodes the plan touches change, so only they are measured twice."""
-    nodes = [n for n in request.inventory.nodes if n.schedulable]
-    used_before = sum(len({g for a in n.allocations for g in a.gpus}) for n in nodes)
+    nodes = [node_use(n) for n in request.inventory.nodes if n.schedulable]
     placed = sum(len(m.gpus) for j in jobs for m in j.members if not m.gpu_shares)  # whole GPUs only
-    free_before = [n for n in nodes if not any(a.gpus for a in n.allocations)]
     workload = profile(request.policy.workload, (r.member for job in request.jobs for r in job.roles))
     shapes = {(job.id, r.name): r.member for job in request.jobs for r in job.roles}
     members_on: dict[str, list[tuple[MemberPlacement, MemberShape]]] = defaultdict(list)
     for j in jobs:
         for m in j.members:
             members_on[m.node].append((m, shapes[j.job_id, m.role]))
-    before = {n.name: free_capacity(n) for n in nodes}
-    after = dict(before)
-    for n in nodes:
-        if n.name in members_on:
-            after[n.name] = free_capacity(n, members_on[n.name])
+    before = [workload.measure(u.free) for u in nodes]
+    after = list(before)
+    for i, u in enumerate(nodes):
+        if u.node.name in members_on:
+            after[i] = workload.measure(free_capacity(u.node, members_on[u.node.name]))
+    used_before = sum(u.used for u in nodes)
     return ClusterMetrics(
-        gpus_total=sum(len(n.gpus) for n in nodes),
+        gpus_total=sum(u.gpus for u in nodes),
         gpus_used_before=used_before,
         gpus_used_after=used_before + placed,
-        nodes_fully_free_before=len(free_before),
-        nodes_fully_free_after=sum(n.name not in members_on for n in free_before),
-        stranded_gpus_before=sum(map(workload.stranded, before.values())) / 1000,
-        stranded_gpus_after=sum(map(workload.stranded, after.values())) / 1000,
-        fragmentation_before=round(sum(map(workload.fragmentation, before.values())) / 1000, 3),
-        fragmentation_after=round(sum(map(workload.fragmentation, after.values())) / 1000, 3),
+        nodes_fully_free_before=sum(u.fully_free for u in nodes),
+        nodes_fully_free_after=sum(u.fully_free and u.node.name not in members_on for u in nodes),
+        stranded_gpus_before=sum(s for _, s in before) / 1000,
+        stranded_gpus_after=sum(s for _, s in after) / 1000,
+        fragmentation_before=round(sum(f for f, _ in before) / 1000, 3),
+        fragmentation_after=round(sum(f for f, _ in after) / 1000, 3),
     )
 
 
-_FREE: dict[int, tuple[Node, FreeCapacity]] = {}
+@dataclass(frozen=True)
+class NodeUse:
+    """What the metrics need of one node as the inventory has it."""
+
+    node: Node
+    gpus: int
+    used: int  # GPUs held whole
+    fully_free: bool  # no GPU held whole
+    free: FreeCapacity
+
+
+_USE: dict[int, NodeUse] = {}
+
+
+def node_use(node: Node) -> NodeUse:
+    """:class:`NodeUse`, remembered per node object: the wire layer hands back the same Node for an
+    unchanged node, so a scheduler's steady inventory is measured once."""
+    hit = _USE.get(id(node))
+    if hit is not None and hit.node is node:
+        return hit
+    held = {g for a in node.allocations for g in a.gpus}
+    use = NodeUse(node, len(node.gpus), len(held), not held, free_capacity(node))
+    if len(_USE) >= 65_536:
+        _USE.clear()
+    _USE[id(node)] = use
+    return use
 
 
 def free_capacity(node: Node, members: Sequence[tuple[MemberPlacement, MemberShape]] = ()) -> FreeCapacity:
     """What is left of ``node`` after its allocations and ``members``: free milli of each healthy GPU
-    (a mutex share holds its GPU whole), free CPU and memory where the node tracks them. Without
-    members the answer is remembered per node object, as the wire layer reuses unchanged nodes."""
-    if not members:
-        hit = _FREE.get(id(node))
-        if hit is not None and hit[0] is node:
-            return hit[1]
+    (a mutex share holds its GPU whole), free CPU and memory where the node tracks them."""
     free = {g.id: 1000 for g in node.gpus if g.healthy}
     taken = [(g, 1000) for a in node.allocations for g in a.gpus]
     taken += [(s.gpu, 1000 if a.mutex else s.milli) for a in node.allocations for s in a.gpu_shares]
@@ -276,12 +296,7 @@ def free_capacity(node: Node, members: Sequence[tuple[MemberPlacement, MemberSha
             - sum(s.memory_mib for _, s in members)
         )
     model = {g.id: g.model for g in node.gpus}
-    capacity = FreeCapacity.of(((model[g], f) for g, f in free.items()), cpu, memory)
-    if not members:
-        if len(_FREE) >= 65_536:
-            _FREE.clear()
-        _FREE[id(node)] = (node, capacity)
-    return capacity
+    return FreeCapacity.of(((model[g], f) for g, f in free.items()), cpu, memory)
 
 
 def one_rail_set_per_role(members: Sequence[MemberPlacement], nodes: dict[str, Node]) -> bool:

@@ -16,7 +16,9 @@ time, and a truthful basis for reporting the tiers nobody had time to search.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
+
+from ortools.sat.python import cp_model
 
 from solver.compile import Compiled
 from solver.compile.locality import NVLINK, place_of
@@ -192,17 +194,17 @@ def with_most_strict(problem: Normalised, compiled: Compiled, solution: dict[str
     strict slots the chosen configurations open, handed to the roles in order. A better start for
     the topology tier than whatever the tier above left in ``s`` (it had no reason to care)."""
     out = dict(solution)
-    for cls in problem.classes:
-        c = cls.index
+    strict_vars: dict[int, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)  # class → (role, s)
+    for (r, c), var in compiled.s.items():
+        strict_vars[c].append((r, var))
+    for c, members in strict_vars.items():
         open_slots: Counter[int] = Counter()
         for k, config in enumerate(compiled.configs[c]):
             var = compiled.x.get((c, k))
             if var is not None:
                 for shape, n in enumerate(config.strict):
                     open_slots[shape] += n * solution.get(var.name, 0)
-        for (r, cc), var in compiled.s.items():
-            if cc != c:
-                continue
+        for r, var in members:
             shape = problem.roles[r].shape
             take = min(solution.get(compiled.y[r, c].name, 0), open_slots[shape])
             out[var.name] = take

@@ -13,7 +13,8 @@ Two reductions happen here (in cvxpy's sense: each keeps what is needed to map t
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cached_property
 
 from solver.model import (
     Distance,
@@ -107,6 +108,15 @@ class NodeShape:
 
     def nic_distance(self, gpu: int, nic: int) -> int:
         return self.distance[gpu][len(self.gpus) + nic]
+
+    # Shapes key the class grouping and the configuration caches on every request; hashing the
+    # nested tuples each time was a visible share of a small request's time, so hash once.
+    @cached_property
+    def _hash(self) -> int:
+        return hash(tuple(getattr(self, f.name) for f in fields(self)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True)
@@ -314,6 +324,7 @@ def node_shape(
     return shape, concrete
 
 
+_INTERNED: dict[NodeShape, NodeShape] = {}
 _SHAPES: dict[tuple[int, frozenset[str], bool], tuple[Node, NodeShape, ConcreteNode]] = {}
 
 
@@ -336,6 +347,9 @@ def cached_node_shape(
     shape, concrete = node_shape(node, selected, separation, owners, rails=rails)
     if len(_SHAPES) >= 65_536:
         _SHAPES.clear()
+        _INTERNED.clear()
+    # Equal shapes become one object, so grouping nodes by shape compares identities, not tuples.
+    shape = _INTERNED.setdefault(shape, shape)
     _SHAPES[key] = (node, shape, concrete)  # holding the node keeps its id from being reused
     return shape, concrete
 

@@ -539,9 +539,7 @@ def _metrics(request: SolveRequest, result: SolveResult, placed: list[_Placed]) 
     share holds part of a GPU, not the GPU). A node is fully
     free when none of its GPUs is allocated; it stays so after the plan if no new member lands on it."""
     schedulable = [n for n in request.inventory.nodes if n.schedulable]
-    before = sum(
-        len({g for a in n.allocations for g in a.gpus} & {g.id for g in n.gpus}) for n in schedulable
-    )
+    before = sum(map(_held_whole, schedulable))
     free_before = [n for n in schedulable if not any(a.gpus for a in n.allocations)]
     touched = {p.member.node for p in placed}
     counted = {
@@ -555,6 +553,22 @@ def _metrics(request: SolveRequest, result: SolveResult, placed: list[_Placed]) 
         stated = getattr(result.metrics, name)
         if stated != value:
             yield f"metrics: {name} is {stated} but the inventory and placement give {value}"
+
+
+_HELD: dict[int, tuple[Node, int]] = {}
+
+
+def _held_whole(node: Node) -> int:
+    """GPUs of ``node`` its allocations hold whole; remembered per node object, since a scheduler
+    sends the same unchanged nodes again and again."""
+    hit = _HELD.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    held = len({g for a in node.allocations for g in a.gpus} & {g.id for g in node.gpus})
+    if len(_HELD) >= 65_536:
+        _HELD.clear()
+    _HELD[id(node)] = (node, held)
+    return held
 
 
 # --------------------------------------------------------------------------- locality

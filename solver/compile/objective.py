@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ortools.sat.python import cp_model
 
 from solver.compile.locality import Locality
-from solver.fragmentation import FreeCapacity, Profile, profile
+from solver.fragmentation import FreeCapacity, Profile, profile, score_loss
 from solver.intranode import Configuration, free_after
 from solver.model import MemberShape, ObjectiveTier, Packing, Policy
 from solver.normalise import NodeShape, Normalised, has_preferences
@@ -156,14 +157,13 @@ PACKING_UNIT = 1000  # the cost of touching a node; each resource adds up to one
 
 def _largest_node(problem: Normalised) -> tuple[int, int, int]:
     """The inventory's largest GPU count (in milli), CPU and memory: the packing tier's rulers."""
-    nodes = problem.request.inventory.nodes
-    return (
-        max((1000 * len(n.gpus) for n in nodes), default=0),
-        max((n.cpu_milli for n in nodes), default=0),
-        max((n.memory_mib for n in nodes), default=0),
-    )
+    gpus = cpu = memory = 0
+    for n in problem.request.inventory.nodes:
+        gpus, cpu, memory = max(gpus, len(n.gpus)), max(cpu, n.cpu_milli), max(memory, n.memory_mib)
+    return 1000 * gpus, cpu, memory
 
 
+@lru_cache(maxsize=65_536)
 def _touch_cost(node: NodeShape, scale: tuple[int, int, int]) -> int:
     gpus, cpu, memory = scale
     cost = PACKING_UNIT
@@ -178,7 +178,7 @@ def fragmentation(problem: Normalised, policy: Policy, configs: Configs, x: Vars
     """FGD's fragmentation of the free capacity left behind, against the workload profile: each node
     that takes configuration k changes its fragmentation by a known amount (the witness says which
     GPUs the members take; the counts say how much CPU and memory), so the tier is linear in ``x``.
-    Scaled to integers (milli-GPU × 1000)."""
+    Counted in FGD's score points per node touched (``score_loss``), which is what FGD ranks by."""
     workload = profile(policy.workload, (ref.role.member for ref in problem.roles))
     terms = []
     for cls in problem.classes:
@@ -201,10 +201,11 @@ def fragmentation_deltas(
     if hit is not None and hit[0] is configs and hit[1] is workload:
         return hit[2]
     before = workload.fragmentation(free_capacity(node))
-    deltas = tuple(
-        round((workload.fragmentation(free_capacity(node, config, shapes)) - before) * 1000)
-        for config in configs
-    )
+
+    def loss(config: Configuration) -> int:
+        return score_loss(workload.fragmentation(free_capacity(node, config, shapes)) - before)
+
+    deltas = tuple(0 if config.empty else loss(config) for config in configs)
     if len(_DELTAS) >= 65_536:
         _DELTAS.clear()
     _DELTAS[key] = (configs, workload, deltas)
