@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from solver.fragmentation import FreeCapacity, Profile, Typical, profile
+from solver.fragmentation import FreeCapacity, Profile, Typical, profile, score_loss
 from solver.model import Allocation, GpuShare, MemberShape, ObjectiveTier, Policy, WorkloadShape
 from solver.solve import solve
 from tests.solver_cases import request, server
@@ -83,3 +83,28 @@ def test_every_result_reports_fragmentation_and_stranded_gpus() -> None:
     assert result.metrics.stranded_gpus_before == 0
     assert result.metrics.stranded_gpus_after == pytest.approx(1.7)
     assert Policy().objective[-1] == ObjectiveTier.FRAGMENTATION
+
+
+def test_score_loss_is_fgds_integer_score_counted_from_no_change() -> None:
+    assert score_loss(0.0) == 0
+    assert score_loss(1000.0) == 50 - int(100 / (1 + 2.718281828459045))  # FGD scores 26
+    assert score_loss(-20.0) == 0  # FGD's truncation: a change this small scores 50 as well
+    assert score_loss(-9000.0) == score_loss(-20000.0) == -49  # saturated: all large drops are equal
+
+
+def test_fragmentation_keeps_cpu_for_the_idle_gpu_and_binpack_takes_the_smaller_node() -> None:
+    # One GPU and 8 cores asked; node "small" has 10 cores, node "big" 64, two idle GPUs each.
+    small = server("small", switches=1, gpus_per_switch=2, nics_per_switch=0, cpu_milli=10_000)
+    big = server("big", switches=1, gpus_per_switch=2, nics_per_switch=0, cpu_milli=64_000)
+    job = whole_job("w", 1).model_copy(deep=True)
+    member = job.roles[0].member.model_copy(update={"cpu_milli": 8_000})
+    job = job.model_copy(update={"roles": (job.roles[0].model_copy(update={"member": member}),)})
+    workload = (WorkloadShape(gpus=1, cpu_milli=8_000),)
+    tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.PACKING)
+    packed = solve(request([small, big], [job], workload=workload, objective=tiers))
+    assert packed.jobs[0].members[0].node == "small"  # best fit in CPU as well as GPUs
+    # On "small" the second GPU would be left with 2 cores: lost to every 8-core request.
+    tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.PACKING)
+    kept = solve(request([small, big], [job], workload=workload, objective=tiers))
+    assert kept.jobs[0].members[0].node == "big"
+    assert kept.metrics.fragmentation_after < packed.metrics.fragmentation_after

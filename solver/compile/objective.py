@@ -200,10 +200,10 @@ def fragmentation_deltas(
     hit = _DELTAS.get(key)
     if hit is not None and hit[0] is configs and hit[1] is workload:
         return hit[2]
-    before = workload.fragmentation(free_capacity(node))
+    before = workload.fragmentation(capacity_after(node))
 
     def loss(config: Configuration) -> int:
-        return score_loss(workload.fragmentation(free_capacity(node, config, shapes)) - before)
+        return score_loss(workload.fragmentation(capacity_after(node, config, shapes)) - before)
 
     deltas = tuple(0 if config.empty else loss(config) for config in configs)
     if len(_DELTAS) >= 65_536:
@@ -212,7 +212,7 @@ def fragmentation_deltas(
     return deltas
 
 
-def free_capacity(
+def capacity_after(
     node: NodeShape, config: Configuration | None = None, shapes: Sequence[MemberShape] = ()
 ) -> FreeCapacity:
     """What a node of this shape has left, as the fragmentation measure sees it, once ``config``'s
