@@ -381,9 +381,13 @@ def enumerate_configurations(
     spread_shares: bool = False,
     conflicts: Sequence[tuple[int, int, int]] = (),
     rails: Sequence[frozenset[int] | None] = (),
+    limits: Sequence[int] = (),
 ) -> tuple[Configuration, ...]:
     """Every multiset of ``shapes`` that fits on ``node`` together (the empty one first), capped at
-    ``MAX_CONFIGURATIONS``. Shapes that cannot sit on this node alone never appear."""
+    ``MAX_CONFIGURATIONS``, with at most ``limits[i]`` members of shape i where limits are given
+    (the batch's supply: a configuration holding more members than the batch has is never used,
+    and without the cap a small CPU-only pod alone opens hundreds). Shapes that cannot sit on this
+    node alone never appear."""
     singles = {i: _member_for(node, i, s, rails[i] if rails else None) for i, s in enumerate(shapes)}
     same_node = {(a, b) for a, b, scope in conflicts if scope == Scope.NODE}
     near = {
@@ -407,6 +411,8 @@ def enumerate_configurations(
                 counts = [0] * len(shapes)
                 for m in grown:
                     counts[m] += 1
+                if limits and counts[i] > limits[i]:
+                    continue
                 if not _fits_totals(node, counts, shapes):
                     continue
                 packed = _best_packing(node, _order([singles[m] for m in grown], shapes), spread_shares, near)
@@ -432,10 +438,11 @@ def configurations_for(
     spread_shares: bool = False,
     conflicts: tuple[tuple[int, int, int], ...] = (),
     rails: tuple[frozenset[int] | None, ...] = (),
+    limits: tuple[int, ...] = (),
 ) -> tuple[Configuration, ...]:
     """Cached :func:`enumerate_configurations`, keyed by the shapes' JSON (shapes hold dicts)."""
     shapes = [MemberShape.model_validate_json(s) for s in shapes_json]
-    return enumerate_configurations(node, shapes, spread_shares, conflicts, rails)
+    return enumerate_configurations(node, shapes, spread_shares, conflicts, rails, limits)
 
 
 def free_after(node: NodeShape, config: Configuration) -> list[int]:

@@ -191,6 +191,14 @@ class Normalised:
     def rails_of(self, shape: int) -> frozenset[int] | None:
         return self.shape_rails[shape] if self.shape_rails else None
 
+    def supply(self) -> tuple[int, ...]:
+        """Per shape, the most members of it the batch could place: no node needs a configuration
+        holding more (a lone pod needs only configurations of one member)."""
+        out = [0] * len(self.shapes)
+        for ref in self.roles:
+            out[ref.shape] += ref.role.replicas
+        return tuple(out)
+
 
 def free_devices(node: Node) -> tuple[list, list, int | None, int | None]:
     """The node's usable GPUs and RDMA NICs (healthy, not held), its free CPU and memory.

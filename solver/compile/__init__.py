@@ -56,8 +56,9 @@ def compile_model(problem: Normalised, policy: Policy) -> Compiled:
     model = cp_model.CpModel()
     shapes_json = tuple(s.model_dump_json() for s in problem.shapes)
     spread = spreads_shares(policy)
+    supply = problem.supply()
     configs = {
-        c.index: configurations_for(c.shape, shapes_json, spread, problem.conflicts, problem.shape_rails)
+        c.index: configurations_for(c.shape, shapes_json, spread, problem.conflicts, problem.shape_rails, supply)
         for c in problem.classes
     }
     fabric = Fabric.of(problem.request.inventory)
