@@ -178,12 +178,22 @@ def solve_lexicographic(
                 t.value_of(repacked) >= t.value_of(hint) for t in compiled.tiers[:i]
             ):
                 hint = repacked if tier.value_of(repacked) > tier.value_of(hint) else hint
-        apply_hint(model, hint)
         started = time.perf_counter()
-        # Deterministic mode: the search effort of a tier is a fixed share of the policy's limit,
-        # never of the wall time left, so the answer does not depend on the machine's load.
-        effort = policy.time_limit_s * weights[i] / sum(weights)
-        outcome = run_tier(model, tier, policy, max(0.01, share), effort)
+        if hint is not None and tier.value_of(hint) >= tier.upper:
+            # The answer in hand already reaches the tier's bound (every job placed, no node
+            # touched...): proven optimal, nothing to search. Most lone-pod requests end here for
+            # their first tier.
+            outcome = TierOutcome(
+                TierValue(tier=tier.tier, name=tier.name, value=float(tier.value_of(hint)),
+                          bound=float(tier.upper), optimal=True),
+                hint,
+            )
+        else:
+            apply_hint(model, hint)
+            # Deterministic mode: the search effort of a tier is a fixed share of the policy's
+            # limit, never of the wall time left, so the answer does not depend on the machine's load.
+            effort = policy.time_limit_s * weights[i] / sum(weights)
+            outcome = run_tier(model, tier, policy, max(0.01, share), effort)
         if outcome.solution is None and hint is not None:
             # Nothing found in time: the answer in hand (the tier above's, or the completed greedy
             # plan for the first tier) stands; the verifier checks it like any other.
@@ -212,13 +222,12 @@ def apply_hint(model: cp_model.CpModel, hint: dict[str, int] | None) -> None:
     model.clear_hints()
     if not hint:
         return
-    for var in _variables(model):
-        if var.name in hint:
-            model.add_hint(var, hint[var.name])
-
-
-def _variables(model: cp_model.CpModel) -> list[cp_model.IntVar]:
-    return [model.get_int_var_from_proto_index(i) for i in range(len(model.proto.variables))]
+    # Straight into the proto: one call per variable through the Python wrapper costs more than
+    # the search of a lone pod's model.
+    names = [v.name for v in model.proto.variables]
+    known = [i for i, name in enumerate(names) if name in hint]
+    model.proto.solution_hint.vars.extend(known)
+    model.proto.solution_hint.values.extend(hint[names[i]] for i in known)
 
 
 def run_tier(
@@ -246,7 +255,7 @@ def run_tier(
     code = solver.solve(model)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return TierOutcome(TierValue(tier=tier.tier, value=0.0, bound=float(tier.upper), optimal=False), None)
-    solution = {var.name: solver.value(var) for var in _variables(model)}
+    solution = dict(zip((v.name for v in model.proto.variables), solver.response_proto.solution, strict=True))
     return TierOutcome(
         TierValue(
             tier=tier.tier,

@@ -180,11 +180,14 @@ def fragmentation(problem: Normalised, policy: Policy, configs: Configs, x: Vars
     GPUs the members take; the counts say how much CPU and memory), so the tier is linear in ``x``.
     Counted in FGD's score points per node touched (``score_loss``), which is what FGD ranks by."""
     workload = profile(policy.workload, (ref.role.member for ref in problem.roles))
-    terms = []
+    terms, upper = [], 0
     for cls in problem.classes:
         deltas = fragmentation_deltas(cls.shape, configs[cls.index], problem.shapes, workload)
         terms.extend((delta, x[cls.index, k]) for k, delta in enumerate(deltas) if (cls.index, k) in x)
-    return Tier.of(ObjectiveTier.FRAGMENTATION, "fragmentation", terms, 0, minimise=True)
+        # A placement can also *lower* fragmentation (negative points): at best every node of the
+        # class takes its most reducing configuration, or stays as it is.
+        upper += cls.count * max((-d for d in deltas), default=0)
+    return Tier.of(ObjectiveTier.FRAGMENTATION, "fragmentation", terms, upper, minimise=True)
 
 
 _DELTAS: dict[tuple[int, int], tuple[tuple[Configuration, ...], Profile, tuple[int, ...]]] = {}
