@@ -285,9 +285,7 @@ def free_capacity(node: Node, members: Sequence[tuple[MemberPlacement, MemberSha
     cpu = memory = None
     if node.cpu_milli:
         cpu = (
-            node.cpu_milli
-            - sum(a.cpu_milli for a in node.allocations)
-            - sum(s.cpu_milli for _, s in members)
+            node.cpu_milli - sum(a.cpu_milli for a in node.allocations) - sum(s.cpu_milli for _, s in members)
         )
     if node.memory_mib:
         memory = (

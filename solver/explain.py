@@ -214,7 +214,8 @@ def smallest_relaxation(problem: Normalised, ref: RoleRef) -> str:
         key = (relaxed.model_dump_json(),)
         # The node shapes' taboos name the batch's shapes, not this lone one: drop them here.
         if any(
-            len(configurations_for(replace(cls.shape, taboo=frozenset()), key, limits=(1,))) > 1 for cls in problem.classes
+            len(configurations_for(replace(cls.shape, taboo=frozenset()), key, limits=(1,))) > 1
+            for cls in problem.classes
         ):
             return words
     largest = largest_free_gpus(problem)

@@ -155,8 +155,13 @@ def profile(workload: Sequence[WorkloadShape], members: Iterable[MemberShape]) -
         )
     else:
         counts = Counter(
-            (m.gpus, 0 if m.gpus or m.gpu_share is None else m.gpu_share.milli, m.cpu_milli, m.memory_mib,
-             tuple(sorted(m.gpu_models)))
+            (
+                m.gpus,
+                0 if m.gpus or m.gpu_share is None else m.gpu_share.milli,
+                m.cpu_milli,
+                m.memory_mib,
+                tuple(sorted(m.gpu_models)),
+            )
             for m in members
             if m.gpus or (m.gpu_share is not None and m.gpu_share.milli)
         )

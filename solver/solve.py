@@ -184,8 +184,13 @@ def solve_lexicographic(
             # touched...): proven optimal, nothing to search. Most lone-pod requests end here for
             # their first tier.
             outcome = TierOutcome(
-                TierValue(tier=tier.tier, name=tier.name, value=float(tier.value_of(hint)),
-                          bound=float(tier.upper), optimal=True),
+                TierValue(
+                    tier=tier.tier,
+                    name=tier.name,
+                    value=float(tier.value_of(hint)),
+                    bound=float(tier.upper),
+                    optimal=True,
+                ),
                 hint,
             )
         else:

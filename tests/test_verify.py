@@ -451,6 +451,7 @@ def oracle_distance(node: Node, a: Gpu | Nic, b: Gpu | Nic) -> Distance:
     switches = {s.id: s for s in node.pcie_switches}
     if a.pcie_switch and a.pcie_switch == b.pcie_switch:
         return Distance.PIX
+
     def tree_numa(device: Gpu | Nic) -> int | None:
         """NUMA of the root of the device's PCIe tree (the device's own when it has no known switch)."""
         roots = [

@@ -58,7 +58,9 @@ def compile_model(problem: Normalised, policy: Policy) -> Compiled:
     spread = spreads_shares(policy)
     supply = problem.supply()
     configs = {
-        c.index: configurations_for(c.shape, shapes_json, spread, problem.conflicts, problem.shape_rails, supply)
+        c.index: configurations_for(
+            c.shape, shapes_json, spread, problem.conflicts, problem.shape_rails, supply
+        )
         for c in problem.classes
     }
     fabric = Fabric.of(problem.request.inventory)
