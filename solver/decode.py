@@ -277,8 +277,11 @@ def free_capacity(node: Node, members: Sequence[tuple[MemberPlacement, MemberSha
     free = {g.id: 1000 for g in node.gpus if g.healthy}
     taken = [(g, 1000) for a in node.allocations for g in a.gpus]
     taken += [(s.gpu, 1000 if a.mutex else s.milli) for a in node.allocations for s in a.gpu_shares]
-    for m, _ in members:
-        taken += [(s.gpu, s.milli) for s in m.gpu_shares] or [(g, 1000) for g in m.gpus]
+    for m, shape in members:
+        # A mutex member holds its GPU whole, whatever part of it it asked for.
+        taken += [(s.gpu, 1000 if shape.mutex else s.milli) for s in m.gpu_shares] or [
+            (g, 1000) for g in m.gpus
+        ]
     for gpu, milli in taken:
         if gpu in free:
             free[gpu] = max(0, free[gpu] - milli)

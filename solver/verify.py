@@ -25,7 +25,9 @@ The rules checked (the solver implements the same ones; this list is what "valid
             and nobody else lands on it; a mutex allocation's GPU takes no one.
 - capacity: no device used by two members (but plain shares of one GPU); per node, the members'
             CPU and memory fit what the allocations leave free (a node with 0 CPU/memory does not track it).
-- metrics:  GPU counts agree with the inventory and the placement.
+- metrics:  GPU counts agree with the inventory and the placement; fragmentation and stranded GPUs,
+            before and after, agree with FGD's measure (``solver.fragmentation``, the one ruler the
+            objective uses too) applied to free capacity derived here, node by node.
 - apart:    anti-affinity: no member of a job near (same node / PCIe switch / GPU, as the rule
             says) a member of another batch job, or a running allocation, whose labels include the
             rule's; exclusive nodes: no other job's member, and nothing running, on its nodes.
@@ -44,6 +46,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from solver.fragmentation import FreeCapacity, Profile, profile
 from solver.model import (
     Distance,
     FabricSwitch,
@@ -84,6 +87,7 @@ def verify(request: SolveRequest, result: SolveResult) -> tuple[str, ...]:
         *_separation(request, placed),
         *_node_capacity(nodes, placed),
         *_metrics(request, result, placed),
+        *_fragmentation(request, result, placed),
         *_all_locality(request, result, jobs),
     ]
     return tuple(violations)
@@ -553,6 +557,75 @@ def _metrics(request: SolveRequest, result: SolveResult, placed: list[_Placed]) 
         stated = getattr(result.metrics, name)
         if stated != value:
             yield f"metrics: {name} is {stated} but the inventory and placement give {value}"
+
+
+def _fragmentation(request: SolveRequest, result: SolveResult, placed: list[_Placed]) -> Iterator[str]:
+    """Fragmentation and stranded GPUs (in GPUs) before and after, counted again over the
+    schedulable nodes. The measure's definition is shared with the objective; what is checked here
+    is the state it is applied to: each node's free capacity, from its allocations and the members
+    placed on it (a whole GPU or a mutex member's GPU is gone; a share takes its milli)."""
+    workload = profile(request.policy.workload, (r.member for job in request.jobs for r in job.roles))
+    on: dict[str, list[_Placed]] = {}
+    for p in placed:
+        on.setdefault(p.member.node, []).append(p)
+    before = after = (0.0, 0)
+    for node in request.inventory.nodes:
+        if not node.schedulable:
+            continue
+        now = _measured(workload, node)
+        then = _measured(workload, node, on[node.name]) if node.name in on else now
+        before = (before[0] + now[0], before[1] + now[1])
+        after = (after[0] + then[0], after[1] + then[1])
+    m = result.metrics
+    for name, stated, value in (
+        ("fragmentation_before", m.fragmentation_before, round(before[0] / 1000, 3)),
+        ("fragmentation_after", m.fragmentation_after, round(after[0] / 1000, 3)),
+        ("stranded_gpus_before", m.stranded_gpus_before, before[1] / 1000),
+        ("stranded_gpus_after", m.stranded_gpus_after, after[1] / 1000),
+    ):
+        if abs(stated - value) > 1e-6:
+            yield f"metrics: {name} is {stated} but the inventory and placement give {value}"
+
+
+_FREE: dict[int, tuple[Node, FreeCapacity]] = {}
+
+
+def _measured(workload: Profile, node: Node, members: list[_Placed] | None = None) -> tuple[float, int]:
+    """(fragmentation, stranded) of ``node`` with ``members`` on it; the node alone is remembered per
+    node object, like ``_held_whole``."""
+    if members is None:
+        hit = _FREE.get(id(node))
+        if hit is None or hit[0] is not node:
+            if len(_FREE) >= 65_536:
+                _FREE.clear()
+            _FREE[id(node)] = hit = (node, _free_capacity(node, []))
+        return workload.measure(hit[1])
+    return workload.measure(_free_capacity(node, members))
+
+
+def _free_capacity(node: Node, members: list[_Placed]) -> FreeCapacity:
+    left = {g.id: 1000 for g in node.gpus if g.healthy}
+    cpu, memory = node.cpu_milli, node.memory_mib
+    for a in node.allocations:
+        for g in a.gpus:
+            left[g] = 0
+        for sh in a.gpu_shares:
+            left[sh.gpu] = 0 if a.mutex else left.get(sh.gpu, 0) - sh.milli
+        cpu, memory = cpu - a.cpu_milli, memory - a.memory_mib
+    for p in members:
+        shape = p.role.member if p.role else None
+        for g in () if p.member.gpu_shares else p.member.gpus:  # a share member names its GPU too
+            left[g] = 0
+        for sh in p.member.gpu_shares:
+            left[sh.gpu] = 0 if shape is not None and shape.mutex else left.get(sh.gpu, 0) - sh.milli
+        if shape is not None:
+            cpu, memory = cpu - shape.cpu_milli, memory - shape.memory_mib
+    model = {g.id: g.model for g in node.gpus}
+    return FreeCapacity.of(
+        ((model[g], max(0, milli)) for g, milli in left.items() if g in model),
+        cpu if node.cpu_milli else None,
+        memory if node.memory_mib else None,
+    )
 
 
 _HELD: dict[int, tuple[Node, int]] = {}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from solver.fragmentation import FreeCapacity, profile
 from solver.model import (
     Alignment,
     Allocation,
@@ -233,13 +234,61 @@ def metrics_for(req: SolveRequest, jobs: Iterable[JobResult]) -> ClusterMetrics:
         if not any(alloc.gpus for alloc in node.allocations):
             free_before += 1
             free_after += all(m.node != node.name for m in members)
+    frag, stranded = _fragmentation_for(req, jobs)
     return ClusterMetrics(
         gpus_total=total,
         gpus_used_before=before,
         gpus_used_after=before + sum(len(set(m.gpus)) for m in members),
         nodes_fully_free_before=free_before,
         nodes_fully_free_after=free_after,
+        fragmentation_before=round(frag[0] / 1000, 3),
+        fragmentation_after=round(frag[1] / 1000, 3),
+        stranded_gpus_before=stranded[0] / 1000,
+        stranded_gpus_after=stranded[1] / 1000,
     )
+
+
+def _fragmentation_for(req: SolveRequest, jobs: list[JobResult]) -> tuple[list[float], list[int]]:
+    """FGD's measure before and after, over the test's own count of each node's free milli-GPU,
+    CPU and memory."""
+    shapes = {(job.id, r.name): r.member for job in req.jobs for r in job.roles}
+    workload = profile(req.policy.workload, shapes.values())
+    frag, stranded = [0.0, 0.0], [0, 0]
+    for node in req.inventory.nodes:
+        if not node.schedulable:
+            continue
+        free = {g.id: 1000 for g in node.gpus if g.healthy}
+        cpu, memory = node.cpu_milli, node.memory_mib
+        for alloc in node.allocations:
+            cpu, memory = cpu - alloc.cpu_milli, memory - alloc.memory_mib
+            for g in alloc.gpus:
+                free[g] = 0
+            for share in alloc.gpu_shares:
+                free[share.gpu] = 0 if alloc.mutex else free.get(share.gpu, 0) - share.milli
+        for after in (False, True):
+            if after:
+                for jr in jobs:
+                    for m in jr.members if jr.placed else ():
+                        if m.node != node.name:
+                            continue
+                        shape = shapes.get((jr.job_id, m.role))  # None: an unknown role
+                        if shape is not None:
+                            cpu, memory = cpu - shape.cpu_milli, memory - shape.memory_mib
+                        for g in () if m.gpu_shares else m.gpus:
+                            free[g] = 0
+                        for share in m.gpu_shares:
+                            mutex = shape is not None and shape.mutex
+                            free[share.gpu] = 0 if mutex else free.get(share.gpu, 0) - share.milli
+            models = {g.id: g.model for g in node.gpus}
+            state = FreeCapacity.of(
+                ((models[g], max(0, f)) for g, f in free.items() if g in models),
+                cpu if node.cpu_milli else None,
+                memory if node.memory_mib else None,
+            )
+            f, s = workload.measure(state)
+            frag[after] += f
+            stranded[after] += s
+    return frag, stranded
 
 
 def with_footprint(req: SolveRequest, jr: JobResult) -> JobResult:

@@ -17,6 +17,7 @@ from solver.model import (
     Role,
     SolveRequest,
     SolveStatus,
+    WorkloadShape,
 )
 from solver.solve import solve
 from solver.validate import validate
@@ -96,6 +97,15 @@ def test_mutex_in_the_batch_holds_both_ways() -> None:
         request([one_gpu_node()], [share_job("m", 100, mutex=True, priority=1), share_job("s", 100)])
     )
     assert placed(result, "m").placed and not placed(result, "s").placed
+
+
+def test_a_mutex_members_gpu_is_gone_in_the_metrics() -> None:
+    # Regression: the metrics counted a mutex share's GPU as partly free (700 of 1000 milli here),
+    # which an 800-milli typical request cannot use: 0.7 GPU of fragmentation that is not there.
+    workload = (WorkloadShape(milli=800, popularity=1),)
+    result = solve(request([one_gpu_node()], [share_job("m", 300, mutex=True)], workload=workload))
+    assert placed(result, "m").placed
+    assert result.metrics.fragmentation_after == 0.0 and result.metrics.stranded_gpus_after == 0.0
 
 
 def test_a_mutex_allocation_keeps_its_gpu_to_itself() -> None:

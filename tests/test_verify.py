@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import solver.fragmentation
 import solver.verify
 from solver.model import (
     Allocation,
@@ -405,19 +406,32 @@ def test_missing_nvlink() -> None:
 
 def test_metrics_must_match() -> None:
     # dgx-01 holds pod-a's GPUs, dgx-02 is whole until train lands on it, dgx-03 is cordoned.
+    # Fragmentation, against the batch's four member shapes (8, 4, 2 and 1 GPU, a quarter each):
+    # before, dgx-01's 6 free GPUs cannot host the 8-GPU shape (6 x 1/4 = 1.5); after, infer leaves
+    # it 3, which neither the 8- nor the 4-GPU shape can use (3 x 1/2 = 1.5) and train fills dgx-02.
     right = ClusterMetrics(
         gpus_total=16,
         gpus_used_before=2,
         gpus_used_after=13,
         nodes_fully_free_before=1,
         nodes_fully_free_after=0,
+        fragmentation_before=1.5,
+        fragmentation_after=1.5,
     )
     assert VALID.metrics == right
-    wrong = right.model_copy(update={"gpus_total": 24, "gpus_used_after": 11, "nodes_fully_free_after": 1})
+    wrong = right.model_copy(
+        update={
+            "gpus_total": 24,
+            "gpus_used_after": 11,
+            "nodes_fully_free_after": 1,
+            "fragmentation_after": 0.0,
+        }
+    )
     assert verify(REQUEST, VALID.model_copy(update={"metrics": wrong})) == (
         "metrics: gpus_total is 24 but the inventory and placement give 16",
         "metrics: gpus_used_after is 11 but the inventory and placement give 13",
         "metrics: nodes_fully_free_after is 1 but the inventory and placement give 0",
+        "metrics: fragmentation_after is 0.0 but the inventory and placement give 1.5",
     )
 
 
@@ -430,7 +444,7 @@ def test_metrics_of_an_empty_plan() -> None:
         gpus_used_after=0,
         nodes_fully_free_before=2,
         nodes_fully_free_after=2,
-    )
+    )  # no fragmentation: both nodes can host the only shape, 8 GPUs
     assert verify(req, res) == ()
 
 
@@ -736,16 +750,23 @@ def test_matching_equals_trying_every_permutation(case: tuple[int, set[tuple[int
     assert _perfect_matching(n, n, near) == brute
 
 
-def test_verify_shares_no_code_with_the_pipeline() -> None:
-    """The verifier is only worth running if the solver's bugs cannot leak into it."""
-    tree = ast.parse(Path(solver.verify.__file__).read_text())
+def _solver_imports(module: object) -> set[str]:
+    tree = ast.parse(Path(module.__file__).read_text())
     imported = {
         node.module if isinstance(node, ast.ImportFrom) else alias.name
         for node in ast.walk(tree)
         if isinstance(node, ast.Import | ast.ImportFrom)
         for alias in node.names
     }
-    assert {m for m in imported if m and m.split(".")[0] == "solver"} == {"solver.model"}
+    return {m for m in imported if m and m.split(".")[0] == "solver"}
+
+
+def test_verify_shares_no_code_with_the_pipeline() -> None:
+    """The verifier is only worth running if the solver's bugs cannot leak into it. It shares the
+    domain types and the definition of fragmentation (a function of one node's free capacity, which
+    itself depends on nothing but the domain types); the state it measures it derives itself."""
+    assert _solver_imports(solver.verify) == {"solver.model", "solver.fragmentation"}
+    assert _solver_imports(solver.fragmentation) == {"solver.model"}
 
 
 def test_avoided_gpu_model() -> None:
