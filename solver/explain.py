@@ -157,7 +157,7 @@ def locality_shortfall(problem: Normalised, compiled: Compiled, rule: Rule) -> R
 
 
 def largest_free_gpus(problem: Normalised) -> int:
-    return max((len(cls.shape.gpus) for cls in problem.classes), default=0)
+    return max((len(cls.shape.gpus) for cls in (*problem.classes, *problem.unfit)), default=0)
 
 
 def describe(shape: MemberShape) -> str:
@@ -215,7 +215,7 @@ def smallest_relaxation(problem: Normalised, ref: RoleRef) -> str:
         # The node shapes' taboos name the batch's shapes, not this lone one: drop them here.
         if any(
             len(configurations_for(replace(cls.shape, taboo=frozenset()), key, limits=(1,))) > 1
-            for cls in problem.classes
+            for cls in (*problem.classes, *problem.unfit)
         ):
             return words
     largest = largest_free_gpus(problem)

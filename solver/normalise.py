@@ -176,6 +176,9 @@ class Normalised:
     conflicts: tuple[tuple[int, int, int], ...]  # (shape, shape, Scope) that may not sit together
     candidate_nodes: int
     shape_rails: tuple[frozenset[int] | None, ...] = ()  # per shape: the rail set it must use
+    # Schedulable nodes no member of the batch fits as they stand (``could_host``): the model never
+    # sees them; explanations still ask whether a relaxed rule would let a member onto one.
+    unfit: tuple[NodeClass, ...] = ()
 
     def group_of(self, r: int) -> int:
         g = self.roles[r].group
@@ -393,6 +396,36 @@ def member_shapes(request: SolveRequest, separation: Separation) -> tuple[list, 
     return shapes, owners, roles
 
 
+def could_host(node: NodeShape, member: MemberShape) -> bool:
+    """Could one member of ``member`` sit on a node of this shape as it stands? A quick necessary
+    test (labels, CPU, memory, NICs, enough idle GPUs of an accepted model or one GPU with room for
+    the share) that keeps nodes no member fits out of the model: late in a busy cluster's day most
+    nodes are such, and every stage after this one costs per class."""
+    labels = dict(node.labels)
+    if any(labels.get(k) != v for k, v in member.node_selector.items()):
+        return False
+    if node.cpu_milli is not None and member.cpu_milli > node.cpu_milli:
+        return False
+    if node.memory_mib is not None and member.memory_mib > node.memory_mib:
+        return False
+    if nic_demand(member) > len(node.nics):
+        return False
+    eligible = [
+        g
+        for g in node.gpus
+        if (not member.gpu_models or g.model in member.gpu_models) and g.model not in member.avoid_gpu_models
+    ]
+    share = member.gpu_share
+    if share is None:
+        return sum(g.idle for g in eligible) >= member.gpus
+    if member.mutex:
+        return any(g.idle for g in eligible)
+    return any(
+        g.milli >= share.milli and (g.memory_mib is None or g.memory_mib >= share.memory_mib)
+        for g in eligible
+    )
+
+
 def normalise(request: SolveRequest) -> Normalised:
     """Group schedulable nodes into classes and the batch's members into shapes."""
     separation = Separation.of(request)
@@ -403,6 +436,8 @@ def normalise(request: SolveRequest) -> Normalised:
     by_leaf, by_domain = locality_matters(request)
     by_rails = any(job.rail_aligned in (Requirement.REQUIRED, Requirement.PREFERRED) for job in request.jobs)
     by_key: dict[tuple[NodeShape, str, str], list[ConcreteNode]] = defaultdict(list)
+    unfit: dict[tuple[NodeShape, str, str], list[ConcreteNode]] = defaultdict(list)
+    hosts: dict[NodeShape, bool] = {}
     candidates = 0
     # Leaf first: decode hands out a class's nodes in this order, so a gang fills one leaf before the next.
     for node in sorted(request.inventory.nodes, key=lambda n: (n.leaf, n.name)):
@@ -410,18 +445,25 @@ def normalise(request: SolveRequest) -> Normalised:
             continue
         shape, concrete = cached_node_shape(node, selected, separation, tuple(owners), by_rails)
         key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "")
-        by_key[key].append(concrete)
-        candidates += 1
-    # Class order is deterministic: by the first node's name.
-    classes = tuple(
-        NodeClass(index=i, shape=key[0], leaf=key[1], nvlink_domain=key[2], nodes=tuple(nodes))
-        for i, (key, nodes) in enumerate(sorted(by_key.items(), key=lambda kv: kv[1][0].name))
-    )
+        fits = hosts.get(shape)
+        if fits is None:
+            fits = hosts[shape] = any(could_host(shape, m) for m in shapes)
+        (by_key if fits else unfit)[key].append(concrete)
+        candidates += fits
     return Normalised(
         request=request,
-        classes=classes,
+        classes=_classes(by_key),
         roles=tuple(roles),
         shapes=tuple(shapes),
         conflicts=separation.shape_conflicts(owners),
         candidate_nodes=candidates,
+        unfit=_classes(unfit, first=len(by_key)),
+    )
+
+
+def _classes(grouped: dict[tuple[NodeShape, str, str], list[ConcreteNode]], first: int = 0) -> tuple:
+    """Classes in a deterministic order (by the first node's name), numbered from ``first``."""
+    return tuple(
+        NodeClass(index=i, shape=key[0], leaf=key[1], nvlink_domain=key[2], nodes=tuple(nodes))
+        for i, (key, nodes) in enumerate(sorted(grouped.items(), key=lambda kv: kv[1][0].name), start=first)
     )

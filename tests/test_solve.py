@@ -7,7 +7,16 @@ from __future__ import annotations
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from solver.model import Distance, NicMode, ObjectiveTier, Packing, ReasonCode, Requirement, SolveStatus
+from solver.model import (
+    Allocation,
+    Distance,
+    NicMode,
+    ObjectiveTier,
+    Packing,
+    ReasonCode,
+    Requirement,
+    SolveStatus,
+)
 from solver.solve import solve
 from solver.validate import validate
 from tests.solver_cases import best_placed_work, job, request, server
@@ -271,3 +280,30 @@ def test_random_batches_are_verified_and_optimal_against_brute_force(req) -> Non
         assert j.placed == bool(j.members)
         if not j.placed:
             assert j.reason is not None and j.reason.message
+
+
+# --------------------------------------------------------------------------- nodes no member fits
+
+
+def test_nodes_no_member_fits_stay_out_of_the_model() -> None:
+    # n1 has 2 GPUs left of 4, n2 all 4: a 4-GPU member fits only n2, so only n2 is a candidate.
+    busy = server("n1", switches=2, gpus_per_switch=2, nics_per_switch=0)
+    busy = busy.model_copy(update={"allocations": (Allocation(owner="old", gpus=("GPU0", "GPU1")),)})
+    free = server("n2", switches=2, gpus_per_switch=2, nics_per_switch=0)
+    result = solve(request([busy, free], [job("big", 4)]))
+    assert result.jobs[0].members[0].node == "n2"
+    assert result.model_size.candidate_nodes == 1 and result.model_size.node_classes == 1
+
+
+def test_a_relaxation_is_found_on_nodes_no_member_fits_as_asked() -> None:
+    # The only A100 node is busy and the rest are H100: no node is a candidate for a member asking
+    # for an A100, but the reason still names the single rule that would let it in.
+    h100 = server("n1", switches=1, gpus_per_switch=2, nics_per_switch=0)
+    a100 = server("n2", switches=1, gpus_per_switch=2, nics_per_switch=0, model="A100")
+    a100 = a100.model_copy(update={"allocations": (Allocation(owner="old", gpus=("GPU0", "GPU1")),)})
+    plain = job("a100", 1)
+    member = plain.roles[0].member.model_copy(update={"gpu_models": ("A100",)})
+    pinned = plain.model_copy(update={"roles": (plain.roles[0].model_copy(update={"member": member}),)})
+    result = solve(request([h100, a100], [pinned]))
+    assert not result.jobs[0].placed and result.model_size.candidate_nodes == 0
+    assert result.jobs[0].reason.relaxation == "accept any GPU model"
