@@ -99,6 +99,9 @@ class Profile:
 
     typicals: tuple[Typical, ...]
     _measured: dict[FreeCapacity, tuple[float, int]] = field(default_factory=dict, repr=False, compare=False)
+    _by_object: dict[int, tuple[FreeCapacity, tuple[float, int]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def fragmentation(self, free: FreeCapacity) -> float:
         """FGD's fragmentation of one node, in milli-GPU."""
@@ -109,7 +112,12 @@ class Profile:
         return self.measure(free)[1]
 
     def measure(self, free: FreeCapacity) -> tuple[float, int]:
-        """(fragmentation, stranded) of one node, computed once per distinct node state."""
+        """(fragmentation, stranded) of one node, computed once per distinct node state. Callers
+        that keep a node's capacity object between requests (the metrics do) are answered by the
+        object's identity, without hashing its GPU list."""
+        seen = self._by_object.get(id(free))
+        if seen is not None and seen[0] is free:
+            return seen[1]
         value = self._measured.get(free)
         if value is None:
             fragmentation = sum(m.popularity * fragment(free, m) for m in self.typicals)
@@ -119,6 +127,9 @@ class Profile:
             if len(self._measured) >= 1 << 18:  # a long-lived service sees ever new states
                 self._measured.clear()
             self._measured[free] = value
+        if len(self._by_object) >= 1 << 16:
+            self._by_object.clear()
+        self._by_object[id(free)] = (free, value)  # holding the object keeps its id unique
         return value
 
 

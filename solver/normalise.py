@@ -426,6 +426,22 @@ def could_host(node: NodeShape, member: MemberShape) -> bool:
     )
 
 
+_HOSTS: dict[tuple[NodeShape, tuple[str, ...]], bool] = {}
+
+
+def _hosts_any(node: NodeShape, batch: tuple[tuple[MemberShape, ...], tuple[str, ...]]) -> bool:
+    """Does any of the batch's member shapes pass :func:`could_host` on this node shape? Remembered
+    by node shape and the shapes' JSON: a scheduler's stream of similar pods asks it of the same
+    node states again and again."""
+    key = (node, batch[1])
+    hit = _HOSTS.get(key)
+    if hit is None:
+        if len(_HOSTS) >= 1 << 18:
+            _HOSTS.clear()
+        hit = _HOSTS[key] = any(could_host(node, m) for m in batch[0])
+    return hit
+
+
 def normalise(request: SolveRequest) -> Normalised:
     """Group schedulable nodes into classes and the batch's members into shapes."""
     separation = Separation.of(request)
@@ -438,6 +454,7 @@ def normalise(request: SolveRequest) -> Normalised:
     by_key: dict[tuple[NodeShape, str, str], list[ConcreteNode]] = defaultdict(list)
     unfit: dict[tuple[NodeShape, str, str], list[ConcreteNode]] = defaultdict(list)
     hosts: dict[NodeShape, bool] = {}
+    batch = (tuple(shapes), tuple(m.model_dump_json() for m in shapes))
     candidates = 0
     # Leaf first: decode hands out a class's nodes in this order, so a gang fills one leaf before the next.
     for node in sorted(request.inventory.nodes, key=lambda n: (n.leaf, n.name)):
@@ -447,7 +464,7 @@ def normalise(request: SolveRequest) -> Normalised:
         key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "")
         fits = hosts.get(shape)
         if fits is None:
-            fits = hosts[shape] = any(could_host(shape, m) for m in shapes)
+            fits = hosts[shape] = _hosts_any(shape, batch)
         (by_key if fits else unfit)[key].append(concrete)
         candidates += fits
     return Normalised(
