@@ -307,3 +307,16 @@ def test_a_relaxation_is_found_on_nodes_no_member_fits_as_asked() -> None:
     result = solve(request([h100, a100], [pinned]))
     assert not result.jobs[0].placed and result.model_size.candidate_nodes == 0
     assert result.jobs[0].reason.relaxation == "accept any GPU model"
+
+
+def test_a_lone_member_opens_one_configuration_per_node_class() -> None:
+    # A small CPU-only pod fits an 8-GPU, 96-core node dozens of times over; the batch has one, so
+    # configurations holding more are never used and are not built (the empty one and one member).
+    node = server("n1", switches=4, gpus_per_switch=2, nics_per_switch=0).model_copy(
+        update={"cpu_milli": 96_000}
+    )
+    result = solve(request([node], [job("cpu", 0, cpu_milli=1000)]))
+    assert result.jobs[0].placed
+    assert result.model_size.configurations == 2
+    two = solve(request([node], [job("cpu", 0, members=2, cpu_milli=1000)]))
+    assert two.model_size.configurations == 3  # none, one, two
