@@ -1,8 +1,10 @@
 """Separation rules: anti-affinity by labels (at GPU, PCIe-switch or node scope) and exclusive nodes.
 
 A job's anti-affinity rule names labels; it keeps the job away from *batch* jobs whose labels
-include them and from *running* allocations whose labels include them, at the rule's scope. An
-exclusive job shares its nodes with no other job, running or new.
+include them and from *running* allocations whose labels include them, at the rule's scope. As in
+Kubernetes, a rule that matches the job's own labels keeps its members apart from each other too:
+one member per node (Slurm's ``-N``, a spread Deployment), per PCIe switch or per GPU. An exclusive
+job shares its nodes with no other job, running or new.
 
 Members of ordinary jobs are interchangeable by shape. Members of jobs involved in a separation
 rule are not, so their shapes are made job-specific ("owned") and the rules become:
@@ -48,7 +50,7 @@ class Separation:
             for rule in job.anti_affinity:
                 owned.add(a)
                 for b, other in enumerate(request.jobs):
-                    if b != a and matches(other.labels, rule.labels):
+                    if matches(other.labels, rule.labels):  # b == a: the job's members repel each other
                         conflicts |= {(a, b, scope_of(rule)), (b, a, scope_of(rule))}
         owned |= {b for _, b, _ in conflicts}
         return Separation(owned=frozenset(owned), job_conflicts=frozenset(conflicts), request=request)

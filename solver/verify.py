@@ -30,7 +30,8 @@ The rules checked (the solver implements the same ones; this list is what "valid
             objective uses too) applied to free capacity derived here, node by node.
 - apart:    anti-affinity: no member of a job near (same node / PCIe switch / GPU, as the rule
             says) a member of another batch job, or a running allocation, whose labels include the
-            rule's; exclusive nodes: no other job's member, and nothing running, on its nodes.
+            rule's, nor near another of its own members when its own labels do; exclusive nodes:
+            no other job's member, and nothing running, on its nodes.
 - rails:    a REQUIRED rail-aligned job: all members of a role have NICs on the same rails.
 - locality: REQUIRED job, role and role-pair locality: the nodes involved share a fabric switch of
             the allowed tier or lower (one node always does); REQUIRED NVLink domain: one domain;
@@ -782,6 +783,14 @@ def _separation(request: SolveRequest, placed: list[_Placed]) -> Iterator[str]:
         for rule in job.anti_affinity:
             mine = footprint(members, rule.scope)
             broken = f"job {job_id}: anti-affinity to {rule.labels} broken by"
+            if _labelled(job.labels, rule.labels):  # its own labels: no two of its members together
+                seen: dict[str, str] = {}
+                for p in members:
+                    me = f"{p.member.role} member {p.member.index}"
+                    for spot in sorted(footprint([p], rule.scope)):
+                        if spot in seen:
+                            yield f"{broken} its own {seen[spot]} and {me} together at {spot}"
+                        seen.setdefault(spot, me)
             for other_id, others in by_job.items():
                 near = other_id != job_id and _labelled(others[0].job.labels, rule.labels)
                 if near and (shared := mine & footprint(others, rule.scope)):

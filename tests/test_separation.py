@@ -110,3 +110,49 @@ def test_an_anti_affinity_rule_without_labels_is_refused_with_its_path() -> None
     problems = validate(request([server("n0")], [bad]))
     assert [p.path for p in problems] == ["jobs[0].anti_affinity[0].labels"]
     assert "at least one label" in problems[0].message
+
+
+def test_anti_affinity_to_its_own_labels_keeps_a_jobs_members_apart() -> None:
+    # As in Kubernetes: a rule matching the job's own labels spreads its members, one per node.
+    nodes = [server("n0"), server("n1"), server("n2")]
+    spread = solve(request(nodes, [job("g", labels={"app": "g"}, away={"app": "g"}, members=3)]))
+    assert sorted(n for n, _ in where(spread, "g")) == ["n0", "n1", "n2"]
+    # Without the rule, binpack puts all three on one node.
+    packed = solve(request(nodes, [job("g", labels={"app": "g"}, members=3)]))
+    assert len({n for n, _ in where(packed, "g")}) == 1
+    # Four members, three nodes: the gang cannot be placed.
+    too_many = solve(request(nodes, [job("g", labels={"app": "g"}, away={"app": "g"}, members=4)]))
+    assert not where(too_many, "g")
+
+
+def test_self_anti_affinity_at_pcie_switch_scope() -> None:
+    # server() has two PCIe switches: two members, one per switch, on one node.
+    result = solve(
+        request(
+            [server("n0")],
+            [job("g", labels={"app": "g"}, away={"app": "g"}, scope=Scope.PCIE_SWITCH, members=2)],
+        )
+    )
+    gpus = [g for _, placed in where(result, "g") for g in placed]
+    assert len(gpus) == 2
+    node = server("n0")
+    switch = {g.id: g.pcie_switch for g in node.gpus}
+    assert switch[gpus[0]] != switch[gpus[1]]
+
+
+def test_verifier_catches_a_jobs_own_members_together() -> None:
+    req = request([server("n0"), server("n1")], [job("g", labels={"app": "g"}, away={"app": "g"}, members=2)])
+    members = (
+        MemberPlacement(role="pod", index=0, node="n0", gpus=("GPU0",)),
+        MemberPlacement(role="pod", index=1, node="n0", gpus=("GPU1",)),
+    )
+    result = solve(req).model_copy(
+        update={
+            "jobs": (JobResult(job_id="g", placed=True, members=members),),
+            "status": SolveStatus.FEASIBLE,
+        }
+    )
+    assert (
+        "job g: anti-affinity to {'app': 'g'} broken by its own pod member 0 and pod member 1 together at n0"
+        in (verify(req, result))
+    )

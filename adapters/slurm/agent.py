@@ -38,7 +38,7 @@ from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, parse_pla
 from adapters.slurm.scontrol import SlurmNode, parse_show_node
 from adapters.slurm.topology_conf import Fabric, parse_topology_conf, parse_topology_yaml
 from solver.errors import InvalidRequest
-from solver.model import Allocation, Inventory, Packing, Policy, Requirement, SolveRequest, SolveResult
+from solver.model import Allocation, Inventory, Policy, Requirement, SolveRequest, SolveResult
 
 _log = structlog.get_logger("topoplace.slurm.agent")
 MAX_BODY_BYTES = 1 << 20
@@ -194,11 +194,7 @@ class Agent:
             n.model_copy(update={"schedulable": False}) if n.name in spec.excluded else n
             for n in inventory.nodes
         )
-        policy = Policy(
-            time_limit_s=self.config.time_limit_s,
-            # Until anti-affinity is solved, spreading keeps a gang's members on distinct nodes.
-            packing=Packing.SPREAD if spec.nodes > 1 else Packing.BINPACK,
-        )
+        policy = Policy(time_limit_s=self.config.time_limit_s)
         return SolveRequest(
             request_id=spec.job.id,
             inventory=inventory.model_copy(update={"nodes": nodes}),

@@ -21,6 +21,7 @@ from adapters.slurm.hostlist import expand
 from adapters.slurm.inventory import FEATURE_LABEL, PARTITION_LABEL
 from solver.model import (
     Alignment,
+    AntiAffinity,
     Distance,
     Job,
     Locality,
@@ -29,6 +30,7 @@ from solver.model import (
     NicRequest,
     Requirement,
     Role,
+    Scope,
 )
 
 NO_VAL_LIMITS = (0xFFFE, 0xFFFF, 0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF)
@@ -222,9 +224,8 @@ def job_from_description(
         labels=labels,
         roles=(Role(name=ROLE, replicas=nodes, member=member),),
         locality=_locality(desc, nodes),
-        # One member per node, as Slurm's -N means. The natural form is anti-affinity to the job's own
-        # label at node scope, which the solver does not accept yet: the agent spreads gangs instead
-        # and refuses (as not enforceable) any plan that still puts two members on one node.
+        # One member per node, as Slurm's -N means: anti-affinity to the job's own label.
+        anti_affinity=(AntiAffinity(labels=labels, scope=Scope.NODE),) if nodes > 1 else (),
     )
     excluded = tuple(expand(desc["exc_nodes"])) if not unset(desc.get("exc_nodes")) else ()
     return JobSpec(

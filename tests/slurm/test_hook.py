@@ -16,7 +16,7 @@ from adapters.slurm import cli, place_client
 from adapters.slurm.agent import Agent, AgentConfig, serve_agent
 from adapters.slurm.jobdesc import Unsupported, job_from_description
 from adapters.slurm.plan import NodePlan, parse_plan_comment, plan_comment
-from solver.model import NicMode, Requirement
+from solver.model import NicMode, Requirement, Scope
 
 NO_VAL = 0xFFFFFFFE
 
@@ -32,6 +32,19 @@ def test_gpus_per_node_gang() -> None:
     assert role.replicas == 4 and role.member.gpus == 8 and role.member.nics.mode == NicMode.PER_GPU
     assert role.member.cpu_milli == 4000
     assert spec.job.locality.mode == Requirement.REQUIRED and spec.job.locality.highest_tier == 1
+    # -N 4: one member per node, as anti-affinity to the job's own label at node scope.
+    (rule,) = spec.job.anti_affinity
+    assert rule.scope == Scope.NODE and rule.labels == spec.job.labels
+
+
+def test_a_gang_of_small_members_gets_distinct_nodes_from_the_solver() -> None:
+    from solver.solve import solve
+    from tests.solver_cases import request, server
+
+    spec = job(min_nodes=2, max_nodes=2, tres_per_node="gres:gpu:1")
+    assert spec is not None
+    result = solve(request([server("n0"), server("n1")], [spec.job]))
+    assert sorted(m.node for m in result.jobs[0].members) == ["n0", "n1"]  # binpack alone: one node
 
 
 def test_gpus_per_job_per_task_and_unset_sentinels() -> None:
