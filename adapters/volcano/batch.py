@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from adapters.volcano import kube
 from adapters.volcano.hypernodes import Fabric
 from adapters.volcano.wire import Job, NetworkTopology, NodeInfo, Snapshot, SubGroupPolicy, Task
-from solver.model import Inventory, Locality, Node, Policy, Requirement, Role, SolveRequest
+from solver.model import AntiAffinity, Inventory, Locality, Node, Policy, Requirement, Role, SolveRequest
 from solver.model import Job as SolverJob
 
 PLANNED_PHASES = frozenset({"Inqueue", "Running", "Unknown"})
@@ -116,14 +116,17 @@ def job_entries(job: Job, batch: Batch, fabric: Fabric, models: set[str]) -> lis
     entry = JobEntry(uid=job.uid, namespace=job.namespace, name=job.name or job.uid)
     batch.jobs[job.uid] = entry
     shapes: dict[str, object] = {}
+    apart: dict[str, tuple[AntiAffinity, ...]] = {}
     for task in pending_gpu:
         try:
             shapes[task.uid] = kube.member_shape(task, models)
+            apart[task.uid] = kube.pod_anti_affinity(task)
         except kube.PodRefused as err:
             batch.refused[task.uid] = str(err)
         except kube.NotOurs as err:
             batch.left_to_volcano[task.uid] = str(err)
             del batch.task_job[task.uid]
+            shapes.pop(task.uid, None)
     planned = [t for t in pending_gpu if t.uid in shapes]
     if not planned:
         return []
@@ -142,6 +145,8 @@ def job_entries(job: Job, batch: Batch, fabric: Fabric, models: set[str]) -> lis
                     SolverJob(
                         id=jid,
                         priority=priority,
+                        labels=task.labels,
+                        anti_affinity=apart[task.uid],
                         roles=(Role(name=name, replicas=1, member=shape, locality=role_locality),),
                     )
                 )
@@ -155,8 +160,20 @@ def job_entries(job: Job, batch: Batch, fabric: Fabric, models: set[str]) -> lis
             batch.members[task.uid] = MemberRef(job.uid, name, i)
             batch.tasks[task.uid] = task
     entry.minimum = sum(minimums)
+    members = [t for (_, tasks, _, _), minimum in zip(roles, minimums, strict=True) if minimum for t in tasks]
+    rules = {r.model_dump_json(): r for t in members for r in apart[t.uid]}
     gang = (
-        [SolverJob(id=job.uid, priority=priority, roles=tuple(gang_roles), locality=locality)]
+        [
+            SolverJob(
+                id=job.uid,
+                priority=priority,
+                roles=tuple(gang_roles),
+                locality=locality,
+                # The labels every member carries, and every member's anti-affinity terms.
+                labels=dict(set.intersection(*(set(t.labels.items()) for t in members))),
+                anti_affinity=tuple(rules.values()),
+            )
+        ]
         if gang_roles
         else []
     )

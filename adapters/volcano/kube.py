@@ -20,6 +20,7 @@ from adapters.volcano.wire import NodeInfo, Task
 from solver.model import (
     Alignment,
     Allocation,
+    AntiAffinity,
     Distance,
     Gpu,
     GpuShare,
@@ -28,6 +29,7 @@ from solver.model import (
     NicRequest,
     Node,
     Requirement,
+    Scope,
 )
 
 GPU = "nvidia.com/gpu"
@@ -388,6 +390,40 @@ def _models(notes: Mapping[str, str], models: Iterable[str]) -> tuple[tuple[str,
     if notes.get(USE_GPUTYPE) and not use:
         raise PodRefused(f"annotation {USE_GPUTYPE}: no GPU in the cluster matches {notes[USE_GPUTYPE]!r}")
     return exact or use, matching(NOUSE_GPUTYPE)
+
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def pod_anti_affinity(task: Task) -> tuple[AntiAffinity, ...]:
+    """The pod's required ``podAntiAffinity`` terms as node-scope anti-affinity: ``matchLabels`` at the
+    hostname topology key. A pod matching its own term keeps the job's members one per node, as in
+    Kubernetes. The solver matches labels cluster-wide, not per namespace, which can only keep pods
+    further apart than asked. Raises :class:`NotOurs` for a required term it cannot hold (another
+    topology key, ``matchExpressions``, a namespace selector): Volcano places that pod itself rather
+    than topoplace ignoring a hard rule."""
+    spec = task.pod.get("spec") or {}
+    affinity = (spec.get("affinity") or {}) if isinstance(spec, dict) else {}
+    anti = (affinity.get("podAntiAffinity") or {}) if isinstance(affinity, dict) else {}
+    terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(anti, dict) else None
+    rules = []
+    for term in terms if isinstance(terms, list) else ():
+        term = term if isinstance(term, dict) else {}
+        selector = term.get("labelSelector") or {}
+        labels = selector.get("matchLabels") if isinstance(selector, dict) else None
+        if (
+            term.get("topologyKey") != HOSTNAME
+            or not isinstance(labels, dict)
+            or not labels
+            or (isinstance(selector, dict) and selector.get("matchExpressions"))
+            or term.get("namespaceSelector")
+        ):
+            raise NotOurs(
+                "a required podAntiAffinity term other than matchLabels at kubernetes.io/hostname "
+                "is not modelled; left to Volcano"
+            )
+        rules.append(AntiAffinity(labels={str(k): str(v) for k, v in labels.items()}, scope=Scope.NODE))
+    return tuple(rules)
 
 
 def _node_selector(task: Task) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import json
 from contextlib import redirect_stdout
@@ -223,3 +224,48 @@ def test_shared_gpus_reach_the_pod(body: dict[str, Any], hypernodes: tuple[hn.Hy
     devices = ann.decode_pod_devices(notes[ann.VGPU_IDS], "share-0")
     assert [(d.used_mem_mib, d.used_cores) for c in devices for d in c] == [(30000, 50)]
     assert json.loads(notes[ann.DEVICES])["gpus"][0]["milli"] == 500
+
+
+def _with_anti_affinity(task: wire.Task, *terms: dict[str, Any]) -> wire.Task:
+    pod = copy.deepcopy(task.pod)
+    pod["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": list(terms)}
+    }
+    return dataclasses.replace(task, pod=pod)
+
+
+def test_pod_anti_affinity_at_hostname_becomes_a_node_rule() -> None:
+    term = {"labelSelector": {"matchLabels": {"app": "g"}}, "topologyKey": kube.HOSTNAME}
+    (rule,) = kube.pod_anti_affinity(_with_anti_affinity(pending_task(gpus=1), term))
+    assert rule.labels == {"app": "g"} and rule.scope == kube.Scope.NODE
+    assert kube.pod_anti_affinity(pending_task(gpus=1)) == ()
+    zone = {**term, "topologyKey": "topology.kubernetes.io/zone"}
+    expressions = {
+        "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+        "topologyKey": kube.HOSTNAME,
+    }
+    for unheld in (zone, expressions):
+        with pytest.raises(kube.NotOurs, match="podAntiAffinity"):
+            kube.pod_anti_affinity(_with_anti_affinity(pending_task(gpus=1), unheld))
+
+
+def test_a_gang_with_anti_affinity_to_itself_gets_one_node_per_pod() -> None:
+    from adapters.volcano import batch as batches
+    from adapters.volcano.hypernodes import Fabric
+    from solver.model import Policy
+    from solver.solve import solve
+
+    pods = build.workers("ns", "g", "worker", 2, 1, labels={"app": "g"})
+    body = build.session([(build.GroupSpec("ns", "g", min_member=2), pods)], build.cluster_nodes(2))
+    snapshot = wire.snapshot(body)
+    term = {"labelSelector": {"matchLabels": {"app": "g"}}, "topologyKey": kube.HOSTNAME}
+    jobs = tuple(
+        dataclasses.replace(j, tasks=tuple(_with_anti_affinity(t, term) for t in j.tasks))
+        for j in snapshot.jobs
+    )
+    snapshot = dataclasses.replace(snapshot, jobs=jobs)
+    made = batches.build(snapshot, Fabric(), Policy())
+    (gang,) = made.request.jobs
+    assert gang.labels["app"] == "g" and [r.labels for r in gang.anti_affinity] == [{"app": "g"}]
+    result = solve(made.request)
+    assert len({m.node for m in result.jobs[0].members}) == 2  # binpack alone would share one node
