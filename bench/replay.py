@@ -112,12 +112,15 @@ def arrivals(
 
 
 class RequestPolicy:
-    """Any ``place(request)`` as a replay policy: W pods per request, the cluster as an Inventory."""
+    """Any ``place(request)`` as a replay policy: W pods per request, the cluster as an Inventory; or,
+    with ``largest_first``, W pods at a time handed over one per request, the largest GPU request
+    first (a batch's other freedom: its order)."""
 
-    def __init__(self, name: str, place: PlaceFn, window: int = 1) -> None:
+    def __init__(self, name: str, place: PlaceFn, window: int = 1, *, largest_first: bool = False) -> None:
         self.name = name
         self.place = place
         self.window = window
+        self.largest_first = largest_first
 
 
 def make_policy(name: str, workload: Workload, rng: GoRand) -> Policy | RequestPolicy:
@@ -138,13 +141,21 @@ def make_policy(name: str, workload: Workload, rng: GoRand) -> Policy | RequestP
     if name.startswith("solver"):
         from solver.solve import solve  # the solver is optional for the baseline-only replay
 
-        window = int(name.removeprefix("solver-window") or 1) if "window" in name else 1
+        window, largest_first = 1, False
+        if name.startswith("solver-window"):
+            window = int(name.removeprefix("solver-window"))
+        elif name.startswith("solver-sorted"):
+            window, largest_first = int(name.removeprefix("solver-sorted")), True
         policy = solver_policy(workload)
         return RequestPolicy(
-            name, lambda request: solve(request.model_copy(update={"policy": policy})), window
+            name,
+            lambda request: solve(request.model_copy(update={"policy": policy})),
+            window,
+            largest_first=largest_first,
         )
     raise ValueError(
-        f"unknown policy {name!r}; known: random, bestfit, gpupacking, fgd, solver, solver-windowN"
+        f"unknown policy {name!r}; known: random, bestfit, gpupacking, fgd, solver, solver-windowN, "
+        "solver-sortedN"
     )
 
 
@@ -303,6 +314,18 @@ def _decide(
     if not isinstance(policy, RequestPolicy):
         return [policy.choose(state, pod.spec()) for pod in batch]
     assert mirror is not None
+    if policy.largest_first:
+        # One pod per request, largest GPU request first, each seeing the ones before it; the caller
+        # binds the choices into the real state afterwards, so they are made on a scratch copy here.
+        scratch = InventoryMirror.__new__(InventoryMirror)
+        scratch.nodes, scratch.index = list(mirror.nodes), mirror.index
+        chosen: dict[str, Choice | None] = {}
+        for pod in sorted(batch, key=lambda p: -p.total_milli):
+            found = gpus_from_result(policy.place(scratch.request([pod], seed)), pod.name)
+            chosen[pod.name] = None if found is None else (scratch.index[found[0]], found[1])
+            if found is not None:
+                scratch.bind(scratch.index[found[0]], pod, found[1])
+        return [chosen[pod.name] for pod in batch]
     result = policy.place(mirror.request(batch, seed))
     out = []
     for pod in batch:
