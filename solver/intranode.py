@@ -15,7 +15,7 @@ closest-first matching, which keeps the search small and is exact on switch-stru
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import combinations
 
@@ -23,6 +23,7 @@ from solver.model import MemberShape, NicMode, Requirement, Scope
 from solver.normalise import (
     FreeGpu,
     NodeShape,
+    Normalised,
     alignment_distance,
     gpu_count,
     has_preferences,
@@ -452,3 +453,36 @@ def free_after(node: NodeShape, config: Configuration) -> list[int]:
         for g in slot.gpus:
             free[g] = 0 if slot.whole or slot.share is None else free[g] - slot.share[0]
     return free
+
+
+def drop_unfit(problem: Normalised) -> Normalised:
+    """``problem`` with the classes no member of the batch could sit on alone, as they stand, moved
+    to ``unfit`` (a necessary test: the member's own rules, not its NICs' matching). Late in a busy
+    cluster's day most nodes are such, and every stage after this one costs per class."""
+    fit, unfit = [], []
+    for cls in problem.classes:
+        (fit if _hosts_any(cls.shape, problem.shapes_json) else unfit).append(cls)
+    if not unfit:
+        return problem
+    return replace(
+        problem,
+        classes=tuple(replace(c, index=i) for i, c in enumerate(fit)),
+        unfit=tuple(replace(c, index=len(fit) + i) for i, c in enumerate(unfit)),
+        candidate_nodes=sum(c.count for c in fit),
+    )
+
+
+_HOSTS: dict[tuple[NodeShape, tuple[str, ...]], bool] = {}
+
+
+def _hosts_any(node: NodeShape, shapes_json: tuple[str, ...]) -> bool:
+    """Could some member shape sit on the node alone? Remembered by node shape and the shapes'
+    JSON: a scheduler's stream of similar pods asks it of the same node states again and again."""
+    key = (node, shapes_json)
+    hit = _HOSTS.get(key)
+    if hit is None:
+        if len(_HOSTS) >= 1 << 18:
+            _HOSTS.clear()
+        shapes = [MemberShape.model_validate_json(s) for s in shapes_json]
+        hit = _HOSTS[key] = any(_member_for(node, i, s) is not None for i, s in enumerate(shapes))
+    return hit

@@ -176,8 +176,8 @@ class Normalised:
     conflicts: tuple[tuple[int, int, int], ...]  # (shape, shape, Scope) that may not sit together
     candidate_nodes: int
     shape_rails: tuple[frozenset[int] | None, ...] = ()  # per shape: the rail set it must use
-    # Schedulable nodes no member of the batch fits as they stand (``could_host``): the model never
-    # sees them; explanations still ask whether a relaxed rule would let a member onto one.
+    # Schedulable nodes no member of the batch fits as they stand (``intranode.drop_unfit``): the
+    # model never sees them; explanations still ask whether a relaxed rule would let one in.
     unfit: tuple[NodeClass, ...] = ()
 
     def group_of(self, r: int) -> int:
@@ -193,6 +193,11 @@ class Normalised:
 
     def rails_of(self, shape: int) -> frozenset[int] | None:
         return self.shape_rails[shape] if self.shape_rails else None
+
+    @cached_property
+    def shapes_json(self) -> tuple[str, ...]:
+        """The shapes as JSON: the key of every per-shape cache (shapes hold dicts)."""
+        return tuple(m.model_dump_json() for m in self.shapes)
 
     def supply(self) -> tuple[int, ...]:
         """Per shape, the most members of it the batch could place: no node needs a configuration
@@ -396,52 +401,6 @@ def member_shapes(request: SolveRequest, separation: Separation) -> tuple[list, 
     return shapes, owners, roles
 
 
-def could_host(node: NodeShape, member: MemberShape) -> bool:
-    """Could one member of ``member`` sit on a node of this shape as it stands? A quick necessary
-    test (labels, CPU, memory, NICs, enough idle GPUs of an accepted model or one GPU with room for
-    the share) that keeps nodes no member fits out of the model: late in a busy cluster's day most
-    nodes are such, and every stage after this one costs per class."""
-    labels = dict(node.labels)
-    if any(labels.get(k) != v for k, v in member.node_selector.items()):
-        return False
-    if node.cpu_milli is not None and member.cpu_milli > node.cpu_milli:
-        return False
-    if node.memory_mib is not None and member.memory_mib > node.memory_mib:
-        return False
-    if nic_demand(member) > len(node.nics):
-        return False
-    eligible = [
-        g
-        for g in node.gpus
-        if (not member.gpu_models or g.model in member.gpu_models) and g.model not in member.avoid_gpu_models
-    ]
-    share = member.gpu_share
-    if share is None:
-        return sum(g.idle for g in eligible) >= member.gpus
-    if member.mutex:
-        return any(g.idle for g in eligible)
-    return any(
-        g.milli >= share.milli and (g.memory_mib is None or g.memory_mib >= share.memory_mib)
-        for g in eligible
-    )
-
-
-_HOSTS: dict[tuple[NodeShape, tuple[str, ...]], bool] = {}
-
-
-def _hosts_any(node: NodeShape, batch: tuple[tuple[MemberShape, ...], tuple[str, ...]]) -> bool:
-    """Does any of the batch's member shapes pass :func:`could_host` on this node shape? Remembered
-    by node shape and the shapes' JSON: a scheduler's stream of similar pods asks it of the same
-    node states again and again."""
-    key = (node, batch[1])
-    hit = _HOSTS.get(key)
-    if hit is None:
-        if len(_HOSTS) >= 1 << 18:
-            _HOSTS.clear()
-        hit = _HOSTS[key] = any(could_host(node, m) for m in batch[0])
-    return hit
-
-
 def normalise(request: SolveRequest) -> Normalised:
     """Group schedulable nodes into classes and the batch's members into shapes."""
     separation = Separation.of(request)
@@ -452,9 +411,6 @@ def normalise(request: SolveRequest) -> Normalised:
     by_leaf, by_domain = locality_matters(request)
     by_rails = any(job.rail_aligned in (Requirement.REQUIRED, Requirement.PREFERRED) for job in request.jobs)
     by_key: dict[tuple[NodeShape, str, str], list[ConcreteNode]] = defaultdict(list)
-    unfit: dict[tuple[NodeShape, str, str], list[ConcreteNode]] = defaultdict(list)
-    hosts: dict[NodeShape, bool] = {}
-    batch = (tuple(shapes), tuple(m.model_dump_json() for m in shapes))
     candidates = 0
     # Leaf first: decode hands out a class's nodes in this order, so a gang fills one leaf before the next.
     for node in sorted(request.inventory.nodes, key=lambda n: (n.leaf, n.name)):
@@ -462,25 +418,18 @@ def normalise(request: SolveRequest) -> Normalised:
             continue
         shape, concrete = cached_node_shape(node, selected, separation, tuple(owners), by_rails)
         key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "")
-        fits = hosts.get(shape)
-        if fits is None:
-            fits = hosts[shape] = _hosts_any(shape, batch)
-        (by_key if fits else unfit)[key].append(concrete)
-        candidates += fits
+        by_key[key].append(concrete)
+        candidates += 1
+    # Class order is deterministic: by the first node's name.
+    classes = tuple(
+        NodeClass(index=i, shape=key[0], leaf=key[1], nvlink_domain=key[2], nodes=tuple(nodes))
+        for i, (key, nodes) in enumerate(sorted(by_key.items(), key=lambda kv: kv[1][0].name))
+    )
     return Normalised(
         request=request,
-        classes=_classes(by_key),
+        classes=classes,
         roles=tuple(roles),
         shapes=tuple(shapes),
         conflicts=separation.shape_conflicts(owners),
         candidate_nodes=candidates,
-        unfit=_classes(unfit, first=len(by_key)),
-    )
-
-
-def _classes(grouped: dict[tuple[NodeShape, str, str], list[ConcreteNode]], first: int = 0) -> tuple:
-    """Classes in a deterministic order (by the first node's name), numbered from ``first``."""
-    return tuple(
-        NodeClass(index=i, shape=key[0], leaf=key[1], nvlink_domain=key[2], nodes=tuple(nodes))
-        for i, (key, nodes) in enumerate(sorted(grouped.items(), key=lambda kv: kv[1][0].name), start=first)
     )

@@ -54,12 +54,11 @@ class Compiled:
 
 def compile_model(problem: Normalised, policy: Policy) -> Compiled:
     model = cp_model.CpModel()
-    shapes_json = tuple(s.model_dump_json() for s in problem.shapes)
     spread = spreads_shares(policy)
     supply = problem.supply()
     configs = {
         c.index: configurations_for(
-            c.shape, shapes_json, spread, problem.conflicts, problem.shape_rails, supply
+            c.shape, problem.shapes_json, spread, problem.conflicts, problem.shape_rails, supply
         )
         for c in problem.classes
     }
