@@ -390,7 +390,8 @@ def test_the_call_deadline_reaches_the_solver(start_server: Callable[..., Runnin
         stub = placement_pb2_grpc.PlacementStub(chan)
         stub.Solve(wire.request_to_proto(small_request()), timeout=5)
         stub.Solve(wire.request_to_proto(small_request()))
-    assert seen[0] is not None and 0 < seen[0] <= 5
+    # gRPC sends the timeout rounded up to its wire units, so the server may see a hair over 5 s.
+    assert seen[0] is not None and 4 < seen[0] <= 5.1
     assert seen[1] is None
 
 
