@@ -123,8 +123,10 @@ class RequestPolicy:
         self.largest_first = largest_first
 
 
-def make_policy(name: str, workload: Workload, rng: GoRand) -> Policy | RequestPolicy:
-    """A fresh policy object by CLI name."""
+def make_policy(
+    name: str, workload: Workload, rng: GoRand, order: Sequence[str] = ()
+) -> Policy | RequestPolicy:
+    """A fresh policy object by CLI name; ``order`` is the node names in the run's tie-break order."""
     if name == "random":
         return RandomFit(rng)
     if name == "bestfit":
@@ -146,7 +148,7 @@ def make_policy(name: str, workload: Workload, rng: GoRand) -> Policy | RequestP
             window = int(name.removeprefix("solver-window"))
         elif name.startswith("solver-sorted"):
             window, largest_first = int(name.removeprefix("solver-sorted")), True
-        policy = solver_policy(workload)
+        policy = solver_policy(workload, order)
         return RequestPolicy(
             name,
             lambda request: solve(request.model_copy(update={"policy": policy})),
@@ -159,10 +161,10 @@ def make_policy(name: str, workload: Workload, rng: GoRand) -> Policy | RequestP
     )
 
 
-def solver_policy(workload: Workload) -> SolvePolicy:
+def solver_policy(workload: Workload, order: Sequence[str] = ()) -> SolvePolicy:
     """The solver as FGD is measured: placed work first, then FGD's fragmentation against the same
-    workload profile FGD uses (CPU, GPU models and CPU-only shapes included), then binpack as the
-    tie-breaker."""
+    workload profile FGD uses (CPU, GPU models and CPU-only shapes included), then the run's node
+    order as the tie-breaker (the simulator's seeded node ranks: first fit over a fixed order)."""
     from solver.model import ObjectiveTier, WorkloadShape
 
     shapes = tuple(
@@ -176,8 +178,8 @@ def solver_policy(workload: Workload) -> SolvePolicy:
         for p in workload
         if p.popularity > 0
     )
-    tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.PACKING)
-    return SolvePolicy(objective=tiers, workload=shapes, time_limit_s=5.0)
+    tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.NODE_ORDER)
+    return SolvePolicy(objective=tiers, workload=shapes, node_order=tuple(order), time_limit_s=5.0)
 
 
 class InventoryMirror:
@@ -269,7 +271,8 @@ def run(
     started = time.perf_counter()
     seq = arrivals(pods, nodes, seed)
     state = openb.cluster_state(nodes, seq.ranks)
-    policy = make_policy(policy_name, openb.workload(pods), seq.rng)
+    order = [nodes[i].name for i in sorted(range(len(nodes)), key=lambda i: seq.ranks[i])]
+    policy = make_policy(policy_name, openb.workload(pods), seq.rng, order)
     mirror = InventoryMirror(nodes) if isinstance(policy, RequestPolicy) else None
     events: list[tuple[int, int]] = []
     arrived = placed = 0

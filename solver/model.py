@@ -76,6 +76,7 @@ class ObjectiveTier(IntEnum):
     PACKING = 3  # binpack or spread
     FRAGMENTATION = 4
     STABILITY = 5
+    NODE_ORDER = 6  # fill nodes in the policy's node_order (first fit, as Slurm's node weights)
 
 
 class Scope(IntEnum):
@@ -319,6 +320,8 @@ class Policy(Frozen):
     node_policy: str = ""  # HAMi-style chain, e.g. "binpack,numa"; see README
     gpu_policy: str = ""  # e.g. "topology-aware,mutex"
     workload: tuple[WorkloadShape, ...] = ()  # for the fragmentation tier; empty = from the batch
+    # For the NODE_ORDER tier: node names, most preferred first; nodes not named tie after them.
+    node_order: tuple[str, ...] = ()
 
 
 class SolveRequest(Frozen):

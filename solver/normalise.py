@@ -140,6 +140,7 @@ class NodeClass:
     leaf: str
     nvlink_domain: str
     nodes: tuple[ConcreteNode, ...]
+    ranks: tuple[int, ...] = ()  # each node's place in the policy's node order (``node_ranks``)
 
     @property
     def count(self) -> int:
@@ -401,6 +402,14 @@ def member_shapes(request: SolveRequest, separation: Separation) -> tuple[list, 
     return shapes, owners, roles
 
 
+def node_ranks(request: SolveRequest) -> dict[str, int]:
+    """Each node's place in the policy's ``node_order``. Nodes it does not name tie after the named
+    ones, so without an order every node ranks 0 and the NODE_ORDER tier has nothing to prefer."""
+    order = request.policy.node_order
+    position = {name: i for i, name in enumerate(order)}
+    return {n.name: position.get(n.name, len(order)) for n in request.inventory.nodes}
+
+
 def normalise(request: SolveRequest) -> Normalised:
     """Group schedulable nodes into classes and the batch's members into shapes."""
     separation = Separation.of(request)
@@ -411,18 +420,29 @@ def normalise(request: SolveRequest) -> Normalised:
     by_leaf, by_domain = locality_matters(request)
     by_rails = any(job.rail_aligned in (Requirement.REQUIRED, Requirement.PREFERRED) for job in request.jobs)
     by_key: dict[tuple[NodeShape, str, str], list[ConcreteNode]] = defaultdict(list)
+    by_rank: dict[tuple[NodeShape, str, str], list[int]] = defaultdict(list)
     candidates = 0
-    # Leaf first: decode hands out a class's nodes in this order, so a gang fills one leaf before the next.
-    for node in sorted(request.inventory.nodes, key=lambda n: (n.leaf, n.name)):
+    # Decode hands out a class's nodes in this order: the policy's node order first, then leaf, so
+    # that a gang fills one leaf before the next.
+    ranks = node_ranks(request)
+    for node in sorted(request.inventory.nodes, key=lambda n: (ranks[n.name], n.leaf, n.name)):
         if not node.schedulable:
             continue
         shape, concrete = cached_node_shape(node, selected, separation, tuple(owners), by_rails)
         key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "")
         by_key[key].append(concrete)
+        by_rank[key].append(ranks[node.name])
         candidates += 1
     # Class order is deterministic: by the first node's name.
     classes = tuple(
-        NodeClass(index=i, shape=key[0], leaf=key[1], nvlink_domain=key[2], nodes=tuple(nodes))
+        NodeClass(
+            index=i,
+            shape=key[0],
+            leaf=key[1],
+            nvlink_domain=key[2],
+            nodes=tuple(nodes),
+            ranks=tuple(by_rank[key]),
+        )
         for i, (key, nodes) in enumerate(sorted(by_key.items(), key=lambda kv: kv[1][0].name))
     )
     return Normalised(

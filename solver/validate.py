@@ -24,6 +24,7 @@ from solver.model import (
     Inventory,
     NicMode,
     Node,
+    ObjectiveTier,
     PcieSwitch,
     Policy,
     Requirement,
@@ -436,6 +437,24 @@ def policy_chains(request: SolveRequest) -> Iterator[Problem]:
             )
 
 
+def node_order(request: SolveRequest) -> Iterator[Problem]:
+    """The policy's node order names nodes of the inventory, each once: a misspelt name would
+    silently rank a node last."""
+    order = request.policy.node_order
+    yield from _duplicates(((f"policy.node_order[{k}]", name) for k, name in enumerate(order)), "node name")
+    known = {n.name for n in request.inventory.nodes}
+    for k, name in enumerate(order):
+        if name not in known:
+            yield Problem(path=f"policy.node_order[{k}]", message=f"no node {name!r} in the inventory")
+
+
+def unimplemented_tiers(request: SolveRequest) -> Iterator[Problem]:
+    """A tier the solver does not build would be silently ignored; say so instead."""
+    for k, tier in enumerate(request.policy.objective):
+        if tier in (ObjectiveTier.UNSPECIFIED, ObjectiveTier.STABILITY):
+            yield Problem(path=f"policy.objective[{k}]", message=f"tier {tier.name} is not implemented")
+
+
 def locality_tiers(request: SolveRequest) -> Iterator[Problem]:
     """A locality tier names a tier the fabric has (REQUIRED at a tier above every switch would
     hold trivially, below every switch never)."""
@@ -608,6 +627,8 @@ RULES: tuple[Rule, ...] = (
     role_affinity_references,
     locality_tiers,
     policy_chains,
+    node_order,
+    unimplemented_tiers,
     anti_affinity_labels,
     member_requests,
     member_fits_some_node,

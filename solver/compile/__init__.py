@@ -14,7 +14,8 @@ Where each rule lives:
 nodes.py               configurations per class; members ↔ slots supply
 gangs.py               all-or-nothing, per-role minimums
 locality.py            switch tiers, NVLink domains, roles kept close
-objective.py           the tiers: placed work, topology, packing
+order.py               the policy's node order (first fit)
+objective.py           the tiers: placed work, topology, packing, fragmentation, node order
 =====================  =================================================
 
 ``solver.solve`` optimises the tiers lexicographically.
@@ -30,9 +31,10 @@ from solver.compile.gangs import add_gangs
 from solver.compile.locality import Locality, add_locality
 from solver.compile.nodes import add_configuration_choice, add_member_supply, add_member_variables
 from solver.compile.objective import Tier, objective_tiers
+from solver.compile.order import add_node_order
 from solver.fabric import Fabric
 from solver.intranode import Configuration, configurations_for
-from solver.model import Policy
+from solver.model import ObjectiveTier, Policy
 from solver.normalise import Normalised
 from solver.policy import spreads_shares
 
@@ -70,7 +72,8 @@ def compile_model(problem: Normalised, policy: Policy) -> Compiled:
     placed, variant = add_gangs(model, problem, y)
     locality = add_locality(model, problem, fabric, y, placed)
 
-    tiers = objective_tiers(problem, policy, configs, x, y, s, locality, placed, variant)
+    order = add_node_order(model, problem, configs, x) if ObjectiveTier.NODE_ORDER in policy.objective else []
+    tiers = objective_tiers(problem, policy, configs, x, y, s, locality, placed, variant, order)
     return Compiled(
         model=model,
         configs=configs,

@@ -72,6 +72,7 @@ def objective_tiers(
     locality: Locality,
     placed: dict[int, cp_model.IntVar],
     variant: dict[int, cp_model.IntVar],
+    order: Sequence[tuple[int, cp_model.IntVar]] = (),
 ) -> tuple[Tier, ...]:
     tiers: list[Tier] = []
     for name in policy.objective:
@@ -87,6 +88,8 @@ def objective_tiers(
             tiers.append(packing(problem, policy, configs, x))
         elif name == ObjectiveTier.FRAGMENTATION:
             tiers.append(fragmentation(problem, policy, configs, x))
+        elif name == ObjectiveTier.NODE_ORDER:
+            tiers.append(Tier.of(ObjectiveTier.NODE_ORDER, "node_order", list(order), 0, minimise=True))
     return tuple(tiers)
 
 

@@ -50,6 +50,7 @@ class ObjectiveTier(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OBJECTIVE_TIER_PACKING: _ClassVar[ObjectiveTier]
     OBJECTIVE_TIER_FRAGMENTATION: _ClassVar[ObjectiveTier]
     OBJECTIVE_TIER_STABILITY: _ClassVar[ObjectiveTier]
+    OBJECTIVE_TIER_NODE_ORDER: _ClassVar[ObjectiveTier]
 
 class Scope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -102,6 +103,7 @@ OBJECTIVE_TIER_TOPOLOGY: ObjectiveTier
 OBJECTIVE_TIER_PACKING: ObjectiveTier
 OBJECTIVE_TIER_FRAGMENTATION: ObjectiveTier
 OBJECTIVE_TIER_STABILITY: ObjectiveTier
+OBJECTIVE_TIER_NODE_ORDER: ObjectiveTier
 SCOPE_UNSPECIFIED: Scope
 SCOPE_GPU: Scope
 SCOPE_PCIE_SWITCH: Scope
@@ -414,7 +416,7 @@ class Job(_message.Message):
     def __init__(self, id: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., roles: _Optional[_Iterable[_Union[Role, _Mapping]]] = ..., locality: _Optional[_Union[Locality, _Mapping]] = ..., nvlink_domain: _Optional[_Union[Requirement, str]] = ..., rail_aligned: _Optional[_Union[Requirement, str]] = ..., role_affinity: _Optional[_Iterable[_Union[RoleAffinity, _Mapping]]] = ..., anti_affinity: _Optional[_Iterable[_Union[AntiAffinity, _Mapping]]] = ..., exclusive_nodes: _Optional[bool] = ...) -> None: ...
 
 class Policy(_message.Message):
-    __slots__ = ("objective", "packing", "time_limit_s", "seed", "deterministic", "workers", "node_policy", "gpu_policy", "workload")
+    __slots__ = ("objective", "packing", "time_limit_s", "seed", "deterministic", "workers", "node_policy", "gpu_policy", "workload", "node_order")
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     PACKING_FIELD_NUMBER: _ClassVar[int]
     TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
@@ -424,6 +426,7 @@ class Policy(_message.Message):
     NODE_POLICY_FIELD_NUMBER: _ClassVar[int]
     GPU_POLICY_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    NODE_ORDER_FIELD_NUMBER: _ClassVar[int]
     objective: _containers.RepeatedScalarFieldContainer[ObjectiveTier]
     packing: Packing
     time_limit_s: float
@@ -433,7 +436,8 @@ class Policy(_message.Message):
     node_policy: str
     gpu_policy: str
     workload: _containers.RepeatedCompositeFieldContainer[WorkloadShape]
-    def __init__(self, objective: _Optional[_Iterable[_Union[ObjectiveTier, str]]] = ..., packing: _Optional[_Union[Packing, str]] = ..., time_limit_s: _Optional[float] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., workers: _Optional[int] = ..., node_policy: _Optional[str] = ..., gpu_policy: _Optional[str] = ..., workload: _Optional[_Iterable[_Union[WorkloadShape, _Mapping]]] = ...) -> None: ...
+    node_order: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, objective: _Optional[_Iterable[_Union[ObjectiveTier, str]]] = ..., packing: _Optional[_Union[Packing, str]] = ..., time_limit_s: _Optional[float] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., workers: _Optional[int] = ..., node_policy: _Optional[str] = ..., gpu_policy: _Optional[str] = ..., workload: _Optional[_Iterable[_Union[WorkloadShape, _Mapping]]] = ..., node_order: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkloadShape(_message.Message):
     __slots__ = ("gpus", "milli", "popularity", "cpu_milli", "memory_mib", "gpu_models")

@@ -1,0 +1,81 @@
+"""The NODE_ORDER tier: first fit over the policy's node order, below every other tier."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solver.model import ObjectiveTier
+from solver.solve import solve
+from solver.validate import validate
+from tests.solver_cases import job, request, server
+
+FIRST_FIT = (ObjectiveTier.PLACED_WORK, ObjectiveTier.NODE_ORDER)
+
+
+def nodes_of(result) -> list[str]:
+    return sorted(m.node for j in result.jobs for m in j.members)
+
+
+def test_a_pod_goes_to_the_first_node_of_the_order() -> None:
+    nodes = [server(name) for name in ("a", "b", "c")]
+    for order in (("c", "a", "b"), ("b", "c", "a")):
+        result = solve(request(nodes, [job("p", 1)], objective=FIRST_FIT, node_order=order))
+        assert nodes_of(result) == [order[0]]
+
+
+def test_many_nodes_of_one_class_are_taken_lowest_rank_first() -> None:
+    # Six identical idle nodes are one class to the model; four single-node jobs must land on the
+    # four best-ranked, not on any four of the class.
+    nodes = [server(f"n{i}") for i in range(6)]
+    order = ("n4", "n1", "n5", "n0", "n2", "n3")
+    result = solve(request(nodes, [job(f"j{k}", 4) for k in range(4)], objective=FIRST_FIT, node_order=order))
+    assert result.status.name == "OPTIMAL"
+    assert nodes_of(result) == sorted(order[:4])
+
+
+def test_earlier_tiers_outrank_the_order() -> None:
+    # Binpack wants the node already in use, even though the order ranks it last.
+    nodes = [server("idle"), server("busy", used_gpus=(0, 1))]
+    tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.PACKING, ObjectiveTier.NODE_ORDER)
+    result = solve(request(nodes, [job("p", 1)], objective=tiers, node_order=("idle", "busy")))
+    assert nodes_of(result) == ["busy"]
+
+
+def test_nodes_the_order_leaves_out_come_after_the_named_ones() -> None:
+    nodes = [server(name) for name in ("a", "b", "c")]
+    result = solve(request(nodes, [job("p", 1)], objective=FIRST_FIT, node_order=("c",)))
+    assert nodes_of(result) == ["c"]
+    full = [server("a"), server("b"), server("c", used_gpus=(0, 1, 2, 3))]
+    result = solve(request(full, [job("p", 1)], objective=FIRST_FIT, node_order=("c",)))
+    assert result.jobs[0].placed and nodes_of(result) != ["c"]
+
+
+def test_an_order_naming_an_unknown_or_repeated_node_is_refused() -> None:
+    problems = validate(request([server("a"), server("b")], [job("p", 1)], node_order=("b", "x", "b")))
+    assert [(p.path, p.message) for p in problems] == [
+        ("policy.node_order[2]", "node name 'b' is used again (first at policy.node_order[0])"),
+        ("policy.node_order[1]", "no node 'x' in the inventory"),
+    ]
+
+
+def test_a_tier_the_solver_does_not_build_is_refused_not_ignored() -> None:
+    tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.STABILITY)
+    problems = validate(request([server("a")], [job("p", 1)], objective=tiers))
+    assert [p.path for p in problems] == ["policy.objective[1]"]
+    assert "STABILITY" in problems[0].message
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    used=st.lists(st.integers(0, 4), min_size=5, max_size=5),
+    gpus=st.integers(1, 4),
+    order=st.permutations(range(5)),
+)
+def test_first_fit_takes_the_best_ranked_node_that_fits(used: list[int], gpus: int, order: list[int]) -> None:
+    # Oracle without the model: a node fits a whole-GPU pod when it has that many idle GPUs.
+    nodes = [server(f"n{i}", used_gpus=tuple(range(u))) for i, u in enumerate(used)]
+    names = tuple(f"n{i}" for i in order)
+    result = solve(request(nodes, [job("p", gpus)], objective=FIRST_FIT, node_order=names))
+    fitting = [name for name in names if 4 - used[int(name[1:])] >= gpus]
+    assert nodes_of(result) == fitting[:1]
