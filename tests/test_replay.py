@@ -138,3 +138,13 @@ def test_cli_prints_the_table_and_writes_json(tmp_path: Path, capsys: pytest.Cap
     assert data["complete"] and len(data["runs"]) == 4
     with pytest.raises(ValueError, match="unknown policy"):
         replay.main(["--policies", "nope", "--limit-nodes", "5", "--limit-pods", "5"])
+
+
+def test_the_solver_with_fgd_tiers_and_the_run_node_order_makes_fgd_choices(sliced: Trace) -> None:
+    # Online, one pod per request, the solver's lexicographic optimum under (placed work, FGD's
+    # points, the simulator's node ranks) is FGD's choice: both runs must agree pod for pod, which
+    # on this slice includes the contended tail where pods fail.
+    nodes, pods = sliced
+    by_fgd, by_solver = replay.run("fgd", nodes, pods, 42), replay.run("solver", nodes, pods, 42)
+    assert 0 < by_solver.failed
+    assert (by_solver.placed, by_solver.curve) == (by_fgd.placed, by_fgd.curve)
