@@ -22,6 +22,7 @@ from ortools.sat.python import cp_model
 
 from solver.compile import Compiled
 from solver.compile.locality import NVLINK, place_of
+from solver.compile.order import order_values
 from solver.fabric import Fabric
 from solver.model import Requirement
 from solver.normalise import Normalised
@@ -214,7 +215,8 @@ def with_most_strict(problem: Normalised, compiled: Compiled, solution: dict[str
 
 def complete(problem: Normalised, compiled: Compiled, solution: dict[str, int]) -> dict[str, int]:
     """``solution`` with every variable that follows from the placement (x, y, placed) set to what
-    the placement makes true: role variants, leaf spans, locality domains and flags, strict counts.
+    the placement makes true: role variants, leaf spans, locality domains and flags, strict counts,
+    the nodes touched in rank order.
     A tier above had no reason to care about them; a tier below and every report do."""
     out = dict(solution)
     used = {(r, c) for (r, c), var in compiled.y.items() if out.get(var.name, 0) > 0}
@@ -239,6 +241,10 @@ def complete(problem: Normalised, compiled: Compiled, solution: dict[str, int]) 
             for (k, lv, d), var in compiled.locality.use.items():
                 if (k, lv) == (i, level):
                     out[var.name] = int(d in domains)
+    touched: dict[int, int] = {}
+    for (c, _), var in compiled.x.items():
+        touched[c] = touched.get(c, 0) + out.get(var.name, 0)
+    out.update(order_values(compiled.order, touched))
     return with_most_strict(problem, compiled, out)
 
 

@@ -79,3 +79,29 @@ def test_first_fit_takes_the_best_ranked_node_that_fits(used: list[int], gpus: i
     result = solve(request(nodes, [job("p", gpus)], objective=FIRST_FIT, node_order=names))
     fitting = [name for name in names if 4 - used[int(name[1:])] >= gpus]
     assert nodes_of(result) == fitting[:1]
+
+
+def test_the_completed_greedy_plan_sets_the_order_booleans_the_model_demands() -> None:
+    # The greedy plan stands as the answer when a tier finds nothing in time, and the tier is then
+    # held at the plan's value: the order Booleans must be the ones its nodes make true, or a tier
+    # held at "0" would forbid every ranked node below it.
+    from ortools.sat.python import cp_model
+
+    from solver.compile import compile_model
+    from solver.greedy import complete, greedy_hint
+    from solver.intranode import drop_unfit
+    from solver.normalise import normalise
+
+    nodes = [server(f"n{i}") for i in range(4)]
+    req = request(nodes, [job(f"j{k}", 4) for k in range(3)], objective=FIRST_FIT, node_order=("n3", "n2"))
+    problem = drop_unfit(normalise(req))
+    compiled = compile_model(problem, req.policy)
+    plan = complete(problem, compiled, greedy_hint(problem, compiled))
+    assert compiled.order and all(b.name in plan for used in compiled.order.values() for b in used)
+    model = compiled.model.clone()
+    for index in range(len(model.proto.variables)):
+        var = model.get_int_var_from_proto_index(index)
+        if var.name in plan:
+            model.add(var == plan[var.name])
+    assert cp_model.CpSolver().solve(model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    assert compiled.tiers[-1].value_of(plan) < 0  # three of four nodes touched: ranks 0, 1 and 2

@@ -31,7 +31,7 @@ from solver.compile.gangs import add_gangs
 from solver.compile.locality import Locality, add_locality
 from solver.compile.nodes import add_configuration_choice, add_member_supply, add_member_variables
 from solver.compile.objective import Tier, objective_tiers
-from solver.compile.order import add_node_order
+from solver.compile.order import OrderVars, add_node_order
 from solver.fabric import Fabric
 from solver.intranode import Configuration, configurations_for
 from solver.model import ObjectiveTier, Policy
@@ -51,6 +51,7 @@ class Compiled:
     placed: dict[int, cp_model.IntVar]
     variant: dict[int, cp_model.IntVar]  # per role variant, where a role has several (rail sets)
     locality: Locality
+    order: OrderVars  # per class, for the NODE_ORDER tier (empty without it)
     tiers: tuple[Tier, ...]
 
 
@@ -72,7 +73,7 @@ def compile_model(problem: Normalised, policy: Policy) -> Compiled:
     placed, variant = add_gangs(model, problem, y)
     locality = add_locality(model, problem, fabric, y, placed)
 
-    order = add_node_order(model, problem, configs, x) if ObjectiveTier.NODE_ORDER in policy.objective else []
+    order = add_node_order(model, problem, configs, x) if ObjectiveTier.NODE_ORDER in policy.objective else {}
     tiers = objective_tiers(problem, policy, configs, x, y, s, locality, placed, variant, order)
     return Compiled(
         model=model,
@@ -83,5 +84,6 @@ def compile_model(problem: Normalised, policy: Policy) -> Compiled:
         placed=placed,
         variant=variant,
         locality=locality,
+        order=order,
         tiers=tiers,
     )

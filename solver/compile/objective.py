@@ -12,6 +12,7 @@ from functools import lru_cache
 from ortools.sat.python import cp_model
 
 from solver.compile.locality import Locality
+from solver.compile.order import OrderVars, order_terms
 from solver.fragmentation import FreeCapacity, Profile, profile, score_loss
 from solver.intranode import Configuration, free_after
 from solver.model import MemberShape, ObjectiveTier, Packing, Policy
@@ -72,7 +73,7 @@ def objective_tiers(
     locality: Locality,
     placed: dict[int, cp_model.IntVar],
     variant: dict[int, cp_model.IntVar],
-    order: Sequence[tuple[int, cp_model.IntVar]] = (),
+    order: OrderVars | None = None,
 ) -> tuple[Tier, ...]:
     tiers: list[Tier] = []
     for name in policy.objective:
@@ -89,7 +90,8 @@ def objective_tiers(
         elif name == ObjectiveTier.FRAGMENTATION:
             tiers.append(fragmentation(problem, policy, configs, x))
         elif name == ObjectiveTier.NODE_ORDER:
-            tiers.append(Tier.of(ObjectiveTier.NODE_ORDER, "node_order", list(order), 0, minimise=True))
+            terms = order_terms(problem, order or {})
+            tiers.append(Tier.of(ObjectiveTier.NODE_ORDER, "node_order", terms, 0, minimise=True))
     return tuple(tiers)
 
 

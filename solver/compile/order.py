@@ -20,21 +20,31 @@ from solver.normalise import Normalised
 
 Configs = dict[int, tuple[Configuration, ...]]
 Vars = dict[tuple[int, int], cp_model.IntVar]
-Terms = list[tuple[int, cp_model.IntVar]]
+OrderVars = dict[int, tuple[cp_model.IntVar, ...]]  # per class: b[c, 0], b[c, 1], ...
 
 
-def add_node_order(model: cp_model.CpModel, problem: Normalised, configs: Configs, x: Vars) -> Terms:
-    """(rank, b) terms whose sum is the rank cost of the nodes the plan touches."""
+def add_node_order(model: cp_model.CpModel, problem: Normalised, configs: Configs, x: Vars) -> OrderVars:
+    """Per class, the Booleans ``b[c, j]``: the class's ``j``-th node in rank order is touched."""
     members = sum(problem.supply())  # no plan touches more nodes than it places members
-    terms: Terms = []
+    out: OrderVars = {}
     for cls in problem.classes:
         touched = [x[cls.index, k] for k in range(len(configs[cls.index])) if (cls.index, k) in x]
         ranks = cls.ranks[: min(cls.count, members)]
         if not touched or not any(ranks):
             continue
-        used = [model.new_bool_var(f"order[{cls.index},{j}]") for j in range(len(ranks))]
+        used = tuple(model.new_bool_var(f"order[{cls.index},{j}]") for j in range(len(ranks)))
         model.add(cp_model.LinearExpr.sum(used) == cp_model.LinearExpr.sum(touched))
         for j in range(1, len(used)):
             model.add_implication(used[j], used[j - 1])  # lowest ranks first, as decode hands them out
-        terms.extend((rank, b) for rank, b in zip(ranks, used, strict=True))
-    return terms
+        out[cls.index] = used
+    return out
+
+
+def order_terms(problem: Normalised, order: OrderVars) -> list[tuple[int, cp_model.IntVar]]:
+    """(rank, b) terms whose sum is the rank cost of the nodes the plan touches."""
+    return [(problem.classes[c].ranks[j], b) for c, used in order.items() for j, b in enumerate(used)]
+
+
+def order_values(order: OrderVars, touched: dict[int, int]) -> dict[str, int]:
+    """The Booleans a placement makes true, from the number of nodes it touches per class."""
+    return {b.name: int(j < touched.get(c, 0)) for c, used in order.items() for j, b in enumerate(used)}
