@@ -40,9 +40,10 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from bench import openb
-from bench.baselines.fgd import FGD
+from bench.baselines.fgd import FGD, TIES
 from bench.baselines.fragmentation import Workload
 from bench.baselines.gorand import GoRand, load_cooked
 from bench.baselines.gpupacking import GpuPacking
@@ -123,9 +124,21 @@ class RequestPolicy:
         self.largest_first = largest_first
 
 
+class SortedWindows:
+    """A greedy policy over windows of W pods, each window's pods taken largest GPU request first (a
+    batch's freedom of order, as ``solver-sortedN`` uses it)."""
+
+    def __init__(self, name: str, policy: Policy | RequestPolicy, window: int) -> None:
+        if isinstance(policy, RequestPolicy | SortedWindows):
+            raise ValueError(
+                f"{name!r}: only a greedy policy takes -sortedN here (the solver: solver-sortedN)"
+            )
+        self.name, self.policy, self.window = name, policy, window
+
+
 def make_policy(
     name: str, workload: Workload, rng: GoRand, order: Sequence[str] = ()
-) -> Policy | RequestPolicy:
+) -> Policy | RequestPolicy | SortedWindows:
     """A fresh policy object by CLI name; ``order`` is the node names in the run's tie-break order."""
     if name == "random":
         return RandomFit(rng)
@@ -133,8 +146,16 @@ def make_policy(
         return BestFitShare()
     if name == "gpupacking":
         return GpuPacking()
-    if name == "fgd":
-        return FGD(workload)
+    if "-sorted" in name and not name.startswith("solver"):  # e.g. fgd-sorted16: a greedy over sorted windows
+        base, window = name.rsplit("-sorted", 1)
+        return SortedWindows(name, make_policy(base, workload, rng, order), int(window))
+    if name == "fgd" or name.startswith("fgd/"):  # fgd/<tie> or fgd/points<N>: the tie-break study
+        variant = name.partition("/")[2] or "rank"
+        if variant == "exact":  # the drop itself: no ties at all
+            return FGD(workload, points=0)
+        if variant.startswith("points"):
+            return FGD(workload, points=int(variant.removeprefix("points")))
+        return FGD(workload, tie=variant) if variant in TIES else _unknown(name)
     if name.startswith("place:"):  # any in-project baseline through its place(request), e.g. place:fgd:16
         from bench.baselines import placer
 
@@ -155,8 +176,13 @@ def make_policy(
             window,
             largest_first=largest_first,
         )
+    return _unknown(name)
+
+
+def _unknown(name: str) -> NoReturn:
     raise ValueError(
-        f"unknown policy {name!r}; known: random, bestfit, gpupacking, fgd, solver, solver-windowN, "
+        f"unknown policy {name!r}; known: random, bestfit, gpupacking, fgd, fgd/<tie> (tie: "
+        f"{', '.join(TIES)}), fgd/pointsN, fgd/exact, any greedy as <name>-sortedN, solver, solver-windowN, "
         "solver-sortedN"
     )
 
@@ -276,7 +302,7 @@ def run(
     mirror = InventoryMirror(nodes) if isinstance(policy, RequestPolicy) else None
     events: list[tuple[int, int]] = []
     arrived = placed = 0
-    step = policy.window if isinstance(policy, RequestPolicy) else 1
+    step = policy.window if isinstance(policy, RequestPolicy | SortedWindows) else 1
     for start in range(0, len(seq.pods), step):
         batch = seq.pods[start : start + step]
         choices = _decide(policy, state, mirror, batch, seed)
@@ -305,15 +331,27 @@ def run(
 
 
 def _decide(
-    policy: Policy | RequestPolicy,
+    policy: Policy | RequestPolicy | SortedWindows,
     state: ClusterState,
     mirror: InventoryMirror | None,
     batch: Sequence[openb.PodRow],
     seed: int,
 ) -> list[Choice | None]:
     """Choices for a batch of pods: the greedy policies one by one on the fast state (each choice is
-    bound before the next is made, by the caller, so batches are of one pod); request policies in one
-    request per window."""
+    bound before the next is made, by the caller, so batches are of one pod); sorted greedy windows
+    largest first, each choice bound for the next and undone again for the caller; request policies
+    in one request per window."""
+    if isinstance(policy, SortedWindows):
+        specs = [pod.spec() for pod in batch]
+        chosen: dict[int, Choice | None] = {}
+        for k in sorted(range(len(batch)), key=lambda k: -batch[k].total_milli):
+            chosen[k] = policy.policy.choose(state, specs[k])
+            if chosen[k] is not None:
+                state.bind(chosen[k][0], specs[k], chosen[k][1])
+        for k, choice in chosen.items():
+            if choice is not None:
+                state.unbind(choice[0], specs[k], choice[1])
+        return [chosen[k] for k in range(len(batch))]
     if not isinstance(policy, RequestPolicy):
         return [policy.choose(state, pod.spec()) for pod in batch]
     assert mirror is not None
@@ -413,7 +451,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for s in parse_seeds(args.seeds)
     ]
     for policy in {w[0] for w in work}:
-        make_policy(policy, (), GoRand(0, (0,) * 607))  # unknown names fail before any work starts
+        try:  # unknown names fail before any work starts
+            make_policy(policy, (), GoRand(0, (0,) * 607))
+        except ValueError as exc:
+            parser.error(str(exc))
     started = time.perf_counter()
     results: list[RunResult] = []
     interrupted = False

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from bench import openb
+from bench import openb, replay
 from bench.baselines import PLACERS, bestfit, fgd, sharebestfit, volcano
 from bench.baselines.fgd import FGD, sigmoid_score
 from bench.baselines.fragmentation import TypicalPod, cluster_fragmentation, node_fragmentation, typical_pods
@@ -283,6 +283,46 @@ def test_ties_go_to_the_lowest_rank() -> None:
     state = ClusterState(["a", "b"], [1000] * 2, [1000] * 2, [[1000], [1000]], ["G", "G"], ranks=[7, 3])
     pod = PodSpec(cpu=0, memory=0, gpus=1, milli=1000)
     assert sharebestfit.BestFitShare().choose(state, pod) == (1, (0,))
+
+
+def test_fgd_tie_keys_rank_equal_scores_before_the_node_rank() -> None:
+    # Two 2-GPU nodes, each with one GPU busy; a whole-GPU pod on either leaves the node full, so
+    # both score alike. Node a's other GPU is half used, b's fully, so b is the fuller, but a ranks first.
+    workload = (TypicalPod(cpu=0, milli=1000, gpus=1, popularity=1.0),)
+    state = ClusterState(
+        ["a", "b"], [1000] * 2, [1000] * 2, [[1000, 500], [1000, 0]], ["G"] * 2, ranks=[0, 1]
+    )
+    pod = PodSpec(cpu=0, memory=0, gpus=1, milli=1000)
+    assert FGD(workload).score(state, 0, pod)[0] == FGD(workload).score(state, 1, pod)[0]
+    assert FGD(workload).choose(state, pod) == (0, (0,))
+    assert FGD(workload, tie="used").choose(state, pod) == (1, (0,))
+    assert FGD(workload, tie="bestfit").choose(state, pod) == (1, (0,))
+
+
+def test_fgd_exact_points_leave_no_ties() -> None:
+    # A 300 share on a's 400-free GPU leaves a 100 fragment; on idle b, a 700 one that still takes a
+    # 500 share: both truncate to one score, but the exact drop tells them apart.
+    workload = (TypicalPod(cpu=0, milli=500, gpus=1, popularity=1.0),)
+    state = ClusterState(["a", "b"], [1000] * 2, [1000] * 2, [[400], [1000]], ["G"] * 2, ranks=[1, 0])
+    pod = PodSpec(cpu=0, memory=0, gpus=1, milli=300)
+    exact = FGD(workload, points=0)
+    assert exact.score(state, 0, pod)[0] == 400 - 100 and exact.score(state, 1, pod)[0] == 0
+    assert exact.choose(state, pod) == (0, (0,))
+
+
+def test_sorted_greedy_windows_choose_largest_first_and_leave_binding_to_the_caller() -> None:
+    # Window of two: a 300 share and a whole GPU, on one idle GPU and one with 300 free. Largest
+    # first, the whole GPU takes the idle one and the share the 300; in arrival order the share
+    # would land first, wherever FGD likes it.
+    workload = (TypicalPod(cpu=0, milli=1000, gpus=1, popularity=1.0),)
+    state = ClusterState(["a", "b"], [1000] * 2, [1000] * 2, [[300], [1000]], ["G"] * 2)
+    rows = [
+        openb.PodRow(name="s", cpu_milli=0, memory_mib=0, num_gpu=1, gpu_milli=300),
+        openb.PodRow(name="w", cpu_milli=0, memory_mib=0, num_gpu=1, gpu_milli=1000),
+    ]
+    policy = replay.SortedWindows("fgd-sorted2", FGD(workload), 2)
+    assert replay._decide(policy, state, None, rows, 42) == [(0, (0,)), (1, (0,))]
+    assert state.allocated_milli == 0 and state.free_of(0) == [300]  # undone for the caller to bind
 
 
 # --------------------------------------------------------------------------- Go's math/rand

@@ -136,8 +136,9 @@ def test_cli_prints_the_table_and_writes_json(tmp_path: Path, capsys: pytest.Cap
     assert "bestfit" in printed and "fgd" in printed and "alloc@130%" in printed
     data = json.loads(out.read_text())
     assert data["complete"] and len(data["runs"]) == 4
-    with pytest.raises(ValueError, match="unknown policy"):
+    with pytest.raises(SystemExit):
         replay.main(["--policies", "nope", "--limit-nodes", "5", "--limit-pods", "5"])
+    assert "unknown policy 'nope'" in capsys.readouterr().err
 
 
 def test_the_solver_with_fgd_tiers_and_the_run_node_order_makes_fgd_choices(sliced: Trace) -> None:

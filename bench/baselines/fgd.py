@@ -10,12 +10,16 @@ pod at a time.
 
 Scores depend only on the node's free resources and the pod's shape, so they are memoised: a node's
 score is recomputed only after something lands on it.
+
+Variants for the tie-break study (``bench/RESULTS-replay.md``): ``points`` other than 100 rescales the
+integer score (0: the exact drop, no ties at all), and ``tie`` names a key (``TIES``) that ranks nodes
+of equal score before the node rank does. The defaults are the published FGD.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -25,9 +29,36 @@ from bench.baselines.sharing import MILLI, Choice, ClusterState, PodSpec
 from solver.model import SolveRequest, SolveResult
 
 
-def sigmoid_score(delta: float) -> int:
-    """The simulator's integer score for a fragmentation drop of ``delta`` milli-GPU."""
-    return int(1.0 / (1.0 + math.exp(-delta / 1000.0)) * 100)
+def sigmoid_score(delta: float, points: int = 100) -> float:
+    """The simulator's integer score for a fragmentation drop of ``delta`` milli-GPU (``points`` = 100);
+    ``points`` = 0 keeps the exact drop."""
+    if not points:
+        return delta
+    return int(1.0 / (1.0 + math.exp(-delta / 1000.0)) * points)
+
+
+TieKey = Callable[[ClusterState, int, PodSpec], float]
+
+
+def _used_fraction(state: ClusterState, i: int, pod: PodSpec) -> float:
+    """The node whose GPUs are more used: a fuller node closes up, an emptier one stays whole."""
+    return round(1.0 - float(state.total_left[i]) / max(1, int(state.gpu_count[i]) * MILLI), 3)
+
+
+def _least_free(state: ClusterState, i: int, pod: PodSpec) -> float:
+    """Best fit: the least free GPU milli, then the least free CPU."""
+    return -float(state.total_left[i]) * 1e9 - float(state.cpu_left[i])
+
+
+TIES: dict[str, TieKey | None] = {
+    "rank": None,  # the published FGD: the node rank alone
+    "used": _used_fraction,
+    "bestfit": _least_free,
+    "fewer-gpus": lambda state, i, pod: -float(state.gpu_count[i]),
+    "more-gpus": lambda state, i, pod: float(state.gpu_count[i]),
+    "less-cpu-per-gpu": lambda state, i, pod: -float(state.cpu_left[i]) / max(1, int(state.gpu_count[i])),
+    "more-cpu-per-gpu": lambda state, i, pod: float(state.cpu_left[i]) / max(1, int(state.gpu_count[i])),
+}
 
 
 class FGD:
@@ -35,10 +66,12 @@ class FGD:
 
     name = "fgd"
 
-    def __init__(self, workload: Workload) -> None:
+    def __init__(self, workload: Workload, *, points: int = 100, tie: str = "rank") -> None:
         self.workload = workload
+        self.points = points
+        self.tie = TIES[tie]
         self._frag: dict[tuple, float] = {}
-        self._score: dict[tuple, tuple[int, tuple[int, ...]]] = {}
+        self._score: dict[tuple, tuple[float, tuple[int, ...]]] = {}
 
     def fragmentation(self, cpu_free: int, free: Sequence[int], model: str) -> float:
         key = (cpu_free, model, tuple(sorted(free)))
@@ -48,7 +81,7 @@ class FGD:
             self._frag[key] = value
         return value
 
-    def score(self, state: ClusterState, i: int, pod: PodSpec) -> tuple[int, tuple[int, ...]]:
+    def score(self, state: ClusterState, i: int, pod: PodSpec) -> tuple[float, tuple[int, ...]]:
         """(score, GPUs) of placing ``pod`` on node ``i``, memoised on the node's state."""
         key = (state.key(i), pod.shape, pod.gpu_memory, pod.exclusive)
         hit = self._score.get(key)
@@ -57,19 +90,19 @@ class FGD:
             self._score[key] = hit
         return hit
 
-    def _evaluate(self, state: ClusterState, i: int, pod: PodSpec) -> tuple[int, tuple[int, ...]]:
+    def _evaluate(self, state: ClusterState, i: int, pod: PodSpec) -> tuple[float, tuple[int, ...]]:
         cpu, model, free = int(state.cpu_left[i]), state.models[i], state.free_of(i)
         before = self.fragmentation(cpu, free, model)
         if pod.is_share and not pod.exclusive:
             usable = state.gpu_fits(pod)[i, : len(free)].tolist()
-            best, best_gpu, seen = -1, -1, set()
+            best, best_gpu, seen = -math.inf, -1, set()
             for g, f in enumerate(free):
                 if not usable[g] or f in seen:  # equal free milli leaves the same node: same score
                     continue
                 seen.add(f)
                 after = list(free)
                 after[g] -= pod.milli
-                s = sigmoid_score(before - self.fragmentation(cpu - pod.cpu, after, model))
+                s = sigmoid_score(before - self.fragmentation(cpu - pod.cpu, after, model), self.points)
                 if s > best:
                     best, best_gpu = s, g
             return best, (best_gpu,)
@@ -78,15 +111,19 @@ class FGD:
         after = list(free)
         for g in gpus:
             after[g] = 0 if pod.exclusive else after[g] - MILLI
-        return sigmoid_score(before - self.fragmentation(cpu - pod.cpu, after, model)), gpus
+        return sigmoid_score(before - self.fragmentation(cpu - pod.cpu, after, model), self.points), gpus
 
     def choose(self, state: ClusterState, pod: PodSpec) -> Choice | None:
         mask = state.feasible(pod)
         nodes = np.flatnonzero(mask)
         if nodes.size == 0:
             return None
-        best_node, best_score, best_rank, best_gpus = -1, -1, 0, ()
-        rank = state.rank
+        rank, tie = state.rank, self.tie
+        if tie is not None:
+            keyed = [(self.score(state, i, pod), i) for i in nodes.tolist()]
+            (_, gpus), i = max(keyed, key=lambda k: (k[0][0], tie(state, k[1], pod), -rank[k[1]]))
+            return i, gpus
+        best_node, best_score, best_rank, best_gpus = -1, -math.inf, 0, ()
         for i in nodes.tolist():
             s, gpus = self.score(state, i, pod)
             if s > best_score or (s == best_score and rank[i] < best_rank):
