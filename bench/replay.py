@@ -161,15 +161,20 @@ def make_policy(
 
         _, baseline, *window = name.split(":")
         return RequestPolicy(name, placer(baseline), int(window[0]) if window else 1)
-    if name.startswith("solver"):
+    if name.startswith("solver"):  # solver[-windowN|-sortedN][/rank]
         from solver.solve import solve  # the solver is optional for the baseline-only replay
 
+        head, _, tie = name.partition("/")
+        if tie not in ("", "rank"):
+            _unknown(name)
         window, largest_first = 1, False
-        if name.startswith("solver-window"):
-            window = int(name.removeprefix("solver-window"))
-        elif name.startswith("solver-sorted"):
-            window, largest_first = int(name.removeprefix("solver-sorted")), True
-        policy = solver_policy(workload, order)
+        if head.startswith("solver-window"):
+            window = int(head.removeprefix("solver-window"))
+        elif head.startswith("solver-sorted"):
+            window, largest_first = int(head.removeprefix("solver-sorted")), True
+        elif head != "solver":
+            _unknown(name)
+        policy = solver_policy(workload, order, fill=tie != "rank")
         return RequestPolicy(
             name,
             lambda request: solve(request.model_copy(update={"policy": policy})),
@@ -183,15 +188,16 @@ def _unknown(name: str) -> NoReturn:
     raise ValueError(
         f"unknown policy {name!r}; known: random, bestfit, gpupacking, fgd, fgd/<tie> (tie: "
         f"{', '.join(TIES)}), fgd/pointsN, fgd/exact, any greedy as <name>-sortedN, solver, solver-windowN, "
-        "solver-sortedN"
+        "solver-sortedN, each solver one with /rank for FGD's own tie-break"
     )
 
 
-def solver_policy(workload: Workload, order: Sequence[str] = ()) -> SolvePolicy:
+def solver_policy(workload: Workload, order: Sequence[str] = (), *, fill: bool = True) -> SolvePolicy:
     """The solver as FGD is measured: placed work first, then FGD's fragmentation against the same
-    workload profile FGD uses (CPU, GPU models and CPU-only shapes included), then the run's node
-    order as the tie-breaker (the simulator's seeded node ranks: first fit over a fixed order)."""
-    from solver.model import ObjectiveTier, WorkloadShape
+    workload profile FGD uses (CPU, GPU models and CPU-only shapes included), then FILL packing
+    (``fill``; without it the solver makes FGD's own choices), then the run's node order (the
+    simulator's seeded node ranks: first fit over a fixed order)."""
+    from solver.model import ObjectiveTier, Packing, WorkloadShape
 
     shapes = tuple(
         WorkloadShape(
@@ -205,7 +211,11 @@ def solver_policy(workload: Workload, order: Sequence[str] = ()) -> SolvePolicy:
         if p.popularity > 0
     )
     tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.NODE_ORDER)
-    return SolvePolicy(objective=tiers, workload=shapes, node_order=tuple(order), time_limit_s=5.0)
+    if fill:
+        tiers = (*tiers[:2], ObjectiveTier.PACKING, tiers[2])
+    return SolvePolicy(
+        objective=tiers, packing=Packing.FILL, workload=shapes, node_order=tuple(order), time_limit_s=5.0
+    )
 
 
 class InventoryMirror:

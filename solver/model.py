@@ -67,6 +67,9 @@ class Packing(IntEnum):
     UNSPECIFIED = 0  # treated as BINPACK
     BINPACK = 1  # fill partly used nodes first, keep whole nodes free
     SPREAD = 2  # prefer empty nodes, one member per node where possible
+    # GPU work to the nodes whose GPUs are most used; CPU-only work to the node with the most CPU to
+    # spare beyond what its free GPUs will want (the workload's CPU per GPU)
+    FILL = 3
 
 
 class ObjectiveTier(IntEnum):

@@ -21,6 +21,8 @@ from solver.model import (
     MemberShape,
     NicMode,
     Node,
+    ObjectiveTier,
+    Packing,
     PcieSwitch,
     Requirement,
     Role,
@@ -141,6 +143,7 @@ class NodeClass:
     nvlink_domain: str
     nodes: tuple[ConcreteNode, ...]
     ranks: tuple[int, ...] = ()  # each node's place in the policy's node order (``node_ranks``)
+    gpu_total: int = 0  # healthy GPUs, busy ones included; only set where FILL packing needs it
 
     @property
     def count(self) -> int:
@@ -419,8 +422,10 @@ def normalise(request: SolveRequest) -> Normalised:
     # one shape under different leaves are one class, and the model stays small.
     by_leaf, by_domain = locality_matters(request)
     by_rails = any(job.rail_aligned in (Requirement.REQUIRED, Requirement.PREFERRED) for job in request.jobs)
-    by_key: dict[tuple[NodeShape, str, str], list[ConcreteNode]] = defaultdict(list)
-    by_rank: dict[tuple[NodeShape, str, str], list[int]] = defaultdict(list)
+    # FILL packing ranks nodes by how used their GPUs are, which the free shape alone does not say.
+    by_total = request.policy.packing == Packing.FILL and ObjectiveTier.PACKING in request.policy.objective
+    by_key: dict[tuple[NodeShape, str, str, int], list[ConcreteNode]] = defaultdict(list)
+    by_rank: dict[tuple[NodeShape, str, str, int], list[int]] = defaultdict(list)
     candidates = 0
     # Decode hands out a class's nodes in this order: the policy's node order first, then leaf, so
     # that a gang fills one leaf before the next.
@@ -429,7 +434,8 @@ def normalise(request: SolveRequest) -> Normalised:
         if not node.schedulable:
             continue
         shape, concrete = cached_node_shape(node, selected, separation, tuple(owners), by_rails)
-        key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "")
+        total = sum(1 for g in node.gpus if g.healthy) if by_total else 0
+        key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "", total)
         by_key[key].append(concrete)
         by_rank[key].append(ranks[node.name])
         candidates += 1
@@ -442,6 +448,7 @@ def normalise(request: SolveRequest) -> Normalised:
             nvlink_domain=key[2],
             nodes=tuple(nodes),
             ranks=tuple(by_rank[key]),
+            gpu_total=key[3],
         )
         for i, (key, nodes) in enumerate(sorted(by_key.items(), key=lambda kv: kv[1][0].name))
     )

@@ -141,11 +141,19 @@ def test_cli_prints_the_table_and_writes_json(tmp_path: Path, capsys: pytest.Cap
     assert "unknown policy 'nope'" in capsys.readouterr().err
 
 
-def test_the_solver_with_fgd_tiers_and_the_run_node_order_makes_fgd_choices(sliced: Trace) -> None:
+@pytest.mark.parametrize(("solver", "greedy"), [("solver/rank", "fgd"), ("solver", "fgd/fill")])
+def test_the_solver_online_makes_the_choices_of_the_greedy_with_its_tiers(
+    sliced: Trace, solver: str, greedy: str
+) -> None:
     # Online, one pod per request, the solver's lexicographic optimum under (placed work, FGD's
-    # points, the simulator's node ranks) is FGD's choice: both runs must agree pod for pod, which
-    # on this slice includes the contended tail where pods fail.
+    # points, [FILL packing,] the simulator's node ranks) is the greedy's choice with the same keys:
+    # both runs must agree pod for pod, which on this slice includes the contended tail.
     nodes, pods = sliced
-    by_fgd, by_solver = replay.run("fgd", nodes, pods, 42), replay.run("solver", nodes, pods, 42)
+    by_greedy, by_solver = replay.run(greedy, nodes, pods, 42), replay.run(solver, nodes, pods, 42)
     assert by_solver.failed > 0
-    assert (by_solver.placed, by_solver.curve) == (by_fgd.placed, by_fgd.curve)
+    assert (by_solver.placed, by_solver.curve) == (by_greedy.placed, by_greedy.curve)
+
+
+def test_fill_changes_the_choices_on_the_slice(sliced: Trace) -> None:
+    nodes, pods = sliced
+    assert replay.run("fgd/fill", nodes, pods, 42).curve != replay.run("fgd", nodes, pods, 42).curve

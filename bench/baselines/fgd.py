@@ -50,14 +50,39 @@ def _least_free(state: ClusterState, i: int, pod: PodSpec) -> float:
     return -float(state.total_left[i]) * 1e9 - float(state.cpu_left[i])
 
 
-TIES: dict[str, TieKey | None] = {
+def _fill(workload: Workload) -> TieKey:
+    """The solver's FILL packing: a GPU pod to the node whose GPUs are most used; a CPU-only pod to
+    the node with the most CPU to spare beyond what its free GPUs want at the workload's CPU per GPU."""
+    gpu = [p for p in workload if p.milli]
+    demand = sum(p.popularity * p.milli * p.gpus for p in gpu)
+    per_milli = sum(p.popularity * p.cpu for p in gpu) / demand if demand else 0.0
+
+    def key(state: ClusterState, i: int, pod: PodSpec) -> float:
+        if pod.gpus:
+            return _used_fraction(state, i, pod)
+        return float(state.cpu_left[i]) - per_milli * float(state.total_left[i])
+
+    return key
+
+
+def _always(key: TieKey) -> Callable[[Workload], TieKey]:
+    return lambda workload: key
+
+
+# Tie keys by name, each made for a workload; higher wins, then the node rank.
+TIES: dict[str, Callable[[Workload], TieKey] | None] = {
     "rank": None,  # the published FGD: the node rank alone
-    "used": _used_fraction,
-    "bestfit": _least_free,
-    "fewer-gpus": lambda state, i, pod: -float(state.gpu_count[i]),
-    "more-gpus": lambda state, i, pod: float(state.gpu_count[i]),
-    "less-cpu-per-gpu": lambda state, i, pod: -float(state.cpu_left[i]) / max(1, int(state.gpu_count[i])),
-    "more-cpu-per-gpu": lambda state, i, pod: float(state.cpu_left[i]) / max(1, int(state.gpu_count[i])),
+    "fill": _fill,
+    "used": _always(_used_fraction),
+    "bestfit": _always(_least_free),
+    "fewer-gpus": _always(lambda state, i, pod: -float(state.gpu_count[i])),
+    "more-gpus": _always(lambda state, i, pod: float(state.gpu_count[i])),
+    "less-cpu-per-gpu": _always(
+        lambda state, i, pod: -float(state.cpu_left[i]) / max(1, int(state.gpu_count[i]))
+    ),
+    "more-cpu-per-gpu": _always(
+        lambda state, i, pod: float(state.cpu_left[i]) / max(1, int(state.gpu_count[i]))
+    ),
 }
 
 
@@ -69,7 +94,8 @@ class FGD:
     def __init__(self, workload: Workload, *, points: int = 100, tie: str = "rank") -> None:
         self.workload = workload
         self.points = points
-        self.tie = TIES[tie]
+        make = TIES[tie]
+        self.tie = make(workload) if make is not None else None
         self._frag: dict[tuple, float] = {}
         self._score: dict[tuple, tuple[float, tuple[int, ...]]] = {}
 

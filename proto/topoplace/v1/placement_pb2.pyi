@@ -41,6 +41,7 @@ class Packing(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PACKING_UNSPECIFIED: _ClassVar[Packing]
     PACKING_BINPACK: _ClassVar[Packing]
     PACKING_SPREAD: _ClassVar[Packing]
+    PACKING_FILL: _ClassVar[Packing]
 
 class ObjectiveTier(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -97,6 +98,7 @@ SWITCH_KIND_HOST_BRIDGE: SwitchKind
 PACKING_UNSPECIFIED: Packing
 PACKING_BINPACK: Packing
 PACKING_SPREAD: Packing
+PACKING_FILL: Packing
 OBJECTIVE_TIER_UNSPECIFIED: ObjectiveTier
 OBJECTIVE_TIER_PLACED_WORK: ObjectiveTier
 OBJECTIVE_TIER_TOPOLOGY: ObjectiveTier
