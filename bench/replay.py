@@ -161,11 +161,11 @@ def make_policy(
 
         _, baseline, *window = name.split(":")
         return RequestPolicy(name, placer(baseline), int(window[0]) if window else 1)
-    if name.startswith("solver"):  # solver[-windowN|-sortedN][/rank]
+    if name.startswith("solver"):  # solver[-windowN|-sortedN][/fill]
         from solver.solve import solve  # the solver is optional for the baseline-only replay
 
         head, _, tie = name.partition("/")
-        if tie not in ("", "rank"):
+        if tie not in ("", "fill"):
             _unknown(name)
         window, largest_first = 1, False
         if head.startswith("solver-window"):
@@ -174,7 +174,7 @@ def make_policy(
             window, largest_first = int(head.removeprefix("solver-sorted")), True
         elif head != "solver":
             _unknown(name)
-        policy = solver_policy(workload, order, fill=tie != "rank")
+        policy = solver_policy(workload, order, fill=tie == "fill")
         return RequestPolicy(
             name,
             lambda request: solve(request.model_copy(update={"policy": policy})),
@@ -188,11 +188,11 @@ def _unknown(name: str) -> NoReturn:
     raise ValueError(
         f"unknown policy {name!r}; known: random, bestfit, gpupacking, fgd, fgd/<tie> (tie: "
         f"{', '.join(TIES)}), fgd/pointsN, fgd/exact, any greedy as <name>-sortedN, solver, solver-windowN, "
-        "solver-sortedN, each solver one with /rank for FGD's own tie-break"
+        "solver-sortedN, each solver one with /fill for FILL packing above the node order"
     )
 
 
-def solver_policy(workload: Workload, order: Sequence[str] = (), *, fill: bool = True) -> SolvePolicy:
+def solver_policy(workload: Workload, order: Sequence[str] = (), *, fill: bool = False) -> SolvePolicy:
     """The solver as FGD is measured: placed work first, then FGD's fragmentation against the same
     workload profile FGD uses (CPU, GPU models and CPU-only shapes included), then FILL packing
     (``fill``; without it the solver makes FGD's own choices), then the run's node order (the

@@ -141,7 +141,7 @@ def test_cli_prints_the_table_and_writes_json(tmp_path: Path, capsys: pytest.Cap
     assert "unknown policy 'nope'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("solver", "greedy"), [("solver/rank", "fgd"), ("solver", "fgd/fill")])
+@pytest.mark.parametrize(("solver", "greedy"), [("solver", "fgd"), ("solver/fill", "fgd/fill")])
 def test_the_solver_online_makes_the_choices_of_the_greedy_with_its_tiers(
     sliced: Trace, solver: str, greedy: str
 ) -> None:
