@@ -167,8 +167,8 @@ def fill(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> list
     compute per GPU), which closes nodes up and keeps whole ones whole; then CPU-only members go to
     the node with the most CPU to spare beyond what its free GPUs will want at the workload's CPU
     per GPU. A CPU-only pod placed by free CPU alone takes the CPU a GPU node's free GPUs needed and
-    strands them. As a tie-break below FGD's measure this places 0.1 point more of the Alibaba
-    trace than FGD's own random node rank (bench/RESULTS-replay.md)."""
+    strands them. As a tie-break below FGD's measure on the Alibaba trace it was 0.1 point above
+    FGD's random node rank on seeds 42-51 but level on 52-61: no gain shown (bench/RESULTS-replay.md)."""
     cpu_per_milli = cpu_per_gpu_milli(problem, policy)
     uses_gpu = [m.gpus > 0 or m.gpu_share is not None for m in problem.shapes]
     largest_cpu = _largest_node(problem)[1]
