@@ -157,7 +157,8 @@ def locality_shortfall(problem: Normalised, compiled: Compiled, rule: Rule) -> R
 
 
 def largest_free_gpus(problem: Normalised) -> int:
-    return max((len(cls.shape.gpus) for cls in (*problem.classes, *problem.unfit)), default=0)
+    shapes = (*(cls.shape for cls in problem.classes), *problem.unfit)
+    return max((len(shape.gpus) for shape in shapes), default=0)
 
 
 def describe(shape: MemberShape) -> str:
@@ -214,8 +215,8 @@ def smallest_relaxation(problem: Normalised, ref: RoleRef) -> str:
         key = (relaxed.model_dump_json(),)
         # The node shapes' taboos name the batch's shapes, not this lone one: drop them here.
         if any(
-            len(configurations_for(replace(cls.shape, taboo=frozenset()), key, limits=(1,))) > 1
-            for cls in (*problem.classes, *problem.unfit)
+            len(configurations_for(replace(shape, taboo=frozenset()), key, limits=(1,))) > 1
+            for shape in (*(cls.shape for cls in problem.classes), *problem.unfit)
         ):
             return words
     largest = largest_free_gpus(problem)

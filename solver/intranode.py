@@ -14,8 +14,8 @@ closest-first matching, which keeps the search small and is exact on switch-stru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
 
@@ -23,7 +23,6 @@ from solver.model import MemberShape, NicMode, Requirement, Scope
 from solver.normalise import (
     FreeGpu,
     NodeShape,
-    Normalised,
     alignment_distance,
     gpu_count,
     has_preferences,
@@ -455,34 +454,44 @@ def free_after(node: NodeShape, config: Configuration) -> list[int]:
     return free
 
 
-def drop_unfit(problem: Normalised) -> Normalised:
-    """``problem`` with the classes no member of the batch could sit on alone, as they stand, moved
-    to ``unfit`` (a necessary test: the member's own rules, not its NICs' matching). Late in a busy
-    cluster's day most nodes are such, and every stage after this one costs per class."""
-    fit, unfit = [], []
-    for cls in problem.classes:
-        (fit if _hosts_any(cls.shape, problem.shapes_json) else unfit).append(cls)
-    if not unfit:
-        return problem
-    return replace(
-        problem,
-        classes=tuple(replace(c, index=i) for i, c in enumerate(fit)),
-        unfit=tuple(replace(c, index=len(fit) + i) for i, c in enumerate(unfit)),
-        candidate_nodes=sum(c.count for c in fit),
-    )
+def hosts_some_member(shapes: Sequence[MemberShape]) -> Callable[[NodeShape], bool]:
+    """The ``fit_test`` of :func:`solver.normalise.normalise`: could some member of ``shapes`` sit on
+    a node of this shape alone, as it stands? A necessary test (the member's own rules, not its
+    NICs' matching), so no node that could take part is lost."""
+    shapes_json = tuple(m.model_dump_json() for m in shapes)
+    loosest = tuple(Rules.of(shape, strict=False) for shape in shapes)
+    return lambda node: _hosts_any(node, shapes_json, loosest)
 
 
 _HOSTS: dict[tuple[NodeShape, tuple[str, ...]], bool] = {}
 
 
-def _hosts_any(node: NodeShape, shapes_json: tuple[str, ...]) -> bool:
+def _hosts_any(node: NodeShape, shapes_json: tuple[str, ...], loosest: Sequence[Rules]) -> bool:
     """Could some member shape sit on the node alone? Remembered by node shape and the shapes'
-    JSON: a scheduler's stream of similar pods asks it of the same node states again and again."""
+    JSON: a scheduler's stream of similar pods asks it of the same node states again and again.
+    Each pod's CPU and memory make its shapes new, though, so a new question is first put to
+    :func:`_may_host`, which turns most nodes of a full cluster away without the full search."""
     key = (node, shapes_json)
     hit = _HOSTS.get(key)
     if hit is None:
         if len(_HOSTS) >= 1 << 18:
             _HOSTS.clear()
-        shapes = [MemberShape.model_validate_json(s) for s in shapes_json]
-        hit = _HOSTS[key] = any(_member_for(node, i, s) is not None for i, s in enumerate(shapes))
+        hit = any(_may_host(node, rules) for rules in loosest)
+        if hit:
+            shapes = [MemberShape.model_validate_json(s) for s in shapes_json]
+            hit = any(_member_for(node, i, s) is not None for i, s in enumerate(shapes))
+        _HOSTS[key] = hit
     return hit
+
+
+def _may_host(node: NodeShape, rules: Rules) -> bool:
+    """A necessary condition for :func:`_member_for` under its loosest rules: the node admits the
+    member and has enough GPUs of an accepted model that could take the member's part."""
+    if not node_admits(node, rules):
+        return False
+    eligible = sum(
+        1
+        for g in node.gpus
+        if (not rules.models or g.model in rules.models) and g.model not in rules.avoid and fits(g, rules)
+    )
+    return eligible >= rules.gpus

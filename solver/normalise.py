@@ -13,6 +13,7 @@ Two reductions happen here (in cvxpy's sense: each keeps what is needed to map t
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
 
@@ -180,9 +181,10 @@ class Normalised:
     conflicts: tuple[tuple[int, int, int], ...]  # (shape, shape, Scope) that may not sit together
     candidate_nodes: int
     shape_rails: tuple[frozenset[int] | None, ...] = ()  # per shape: the rail set it must use
-    # Schedulable nodes no member of the batch fits as they stand (``intranode.drop_unfit``): the
-    # model never sees them; explanations still ask whether a relaxed rule would let one in.
-    unfit: tuple[NodeClass, ...] = ()
+    # The distinct shapes of schedulable nodes no member of the batch fits as they stand (the
+    # ``fit_test`` of :func:`normalise`): the model never sees them; explanations still ask whether
+    # a relaxed rule would let one in.
+    unfit: tuple[NodeShape, ...] = ()
 
     def group_of(self, r: int) -> int:
         g = self.roles[r].group
@@ -413,10 +415,19 @@ def node_ranks(request: SolveRequest) -> dict[str, int]:
     return {n.name: position.get(n.name, len(order)) for n in request.inventory.nodes}
 
 
-def normalise(request: SolveRequest) -> Normalised:
-    """Group schedulable nodes into classes and the batch's members into shapes."""
+# Given the batch's member shapes, a test of whether a node shape could host any of them alone.
+FitTest = Callable[[Sequence[MemberShape]], Callable[["NodeShape"], bool]]
+
+
+def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normalised:
+    """Group schedulable nodes into classes and the batch's members into shapes.
+
+    With ``fit_test`` (``intranode.hosts_some_member``), nodes no member could sit on alone as they
+    stand are left out of the classes, and only their distinct shapes are kept (``unfit``): late in
+    a busy cluster's day most nodes are such, and every stage after this one costs per class."""
     separation = Separation.of(request)
     shapes, owners, roles = member_shapes(request, separation)
+    fits = fit_test(shapes) if fit_test is not None else None
     selected = frozenset(k for job in request.jobs for r in job.roles for k in r.member.node_selector)
     # Where a node sits only matters to a batch that has rules about where: without them, nodes of
     # one shape under different leaves are one class, and the model stays small.
@@ -426,6 +437,7 @@ def normalise(request: SolveRequest) -> Normalised:
     by_total = request.policy.packing == Packing.FILL and ObjectiveTier.PACKING in request.policy.objective
     by_key: dict[tuple[NodeShape, str, str, int], list[ConcreteNode]] = defaultdict(list)
     by_rank: dict[tuple[NodeShape, str, str, int], list[int]] = defaultdict(list)
+    unfit: dict[NodeShape, None] = {}
     candidates = 0
     # Decode hands out a class's nodes in this order: the policy's node order first, then leaf, so
     # that a gang fills one leaf before the next.
@@ -434,6 +446,9 @@ def normalise(request: SolveRequest) -> Normalised:
         if not node.schedulable:
             continue
         shape, concrete = cached_node_shape(node, selected, separation, tuple(owners), by_rails)
+        if fits is not None and not fits(shape):
+            unfit[shape] = None
+            continue
         total = sum(1 for g in node.gpus if g.healthy) if by_total else 0
         key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "", total)
         by_key[key].append(concrete)
@@ -459,4 +474,5 @@ def normalise(request: SolveRequest) -> Normalised:
         shapes=tuple(shapes),
         conflicts=separation.shape_conflicts(owners),
         candidate_nodes=candidates,
+        unfit=tuple(unfit),
     )

@@ -20,7 +20,7 @@ from solver.decode import cluster_metrics, decode
 from solver.errors import InvalidRequest, VerificationFailed
 from solver.explain import explain
 from solver.greedy import complete, greedy_hint, repack
-from solver.intranode import drop_unfit
+from solver.intranode import hosts_some_member
 from solver.model import (
     ModelSize,
     ObjectiveTier,
@@ -96,7 +96,7 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
         # Policy chains become tiers and member rules; from here on the rewritten request is the
         # request (the verifier checks against it too, so the chains' filters are checked as well).
         request = apply_policy_chains(request)
-        problem = expand_rails(drop_unfit(normalise(request)))
+        problem = expand_rails(normalise(request, hosts_some_member))
     with clock.stage("compile"):
         compiled = compile_model(problem, request.policy)
 

@@ -89,12 +89,12 @@ def test_the_completed_greedy_plan_sets_the_order_booleans_the_model_demands() -
 
     from solver.compile import compile_model
     from solver.greedy import complete, greedy_hint
-    from solver.intranode import drop_unfit
+    from solver.intranode import hosts_some_member
     from solver.normalise import normalise
 
     nodes = [server(f"n{i}") for i in range(4)]
     req = request(nodes, [job(f"j{k}", 4) for k in range(3)], objective=FIRST_FIT, node_order=("n3", "n2"))
-    problem = drop_unfit(normalise(req))
+    problem = normalise(req, hosts_some_member)
     compiled = compile_model(problem, req.policy)
     plan = complete(problem, compiled, greedy_hint(problem, compiled))
     assert compiled.order and all(b.name in plan for used in compiled.order.values() for b in used)
