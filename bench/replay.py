@@ -50,7 +50,7 @@ from bench.baselines.gpupacking import GpuPacking
 from bench.baselines.random_fit import RandomFit
 from bench.baselines.sharebestfit import BestFitShare
 from bench.baselines.sharing import MILLI, Choice, ClusterState, Policy
-from solver.model import Allocation, GpuShare, Inventory, Node, SolveRequest, SolveResult
+from solver.model import Allocation, BatchOrder, GpuShare, Inventory, Node, SolveRequest, SolveResult
 from solver.model import Policy as SolvePolicy
 
 TARGET_RATIO = 1.3
@@ -113,15 +113,12 @@ def arrivals(
 
 
 class RequestPolicy:
-    """Any ``place(request)`` as a replay policy: W pods per request, the cluster as an Inventory; or,
-    with ``largest_first``, W pods at a time handed over one per request, the largest GPU request
-    first (a batch's other freedom: its order)."""
+    """Any ``place(request)`` as a replay policy: W pods per request, the cluster as an Inventory."""
 
-    def __init__(self, name: str, place: PlaceFn, window: int = 1, *, largest_first: bool = False) -> None:
+    def __init__(self, name: str, place: PlaceFn, window: int = 1) -> None:
         self.name = name
         self.place = place
         self.window = window
-        self.largest_first = largest_first
 
 
 class SortedWindows:
@@ -167,19 +164,18 @@ def make_policy(
         head, _, tie = name.partition("/")
         if tie not in ("", "fill"):
             _unknown(name)
-        window, largest_first = 1, False
+        window, batch_order = 1, BatchOrder.JOINT
         if head.startswith("solver-window"):
             window = int(head.removeprefix("solver-window"))
-        elif head.startswith("solver-sorted"):
-            window, largest_first = int(head.removeprefix("solver-sorted")), True
+        elif head.startswith("solver-sorted"):  # the window as one LARGEST_FIRST request
+            window, batch_order = int(head.removeprefix("solver-sorted")), BatchOrder.LARGEST_FIRST
         elif head != "solver":
             _unknown(name)
-        policy = solver_policy(workload, order, fill=tie == "fill")
+        policy = solver_policy(workload, order, fill=tie == "fill").model_copy(
+            update={"batch_order": batch_order}
+        )
         return RequestPolicy(
-            name,
-            lambda request: solve(request.model_copy(update={"policy": policy})),
-            window,
-            largest_first=largest_first,
+            name, lambda request: solve(request.model_copy(update={"policy": policy})), window
         )
     return _unknown(name)
 
@@ -349,8 +345,9 @@ def _decide(
 ) -> list[Choice | None]:
     """Choices for a batch of pods: the greedy policies one by one on the fast state (each choice is
     bound before the next is made, by the caller, so batches are of one pod); sorted greedy windows
-    largest first, each choice bound for the next and undone again for the caller; request policies
-    in one request per window."""
+    largest first, each choice bound for the next and undone again for the caller (as the solver's
+    ``BatchOrder.LARGEST_FIRST`` does inside one request); request policies in one request per
+    window."""
     if isinstance(policy, SortedWindows):
         specs = [pod.spec() for pod in batch]
         chosen: dict[int, Choice | None] = {}
@@ -365,18 +362,6 @@ def _decide(
     if not isinstance(policy, RequestPolicy):
         return [policy.choose(state, pod.spec()) for pod in batch]
     assert mirror is not None
-    if policy.largest_first:
-        # One pod per request, largest GPU request first, each seeing the ones before it; the caller
-        # binds the choices into the real state afterwards, so they are made on a scratch copy here.
-        scratch = InventoryMirror.__new__(InventoryMirror)
-        scratch.nodes, scratch.index = list(mirror.nodes), mirror.index
-        chosen: dict[str, Choice | None] = {}
-        for pod in sorted(batch, key=lambda p: -p.total_milli):
-            found = gpus_from_result(policy.place(scratch.request([pod], seed)), pod.name)
-            chosen[pod.name] = None if found is None else (scratch.index[found[0]], found[1])
-            if found is not None:
-                scratch.bind(scratch.index[found[0]], pod, found[1])
-        return [chosen[pod.name] for pod in batch]
     result = policy.place(mirror.request(batch, seed))
     out = []
     for pod in batch:

@@ -148,39 +148,42 @@ def score_loss(delta: float) -> int:
 _PROFILES: dict[tuple, Profile] = {}
 
 
+def batch_workload(members: Iterable[MemberShape]) -> tuple[WorkloadShape, ...]:
+    """A batch's own workload profile: its GPU-asking member shapes, each as popular as it is common.
+    CPU-only members are left out: with no profile given, the batch's GPU work is what is measured."""
+    counts = Counter(
+        (
+            m.gpus,
+            0 if m.gpus or m.gpu_share is None else m.gpu_share.milli,
+            m.cpu_milli,
+            m.memory_mib,
+            tuple(sorted(m.gpu_models)),
+        )
+        for m in members
+        if m.gpus or (m.gpu_share is not None and m.gpu_share.milli)
+    )
+    return tuple(
+        WorkloadShape(gpus=g, milli=milli, popularity=n, cpu_milli=cpu, memory_mib=memory, gpu_models=models)
+        for (g, milli, cpu, memory, models), n in sorted(counts.items())
+    )
+
+
 def profile(workload: Sequence[WorkloadShape], members: Iterable[MemberShape]) -> Profile:
-    """The caller's workload, or else the batch's own GPU-asking member shapes weighted by how many
-    ask. Profiles are kept by their typical requests, so their memo outlives one request."""
-    if workload:
-        total = sum(w.popularity for w in workload)
-        typicals = tuple(
-            Typical(
-                w.gpus,
-                0 if w.gpus else w.milli,
-                w.popularity / total,
-                w.cpu_milli,
-                w.memory_mib,
-                frozenset(w.gpu_models),
-            )
-            for w in workload
+    """The caller's workload, or else :func:`batch_workload`. Profiles are kept by their typical
+    requests, so their memo outlives one request."""
+    shapes = workload or batch_workload(members)
+    total = sum(w.popularity for w in shapes)
+    typicals = tuple(
+        Typical(
+            w.gpus,
+            0 if w.gpus else w.milli,
+            w.popularity / total,
+            w.cpu_milli,
+            w.memory_mib,
+            frozenset(w.gpu_models),
         )
-    else:
-        counts = Counter(
-            (
-                m.gpus,
-                0 if m.gpus or m.gpu_share is None else m.gpu_share.milli,
-                m.cpu_milli,
-                m.memory_mib,
-                tuple(sorted(m.gpu_models)),
-            )
-            for m in members
-            if m.gpus or (m.gpu_share is not None and m.gpu_share.milli)
-        )
-        total = sum(counts.values())
-        typicals = tuple(
-            Typical(g, milli, n / total, cpu, memory, frozenset(models))
-            for (g, milli, cpu, memory, models), n in sorted(counts.items())
-        )
+        for w in shapes
+    )
     hit = _PROFILES.get(typicals)
     if hit is None:
         if len(_PROFILES) >= 64:

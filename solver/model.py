@@ -82,6 +82,17 @@ class ObjectiveTier(IntEnum):
     NODE_ORDER = 6  # fill nodes in the policy's node_order (first fit, as Slurm's node weights)
 
 
+class BatchOrder(IntEnum):
+    """How a batch's jobs are placed relative to one another."""
+
+    UNSPECIFIED = 0  # treated as JOINT
+    JOINT = 1  # one model places every job of the batch together
+    # One job at a time, highest priority then most GPU work first, each seeing the ones before it
+    # (jobs bound by an anti-affinity rule between them are placed together): what a sorted queue
+    # does, and on the FGD trace better than a joint model of the batch (bench/RESULTS-replay.md)
+    LARGEST_FIRST = 2
+
+
 class Scope(IntEnum):
     """Where an anti-affinity or exclusivity rule applies."""
 
@@ -325,6 +336,7 @@ class Policy(Frozen):
     workload: tuple[WorkloadShape, ...] = ()  # for the fragmentation tier; empty = from the batch
     # For the NODE_ORDER tier: node names, most preferred first; nodes not named tie after them.
     node_order: tuple[str, ...] = ()
+    batch_order: BatchOrder = BatchOrder.UNSPECIFIED  # JOINT
 
 
 class SolveRequest(Frozen):
@@ -373,6 +385,11 @@ class TierValue(Frozen):
     value: float
     bound: float
     optimal: bool
+
+    @property
+    def gap(self) -> float:
+        """|bound − value| over the larger of the two: 0 when proven, 1 when nothing is known."""
+        return abs(self.bound - self.value) / max(1.0, abs(self.bound), abs(self.value))
 
 
 class StageTiming(Frozen):

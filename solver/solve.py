@@ -22,6 +22,7 @@ from solver.explain import explain
 from solver.greedy import complete, greedy_hint, repack
 from solver.intranode import hosts_some_member
 from solver.model import (
+    BatchOrder,
     ModelSize,
     ObjectiveTier,
     Policy,
@@ -34,6 +35,7 @@ from solver.model import (
 from solver.normalise import Normalised, normalise
 from solver.policy import apply_policy_chains
 from solver.rails import expand_rails
+from solver.sequence import solve_in_order
 from solver.validate import validate
 from solver.verify import verify
 
@@ -85,7 +87,10 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
     ``deadline_s`` is the time the caller still waits (e.g. a gRPC deadline): the search stops in
     time to answer before it, whatever the policy's time limit says.
     Raises ``InvalidRequest`` for bad input and ``VerificationFailed`` if the answer is wrong.
+    A batch with ``BatchOrder.LARGEST_FIRST`` is placed one job at a time (``solver.sequence``).
     """
+    if request.policy.batch_order == BatchOrder.LARGEST_FIRST and len(request.jobs) > 1:
+        return solve_largest_first(request, deadline_s=deadline_s)
     clock = Stopwatch()
     with clock.stage("validate"):
         problems = validate(request)
@@ -132,7 +137,7 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
         objectives=tuple(values),
         # The gap of the highest tier: lower tiers are optimised within it, their own gaps are in
         # ``objectives`` (and ``status`` is OPTIMAL only when every tier is proven).
-        gap=relative_gap(values[0]) if values else 0.0,
+        gap=values[0].gap if values else 0.0,
         model_size=model_size(problem, compiled),
         metrics=metrics,
     )
@@ -141,6 +146,29 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
     if violations:
         raise VerificationFailed(violations)
     return result.model_copy(update={"timings": tuple(clock.stages)})
+
+
+def solve_largest_first(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+    """The batch validated whole, placed one step at a time by :func:`solve` (each step verified),
+    and the steps' plan verified again against the whole request: rules between jobs of different
+    steps (shares of one GPU, capacity, metrics) are checked where they meet."""
+    clock = Stopwatch()
+    with clock.stage("validate"):
+        problems = validate(request)
+    if problems:
+        raise InvalidRequest(problems)
+    request = apply_policy_chains(request)
+    budget = (
+        request.policy.time_limit_s if deadline_s is None else min(request.policy.time_limit_s, deadline_s)
+    )
+    with clock.stage("steps"):
+        result = solve_in_order(request, lambda step, seconds: solve(step, deadline_s=seconds), budget)
+    result = result.model_copy(update={"metrics": cluster_metrics(request, result.jobs)})
+    with clock.stage("verify"):
+        violations = verify(request, result)
+    if violations:
+        raise VerificationFailed(violations)
+    return result.model_copy(update={"timings": (*clock.stages, *result.timings)})
 
 
 def solve_lexicographic(
@@ -268,11 +296,6 @@ def overall_status(outcomes: list[TierOutcome]) -> SolveStatus:
     if all(o.value.optimal for o in outcomes) and all(o.solution is not None for o in outcomes):
         return SolveStatus.OPTIMAL
     return SolveStatus.FEASIBLE
-
-
-def relative_gap(v: TierValue) -> float:
-    """|bound − value| over the larger of the two: 0 when proven, 1 when nothing is known."""
-    return abs(v.bound - v.value) / max(1.0, abs(v.bound), abs(v.value))
 
 
 def model_size(problem: Normalised, compiled: Compiled) -> ModelSize:

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from bench import openb, replay
-from solver.model import SolveRequest, SolveResult
 
 # FGD's artifact (expected_results/analysis_allo_discrete.csv, openb_pod_list_default, seed 42): the curve
 # before the first pod fails, where it depends only on the seeded shuffle and inflation.
@@ -88,29 +87,15 @@ def test_request_policies_replay_through_inventory_allocations(sliced: Trace) ->
     assert 0 < result.placed < result.pods and result.headline is not None
 
 
-def test_sorted_windows_hand_over_one_pod_at_a_time_largest_first(sliced: Trace) -> None:
-    from bench.baselines import placer
-
+def test_the_solver_in_sorted_windows_makes_the_choices_of_the_sorted_greedy(sliced: Trace) -> None:
+    # solver-sorted8 hands each window of 8 pods over as one LARGEST_FIRST request; the solver places
+    # them one at a time, largest first, as the greedy over the same sorted windows does.
     nodes, pods = sliced
-    seen: list[list[int]] = []  # per request: the pods' total milli-GPU
-    milli = {p.name: p.total_milli for p in pods}
-    place = placer("bestfit-share")
-
-    def recording(request: SolveRequest) -> SolveResult:
-        seen.append([milli[j.id.split("-tuned-")[0]] for j in request.jobs])
-        return place(request)
-
-    seq = replay.arrivals(pods, nodes, 42)
-    state = openb.cluster_state(nodes, seq.ranks)
-    mirror = replay.InventoryMirror(nodes)
-    policy = replay.RequestPolicy("sorted", recording, 4, largest_first=True)
-    window = seq.pods[:4]
-    choices = replay._decide(policy, state, mirror, window, 42)
-    assert [len(r) for r in seen] == [1, 1, 1, 1]
-    assert [r[0] for r in seen] == sorted((p.total_milli for p in window), reverse=True)
-    assert len(choices) == 4 and all(c is not None for c in choices)
-    # The choices were made on a scratch copy: the real mirror is untouched until the caller binds.
-    assert all(not n.allocations for n in mirror.nodes)
+    by_greedy = replay.run("fgd-sorted8", nodes, pods, 42)
+    by_solver = replay.run("solver-sorted8", nodes, pods, 42)
+    assert by_solver.failed > 0
+    assert (by_solver.placed, by_solver.curve) == (by_greedy.placed, by_greedy.curve)
+    assert by_solver.curve != replay.run("fgd", nodes, pods, 42).curve  # the order did change something
 
 
 def test_cli_prints_the_table_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

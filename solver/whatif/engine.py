@@ -23,7 +23,6 @@ from itertools import pairwise
 
 from solver.errors import VerificationFailed
 from solver.model import (
-    Allocation,
     Inventory,
     Job,
     JobResult,
@@ -34,6 +33,7 @@ from solver.model import (
     SolveResult,
     SolveStatus,
 )
+from solver.sequence import held_allocations
 from solver.verify import verify
 from solver.whatif import metrics
 from solver.whatif.policies import PlaceFn, placer
@@ -107,27 +107,6 @@ def unfit_reason(message: str) -> Reason:
     return Reason(code=ReasonCode.NO_NODE_FITS, message=message, relaxation="")
 
 
-def allocations(job: Job, result: JobResult) -> dict[str, list[Allocation]]:
-    """The placement of a job as the allocations it holds while it runs, by node."""
-    shapes = {r.name: r.member for r in job.roles}
-    out: dict[str, list[Allocation]] = defaultdict(list)
-    for m in result.members:
-        shape = shapes[m.role]
-        out[m.node].append(
-            Allocation(
-                owner=job.id,
-                gpus=m.gpus,
-                nics=m.nics,
-                cpu_milli=shape.cpu_milli,
-                memory_mib=shape.memory_mib,
-                gpu_shares=m.gpu_shares,
-                mutex=shape.mutex,
-                labels=job.labels,
-            )
-        )
-    return out
-
-
 def misaligned(job: Job, result: JobResult, nodes: dict[str, Node]) -> int:
     shapes = {r.name: r.member for r in job.roles}
     return sum(metrics.misaligned_pairs(nodes[m.node], shapes[m.role], m) for m in result.members)
@@ -146,7 +125,7 @@ class Cluster:
         return Inventory.model_construct(nodes=tuple(self.nodes.values()), switches=self.switches)
 
     def hold(self, job: Job, result: JobResult) -> None:
-        for name, allocs in allocations(job, result).items():
+        for name, allocs in held_allocations(job, result).items():
             node = self.nodes[name]
             self.nodes[name] = node.model_copy(update={"allocations": (*node.allocations, *allocs)})
             self.where[job.id].add(name)

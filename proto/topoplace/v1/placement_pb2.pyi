@@ -43,6 +43,12 @@ class Packing(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PACKING_SPREAD: _ClassVar[Packing]
     PACKING_FILL: _ClassVar[Packing]
 
+class BatchOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BATCH_ORDER_UNSPECIFIED: _ClassVar[BatchOrder]
+    BATCH_ORDER_JOINT: _ClassVar[BatchOrder]
+    BATCH_ORDER_LARGEST_FIRST: _ClassVar[BatchOrder]
+
 class ObjectiveTier(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     OBJECTIVE_TIER_UNSPECIFIED: _ClassVar[ObjectiveTier]
@@ -99,6 +105,9 @@ PACKING_UNSPECIFIED: Packing
 PACKING_BINPACK: Packing
 PACKING_SPREAD: Packing
 PACKING_FILL: Packing
+BATCH_ORDER_UNSPECIFIED: BatchOrder
+BATCH_ORDER_JOINT: BatchOrder
+BATCH_ORDER_LARGEST_FIRST: BatchOrder
 OBJECTIVE_TIER_UNSPECIFIED: ObjectiveTier
 OBJECTIVE_TIER_PLACED_WORK: ObjectiveTier
 OBJECTIVE_TIER_TOPOLOGY: ObjectiveTier
@@ -418,7 +427,7 @@ class Job(_message.Message):
     def __init__(self, id: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., roles: _Optional[_Iterable[_Union[Role, _Mapping]]] = ..., locality: _Optional[_Union[Locality, _Mapping]] = ..., nvlink_domain: _Optional[_Union[Requirement, str]] = ..., rail_aligned: _Optional[_Union[Requirement, str]] = ..., role_affinity: _Optional[_Iterable[_Union[RoleAffinity, _Mapping]]] = ..., anti_affinity: _Optional[_Iterable[_Union[AntiAffinity, _Mapping]]] = ..., exclusive_nodes: _Optional[bool] = ...) -> None: ...
 
 class Policy(_message.Message):
-    __slots__ = ("objective", "packing", "time_limit_s", "seed", "deterministic", "workers", "node_policy", "gpu_policy", "workload", "node_order")
+    __slots__ = ("objective", "packing", "time_limit_s", "seed", "deterministic", "workers", "node_policy", "gpu_policy", "workload", "node_order", "batch_order")
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     PACKING_FIELD_NUMBER: _ClassVar[int]
     TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
@@ -429,6 +438,7 @@ class Policy(_message.Message):
     GPU_POLICY_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     NODE_ORDER_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ORDER_FIELD_NUMBER: _ClassVar[int]
     objective: _containers.RepeatedScalarFieldContainer[ObjectiveTier]
     packing: Packing
     time_limit_s: float
@@ -439,7 +449,8 @@ class Policy(_message.Message):
     gpu_policy: str
     workload: _containers.RepeatedCompositeFieldContainer[WorkloadShape]
     node_order: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, objective: _Optional[_Iterable[_Union[ObjectiveTier, str]]] = ..., packing: _Optional[_Union[Packing, str]] = ..., time_limit_s: _Optional[float] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., workers: _Optional[int] = ..., node_policy: _Optional[str] = ..., gpu_policy: _Optional[str] = ..., workload: _Optional[_Iterable[_Union[WorkloadShape, _Mapping]]] = ..., node_order: _Optional[_Iterable[str]] = ...) -> None: ...
+    batch_order: BatchOrder
+    def __init__(self, objective: _Optional[_Iterable[_Union[ObjectiveTier, str]]] = ..., packing: _Optional[_Union[Packing, str]] = ..., time_limit_s: _Optional[float] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., workers: _Optional[int] = ..., node_policy: _Optional[str] = ..., gpu_policy: _Optional[str] = ..., workload: _Optional[_Iterable[_Union[WorkloadShape, _Mapping]]] = ..., node_order: _Optional[_Iterable[str]] = ..., batch_order: _Optional[_Union[BatchOrder, str]] = ...) -> None: ...
 
 class WorkloadShape(_message.Message):
     __slots__ = ("gpus", "milli", "popularity", "cpu_milli", "memory_mib", "gpu_models")

@@ -1,0 +1,140 @@
+"""LARGEST_FIRST batches: one job at a time, highest priority then most GPU work first."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, assume, given, settings
+
+from solver.model import (
+    AntiAffinity,
+    BatchOrder,
+    Inventory,
+    ObjectiveTier,
+    Scope,
+    SolveRequest,
+    SolveStatus,
+)
+from solver.sequence import held_allocations, steps
+from solver.solve import solve
+from solver.validate import validate
+from tests.solver_cases import best_placed_work, job, request, server
+from tests.test_sharing import share_job, share_problems
+from tests.test_solve import small_problems
+
+IN_ORDER = {"batch_order": BatchOrder.LARGEST_FIRST}
+
+
+def one_by_one(req: SolveRequest, order: list[int]) -> dict[str, tuple]:
+    """The oracle: each job solved alone, in ``order``, on what the ones before it left."""
+    nodes = {n.name: n for n in req.inventory.nodes}
+    out: dict[str, tuple] = {}
+    for j in order:
+        one = req.model_copy(
+            update={
+                "inventory": Inventory(nodes=tuple(nodes.values()), switches=req.inventory.switches),
+                "jobs": (req.jobs[j],),
+                "policy": req.policy.model_copy(update={"batch_order": BatchOrder.JOINT}),
+            }
+        )
+        jr = solve(one).jobs[0]
+        out[jr.job_id] = tuple((m.node, m.gpus, m.nics, m.gpu_shares) for m in jr.members)
+        for name, allocations in held_allocations(req.jobs[j], jr).items():
+            node = nodes[name]
+            nodes[name] = node.model_copy(update={"allocations": (*node.allocations, *allocations)})
+    return out
+
+
+def placements(result) -> dict[str, tuple]:
+    return {
+        jr.job_id: tuple((m.node, m.gpus, m.nics, m.gpu_shares) for m in jr.members) for jr in result.jobs
+    }
+
+
+def test_steps_go_by_priority_then_gpu_work_then_batch_order() -> None:
+    jobs = [job("small", 1), job("big", 4), job("pair", 2), job("urgent", 1, priority=2), job("big2", 2, 2)]
+    req = request([server("n0")], jobs, **IN_ORDER)
+    assert steps(req) == [(3,), (1,), (4,), (2,), (0,)]
+
+
+def test_jobs_bound_by_anti_affinity_are_one_step() -> None:
+    # "b" keeps away from jobs labelled team=x; "c" is one. Placed apart, the rule held by the job
+    # placed first would be invisible to the one placed later.
+    a = job("a", 4)
+    rule = AntiAffinity(labels={"team": "x"}, scope=Scope.NODE)
+    b = job("b", 1).model_copy(update={"anti_affinity": (rule,)})
+    c = job("c", 2).model_copy(update={"labels": {"team": "x"}})
+    assert steps(request([server("n0")], [a, b, c], **IN_ORDER)) == [(0,), (1, 2)]
+
+
+def test_a_batch_in_order_is_the_chain_of_single_solves() -> None:
+    # Two half-busy servers and a free one; a 1-GPU job arriving first would, alone, take a slot
+    # the 2-GPU job needs on a busy node. Largest first, each job sees the ones before it.
+    nodes = [server("n0", used_gpus=(0, 1)), server("n1", used_gpus=(0, 1, 2)), server("n2")]
+    jobs = [job("one", 1), job("two", 2), job("four", 4)]
+    req = request(nodes, jobs, **IN_ORDER)
+    result = solve(req)
+    assert all(jr.placed for jr in result.jobs)
+    assert placements(result) == one_by_one(req, [2, 1, 0])
+    assert {jr.job_id: jr.members[0].node for jr in result.jobs} == {"four": "n2", "two": "n0", "one": "n1"}
+
+
+def test_the_result_says_what_it_can_prove() -> None:
+    nodes = [server("n0")]
+    jobs = [job("a", 2), job("b", 2), job("c", 2, priority=1)]  # 6 GPUs asked of 4
+    result = solve(request(nodes, jobs, **IN_ORDER))
+    placed_work = next(v for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
+    # Bound: the whole batch's work (c counts twice for its priority), which no plan exceeds.
+    assert placed_work.bound == 2 * 2000 + 2000 + 2000 and placed_work.value == 2 * 2000 + 2000
+    assert not placed_work.optimal and result.gap == placed_work.gap > 0
+    assert result.status == SolveStatus.FEASIBLE
+    left = next(jr for jr in result.jobs if not jr.placed)
+    assert left.job_id == "b" and "LARGEST_FIRST" in left.reason.message
+    assert result.metrics.gpus_used_after == 4 and [jr.job_id for jr in result.jobs] == ["a", "b", "c"]
+
+
+def test_an_exclusive_job_placed_first_keeps_its_node() -> None:
+    nodes = [server("n0"), server("n1")]
+    alone = job("alone", 2).model_copy(update={"exclusive_nodes": True})
+    result = solve(request(nodes, [job("x", 1), alone, job("y", 1)], **IN_ORDER))
+    where = {jr.job_id: jr.members[0].node for jr in result.jobs}
+    assert where["x"] != where["alone"] and where["y"] != where["alone"]
+
+
+def test_shares_placed_in_different_steps_stay_within_one_gpu() -> None:
+    # Four 400-milli shares on one GPU: two fit, steps must see the earlier ones' shares.
+    node = server("n0", switches=1, gpus_per_switch=1, nics_per_switch=0)
+    result = solve(request([node], [share_job(f"s{k}", 400) for k in range(4)], **IN_ORDER))
+    assert sum(jr.placed for jr in result.jobs) == 2  # and the verifier summed the shares
+
+
+def test_a_lone_job_is_solved_jointly() -> None:
+    result = solve(request([server("n0")], [job("a", 2)], **IN_ORDER))
+    assert result.status == SolveStatus.OPTIMAL  # no steps: the joint answer, proven
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems())
+def test_random_batches_in_order_are_verified_and_never_beat_the_optimum(req) -> None:
+    assume(not validate(req))
+    req = req.model_copy(update={"policy": req.policy.model_copy(update=IN_ORDER)})
+    result = solve(req)  # verified, step by step and whole
+    placed = next(v.value for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
+    assert placed <= best_placed_work(req)
+    assert placements(result) == one_by_one(req, [j for step in steps(req) for j in step])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(share_problems())
+def test_random_share_batches_in_order_are_verified(req) -> None:
+    assume(not validate(req))
+    result = solve(req.model_copy(update={"policy": req.policy.model_copy(update=IN_ORDER)}))
+    assert all(jr.placed == bool(jr.members) for jr in result.jobs)
+
+
+def test_a_share_is_held_as_a_share_not_as_its_gpu() -> None:
+    # A share member's placement names its GPU in ``gpus`` as well; holding that GPU whole made the
+    # next step's inventory invalid ("shared but also held whole"), in what-if replays too.
+    node = server("n0", switches=1, gpus_per_switch=1, nics_per_switch=0)
+    req = request([node], [share_job("s", 300)])
+    jr = solve(req).jobs[0]
+    (held,) = held_allocations(req.jobs[0], jr)["n0"]
+    assert held.gpus == () and [(s.gpu, s.milli) for s in held.gpu_shares] == [("GPU0", 300)]
