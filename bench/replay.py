@@ -19,7 +19,9 @@ Procedure, per seed (42..51 in the published runs):
 Policies are objects with ``choose(state, pod)`` (the greedy baselines, run on the fast state) or any
 ``place(request) -> SolveResult`` callable (the solver included), which sees the cluster as an
 ``Inventory`` whose ``Allocation`` records are kept in step with the fast state, one pod per request or
-windows of W pods per request.
+windows of W pods per request. As in the simulator, where FGD is a Score plugin run on the nodes its
+Filter stage passed, the solver's requests hold only the nodes some pod of the request fits
+(``--whole-inventory`` hands it every node: the same choices, several times slower).
 
 CLI::
 
@@ -41,6 +43,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import NoReturn
+
+import numpy as np
 
 from bench import openb
 from bench.baselines.fgd import FGD, TIES
@@ -113,12 +117,18 @@ def arrivals(
 
 
 class RequestPolicy:
-    """Any ``place(request)`` as a replay policy: W pods per request, the cluster as an Inventory."""
+    """Any ``place(request)`` as a replay policy: W pods per request, the cluster as an Inventory.
 
-    def __init__(self, name: str, place: PlaceFn, window: int = 1) -> None:
+    With ``filtered``, a request holds only the nodes some pod of it fits as the cluster stands (the
+    simulator's Filter stage, which runs before any Score plugin such as FGD's; Volcano likewise hands
+    its extender the nodes its predicates passed), and the policy's ``node_order`` only those nodes.
+    """
+
+    def __init__(self, name: str, place: PlaceFn, window: int = 1, *, filtered: bool = False) -> None:
         self.name = name
         self.place = place
         self.window = window
+        self.filtered = filtered
 
 
 class SortedWindows:
@@ -134,9 +144,10 @@ class SortedWindows:
 
 
 def make_policy(
-    name: str, workload: Workload, rng: GoRand, order: Sequence[str] = ()
+    name: str, workload: Workload, rng: GoRand, order: Sequence[str] = (), *, filtered: bool = True
 ) -> Policy | RequestPolicy | SortedWindows:
-    """A fresh policy object by CLI name; ``order`` is the node names in the run's tie-break order."""
+    """A fresh policy object by CLI name; ``order`` is the node names in the run's tie-break order;
+    ``filtered``: the solver's requests hold only the nodes that pass the filter stage."""
     if name == "random":
         return RandomFit(rng)
     if name == "bestfit":
@@ -174,9 +185,13 @@ def make_policy(
         policy = solver_policy(workload, order, fill=tie == "fill").model_copy(
             update={"batch_order": batch_order}
         )
-        return RequestPolicy(
-            name, lambda request: solve(request.model_copy(update={"policy": policy})), window
-        )
+
+        def place(request: SolveRequest) -> SolveResult:
+            present = {n.name for n in request.inventory.nodes}
+            ranked = policy.model_copy(update={"node_order": tuple(n for n in order if n in present)})
+            return solve(request.model_copy(update={"policy": ranked}))
+
+        return RequestPolicy(name, place, window, filtered=filtered)
     return _unknown(name)
 
 
@@ -236,10 +251,14 @@ class InventoryMirror:
         node = self.nodes[i]
         self.nodes[i] = node.model_copy(update={"allocations": (*node.allocations, alloc)})
 
-    def request(self, pods: Sequence[openb.PodRow], seed: int) -> SolveRequest:
+    def request(
+        self, pods: Sequence[openb.PodRow], seed: int, nodes: Sequence[int] | None = None
+    ) -> SolveRequest:
+        """The pods as jobs on the cluster as it stands (only ``nodes``, by index, if given)."""
+        held = self.nodes if nodes is None else [self.nodes[i] for i in nodes]
         return SolveRequest(
             request_id=f"replay-{pods[0].name}",
-            inventory=Inventory.model_construct(nodes=tuple(self.nodes), switches=()),
+            inventory=Inventory.model_construct(nodes=tuple(held), switches=()),
             jobs=tuple(openb.job(p) for p in pods),
             policy=SolvePolicy(seed=seed),
         )
@@ -298,13 +317,14 @@ def run(
     seed: int,
     *,
     progress: Callable[[str], None] | None = None,
+    filtered: bool = True,
 ) -> RunResult:
     """One policy, one seed: the whole arrival sequence, events recorded after every pod."""
     started = time.perf_counter()
     seq = arrivals(pods, nodes, seed)
     state = openb.cluster_state(nodes, seq.ranks)
     order = [nodes[i].name for i in sorted(range(len(nodes)), key=lambda i: seq.ranks[i])]
-    policy = make_policy(policy_name, openb.workload(pods), seq.rng, order)
+    policy = make_policy(policy_name, openb.workload(pods), seq.rng, order, filtered=filtered)
     mirror = InventoryMirror(nodes) if isinstance(policy, RequestPolicy) else None
     events: list[tuple[int, int]] = []
     arrived = placed = 0
@@ -362,7 +382,12 @@ def _decide(
     if not isinstance(policy, RequestPolicy):
         return [policy.choose(state, pod.spec()) for pod in batch]
     assert mirror is not None
-    result = policy.place(mirror.request(batch, seed))
+    nodes = None
+    if policy.filtered:
+        # A node no pod of the batch fits now fits none later either: nothing ever leaves.
+        fits = np.logical_or.reduce([state.feasible(pod.spec()) for pod in batch])
+        nodes = np.flatnonzero(fits).tolist()
+    result = policy.place(mirror.request(batch, seed, nodes))
     out = []
     for pod in batch:
         found = gpus_from_result(result, pod.name)
@@ -398,9 +423,10 @@ def _load(nodes_path: str, pods_path: str, limit_nodes: int | None, limit_pods: 
 
 def _job(args: tuple) -> RunResult:
     """One (policy, seed) in a worker process."""
-    policy, seed, nodes_path, pods_path, limit_nodes, limit_pods = args
+    policy, seed, nodes_path, pods_path, limit_nodes, limit_pods, filtered = args
     nodes, pods = _load(nodes_path, pods_path, limit_nodes, limit_pods)
-    return run(policy, nodes, pods, seed, progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    report = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    return run(policy, nodes, pods, seed, progress=report, filtered=filtered)
 
 
 def table(results: Sequence[RunResult]) -> str:
@@ -436,12 +462,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit-pods", type=int, default=None, help="use the first N pods of the list")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--out", default=None, help="write every run (curves included) as JSON")
+    parser.add_argument(
+        "--whole-inventory",
+        action="store_true",
+        help="hand the solver every node, not only those the filter stage passes (same choices, slower)",
+    )
     args = parser.parse_args(argv)
 
     load_cooked()  # fail early, with the path, if Go's table is missing
     _load(args.nodes, args.pods, args.limit_nodes, args.limit_pods)
     work = [
-        (p, s, args.nodes, args.pods, args.limit_nodes, args.limit_pods)
+        (p, s, args.nodes, args.pods, args.limit_nodes, args.limit_pods, not args.whole_inventory)
         for p in args.policies.split(",")
         for s in parse_seeds(args.seeds)
     ]

@@ -139,6 +139,13 @@ def test_the_solver_online_makes_the_choices_of_the_greedy_with_its_tiers(
     assert (by_solver.placed, by_solver.curve) == (by_greedy.placed, by_greedy.curve)
 
 
+def test_the_filter_stage_changes_no_choice_of_the_solver(sliced: Trace) -> None:
+    nodes, pods = sliced
+    filtered = replay.run("solver", nodes, pods, 42)
+    whole = replay.run("solver", nodes, pods, 42, filtered=False)
+    assert filtered.failed > 0 and (filtered.placed, filtered.curve) == (whole.placed, whole.curve)
+
+
 def test_fill_changes_the_choices_on_the_slice(sliced: Trace) -> None:
     nodes, pods = sliced
     assert replay.run("fgd/fill", nodes, pods, 42).curve != replay.run("fgd", nodes, pods, 42).curve
