@@ -28,6 +28,7 @@ from solver.model import (
     Requirement,
     SolveRequest,
 )
+from solver.nodefold import fold_for
 from solver.normalise import ConcreteNode, NodeShape, Normalised, alignment_distance, nic_demand
 
 
@@ -216,7 +217,6 @@ def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> Cluster
     capacity). GPUs used are GPUs held whole; a node is fully free when none of its GPUs is held
     whole. Fragmentation and stranded GPUs (in GPUs) are measured against the workload profile;
     only the nodes the plan touches change, so only they are measured twice."""
-    nodes = [node_use(n) for n in request.inventory.nodes if n.schedulable]
     placed = sum(len(m.gpus) for j in jobs for m in j.members if not m.gpu_shares)  # whole GPUs only
     workload = profile(request.policy.workload, (r.member for job in request.jobs for r in job.roles))
     shapes = {(job.id, r.name): r.member for job in request.jobs for r in job.roles}
@@ -224,18 +224,26 @@ def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> Cluster
     for j in jobs:
         for m in j.members:
             members_on[m.node].append((m, shapes[j.job_id, m.role]))
-    before = [workload.measure(u.free) for u in nodes]
+
+    def measured(_: int, node: Node) -> tuple[NodeUse, tuple[float, int]] | None:
+        if not node.schedulable:
+            return None
+        use = node_use(node)
+        return use, workload.measure(use.free)
+
+    nodes = [v for v in fold_for(("metrics", workload.typicals), measured)(request.inventory.nodes) if v]
+    before = [m for _, m in nodes]
     after = list(before)
-    for i, u in enumerate(nodes):
+    for i, (u, _) in enumerate(nodes):
         if u.node.name in members_on:
             after[i] = workload.measure(free_capacity(u.node, members_on[u.node.name]))
-    used_before = sum(u.used for u in nodes)
+    used_before = sum(u.used for u, _ in nodes)
     return ClusterMetrics(
-        gpus_total=sum(u.gpus for u in nodes),
+        gpus_total=sum(u.gpus for u, _ in nodes),
         gpus_used_before=used_before,
         gpus_used_after=used_before + placed,
-        nodes_fully_free_before=sum(u.fully_free for u in nodes),
-        nodes_fully_free_after=sum(u.fully_free and u.node.name not in members_on for u in nodes),
+        nodes_fully_free_before=sum(u.fully_free for u, _ in nodes),
+        nodes_fully_free_after=sum(u.fully_free and u.node.name not in members_on for u, _ in nodes),
         stranded_gpus_before=sum(s for _, s in before) / 1000,
         stranded_gpus_after=sum(s for _, s in after) / 1000,
         fragmentation_before=round(sum(f for f, _ in before) / 1000, 3),

@@ -31,6 +31,7 @@ from solver.model import (
     Role,
     SolveRequest,
 )
+from solver.nodefold import fold_for
 from solver.policy import WORDS, unknown_words
 
 Rule = Callable[[SolveRequest], Iterator[Problem]]
@@ -39,7 +40,8 @@ Rule = Callable[[SolveRequest], Iterator[Problem]]
 def validate(request: SolveRequest) -> tuple[Problem, ...]:
     """Every problem of ``request`` (empty when it can be solved as given): the rules inside each
     node first, node by node, then ``RULES`` in order."""
-    inside = [p for i, node in enumerate(request.inventory.nodes) for p in _node_problems(i, node)]
+    per_node = fold_for("validate.nodes", _node_problems)(request.inventory.nodes)
+    inside = [p for found in per_node if found for p in found]
     return (*inside, *(problem for rule in RULES for problem in rule(request)))
 
 
@@ -125,7 +127,8 @@ def _plural(n: int, word: str) -> str:
 def unique_ids(request: SolveRequest) -> Iterator[Problem]:
     """Names and ids are unique where something refers to them: a reference must mean one thing."""
     nodes = request.inventory.nodes
-    yield from _duplicates(((f"{_node_path(i)}.name", n.name) for i, n in enumerate(nodes)), "node name")
+    if len({n.name for n in nodes}) < len(nodes):  # paths are spelled out only when some name repeats
+        yield from _duplicates(((f"{_node_path(i)}.name", n.name) for i, n in enumerate(nodes)), "node name")
     switches = request.inventory.switches
     yield from _duplicates(
         ((f"inventory.switches[{k}].id", s.id) for k, s in enumerate(switches)), "fabric switch id"
@@ -524,6 +527,11 @@ def member_requests(request: SolveRequest) -> Iterator[Problem]:
             )
 
 
+def _totals(_: int, node: Node) -> tuple[int, int, int, int]:
+    """A node's GPUs, RDMA NICs, CPU and memory in total."""
+    return len(node.gpus), sum(nic.rdma for nic in node.nics), node.cpu_milli, node.memory_mib
+
+
 @dataclass(frozen=True)
 class _Largest:
     """The most of each resource any one node has in total (healthy or not, free or not): a member
@@ -537,11 +545,12 @@ class _Largest:
 
     @classmethod
     def of(cls, nodes: tuple[Node, ...]) -> _Largest:
+        totals = fold_for("validate.largest", _totals)(nodes)
         return cls(
-            gpus=max(len(n.gpus) for n in nodes),
-            nics=max(sum(nic.rdma for nic in n.nics) for n in nodes),
-            cpu_milli=None if any(n.cpu_milli == 0 for n in nodes) else max(n.cpu_milli for n in nodes),
-            memory_mib=None if any(n.memory_mib == 0 for n in nodes) else max(n.memory_mib for n in nodes),
+            gpus=max(t[0] for t in totals),
+            nics=max(t[1] for t in totals),
+            cpu_milli=None if any(t[2] == 0 for t in totals) else max(t[2] for t in totals),
+            memory_mib=None if any(t[3] == 0 for t in totals) else max(t[3] for t in totals),
             nodes=nodes,
         )
 
