@@ -13,7 +13,7 @@ import yaml
 
 from solver import wire
 from solver.errors import InvalidRequest
-from solver.model import Allocation, Inventory, Job, ReasonCode
+from solver.model import Allocation, BatchOrder, Inventory, Job, ReasonCode
 from solver.whatif import load_and_prepare, run_scenario
 from solver.whatif.convert import (
     _to_proto,
@@ -35,6 +35,7 @@ from solver.whatif.scenario import (
 )
 from solver.whatif.world import prepare
 from tests.builders import make_allocation, make_cluster, make_job, make_node
+from tests.test_sharing import share_job
 from topoplace.v1 import placement_pb2
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -315,6 +316,32 @@ def test_trace_replay_with_departures() -> None:
         assert waits["training"].mean_wait_s == 130 and waits["8-gpu"].max_wait_s == 40
         assert o.summary.jobs_placed == 3 and o.summary.end_s == 180
         assert 0.8 < o.summary.mean_utilisation < 1.0
+
+
+def test_share_jobs_started_one_after_another_share_a_gpu() -> None:
+    # Each started job is held in the inventory the next decision sees; a share used to be held as
+    # its whole GPU as well, which made that inventory invalid ("shared but also held whole").
+    node = make_node("n0", gpus=1, nics=0, pcie_switches=1, numa_nodes=1, leaf="")
+    entries = tuple(TraceEntry(job=share_job(f"s{k}", 300), arrival_s=k, duration_s=100) for k in range(3))
+    s = Scenario(
+        name="shares",
+        base=BaseInventory(inventory=Inventory(nodes=(node,))),
+        trace=Trace(entries=entries),
+        policies=(SOLVER,),
+    )
+    o = run_scenario(s).outcome("base", "solver")
+    assert {j.job_id: j.start_s for j in o.jobs} == {"s0": 0, "s1": 1, "s2": 2}
+
+
+def test_a_batch_order_is_a_policy_to_compare() -> None:
+    jobs = (make_job("a", 1), make_job("b", 4), make_job("c", 2), make_job("d", 8))
+    largest_first = PolicySpec(
+        name="largest-first", solver=SolverPolicy(time_limit_s=2, batch_order=BatchOrder.LARGEST_FIRST)
+    )
+    s = scenario([], jobs).model_copy(update={"policies": (SOLVER, largest_first)})
+    report = run_scenario(s)
+    joint, in_order = report.outcome("base", "solver"), report.outcome("base", "largest-first")
+    assert in_order.summary.jobs_placed == joint.summary.jobs_placed == 4
 
 
 def test_interrupted_replay_keeps_what_was_computed() -> None:

@@ -57,6 +57,7 @@ def solver_policy(spec: PolicySpec, seed: int) -> Policy:
         seed=seed,
         deterministic=True,
         workers=s.workers or 1,
+        batch_order=s.batch_order,
     )
 
 

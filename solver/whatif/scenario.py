@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 
 from solver.model import (
     Allocation,
+    BatchOrder,
     Frozen,
     Inventory,
     Job,
@@ -215,6 +216,7 @@ class SolverPolicy(Frozen):
     packing: Packing = Packing.UNSPECIFIED
     time_limit_s: float = Field(default=0.0, ge=0, le=3600)
     workers: int = Field(default=0, ge=0, le=64)
+    batch_order: BatchOrder = BatchOrder.UNSPECIFIED  # JOINT
 
 
 class PolicySpec(Frozen):
