@@ -201,10 +201,11 @@ def _work(job: Job) -> int:
 
 
 def _timings(outcomes: Sequence[SolveResult]) -> tuple[StageTiming, ...]:
+    """Each stage's time summed over the steps, as ``step.<stage>``."""
     ms: dict[str, float] = {}
     for outcome in outcomes:
         for t in outcome.timings:
-            ms[t.stage] = ms.get(t.stage, 0.0) + t.ms
+            ms[f"step.{t.stage}"] = ms.get(f"step.{t.stage}", 0.0) + t.ms
     return tuple(StageTiming(stage=stage, ms=v) for stage, v in ms.items())
 
 
