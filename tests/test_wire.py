@@ -13,6 +13,7 @@ from solver.errors import InvalidRequest, Problem
 from solver.ingest.files import dump_request_json, dump_result_json, load_request, load_result
 from solver.model import (
     DEFAULT_TIERS,
+    BatchOrder,
     Distance,
     Inventory,
     JobResult,
@@ -252,6 +253,13 @@ def test_json_in_proto_or_camel_case_names_reads_the_same() -> None:
     snake = '{"inventory": {"nodes": [{"name": "n0", "pcie_switches": [{"id": "sw0"}]}]}, "request_id": "r"}'
     camel = '{"inventory": {"nodes": [{"name": "n0", "pcieSwitches": [{"id": "sw0"}]}]}, "requestId": "r"}'
     assert wire.request_from_json_text(snake, "a.json") == wire.request_from_json_text(camel, "b.json")
+
+
+def test_batch_order_reads_from_json_and_unset_means_joint() -> None:
+    text = '{"inventory": {}, "policy": {"batch_order": "BATCH_ORDER_LARGEST_FIRST"}}'
+    assert wire.request_from_json_text(text, "a.json").policy.batch_order == BatchOrder.LARGEST_FIRST
+    unset = wire.request_from_json_text('{"inventory": {}}', "b.json").policy.batch_order
+    assert unset == BatchOrder.UNSPECIFIED  # solved as JOINT
 
 
 def test_json_optional_false_stays_false() -> None:
