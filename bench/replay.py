@@ -163,6 +163,8 @@ def make_policy(
             return FGD(workload, points=0)
         if variant.startswith("points"):
             return FGD(workload, points=int(variant.removeprefix("points")))
+        if variant == "tight-gpu":  # a share to the fullest of the node's best-scored GPUs
+            return FGD(workload, tight_gpu=True)
         return FGD(workload, tie=variant) if variant in TIES else _unknown(name)
     if name.startswith("place:"):  # any in-project baseline through its place(request), e.g. place:fgd:16
         from bench.baselines import placer
@@ -198,8 +200,8 @@ def make_policy(
 def _unknown(name: str) -> NoReturn:
     raise ValueError(
         f"unknown policy {name!r}; known: random, bestfit, gpupacking, fgd, fgd/<tie> (tie: "
-        f"{', '.join(TIES)}), fgd/pointsN, fgd/exact, any greedy as <name>-sortedN, solver, solver-windowN, "
-        "solver-sortedN, each solver one with /fill for FILL packing above the node order"
+        f"{', '.join(TIES)}), fgd/pointsN, fgd/exact, fgd/tight-gpu, any greedy as <name>-sortedN, solver, "
+        "solver-windowN, solver-sortedN, each solver one with /fill for FILL packing above the node order"
     )
 
 

@@ -89,7 +89,8 @@ class BatchOrder(IntEnum):
     JOINT = 1  # one model places every job of the batch together
     # One job at a time, highest priority then most GPU work first, each seeing the ones before it
     # (jobs bound by an anti-affinity rule between them are placed together): what a sorted queue
-    # does, and on the FGD trace better than a joint model of the batch (bench/RESULTS-replay.md)
+    # does. On the FGD trace it beats a joint model of the batch, but not placing in arrival order
+    # except at one window size (bench/RESULTS-replay.md, session 5)
     LARGEST_FIRST = 2
 
 

@@ -2,9 +2,10 @@
 
 A joint model of a batch optimises the batch's objective, which is not always what serves the
 cluster best: on the FGD trace, windows of pods solved jointly for least fragmentation placed 1.3
-points fewer GPUs by the end than the same pods placed one by one, and the same pods placed one
-by one *largest first* placed more than either (bench/RESULTS-replay.md). This module is that
-sorted queue, with the solver placing each step:
+points fewer GPUs by the end than the same pods placed one by one (bench/RESULTS-replay.md). This
+module is the other way a scheduler places a batch — a sorted queue — with the solver placing each
+step. (Sorting is no free gain either: on the same trace, windows of 16 sorted largest first are a
+little above arrival order and windows of 32 or more below it.)
 
 1. the batch is cut into *steps*: one job each, except that jobs bound by an anti-affinity rule
    between them are one step (a rule held by a job placed earlier is not visible in the inventory

@@ -207,20 +207,12 @@ def solve_lexicographic(
                 t.value_of(repacked) >= t.value_of(hint) for t in compiled.tiers[:i]
             ):
                 hint = repacked if tier.value_of(repacked) > tier.value_of(hint) else hint
+        apply_hint(model, hint)
         started = time.perf_counter()
-        if i == 0 and hint is not None and tier.value_of(hint) >= tier.upper:
-            # The completed greedy plan (the first tier's fallback answer anyway) already reaches
-            # the tier's bound, e.g. it places everything asked: proven optimal without a search.
-            value = float(tier.upper)
-            outcome = TierOutcome(
-                TierValue(tier=tier.tier, name=tier.name, value=value, bound=value, optimal=True), hint
-            )
-        else:
-            apply_hint(model, hint)
-            # Deterministic mode: the search effort of a tier is a fixed share of the policy's limit,
-            # never of the wall time left, so the answer does not depend on the machine's load.
-            effort = policy.time_limit_s * weights[i] / sum(weights)
-            outcome = run_tier(model, tier, policy, max(0.01, share), effort)
+        # Deterministic mode: the search effort of a tier is a fixed share of the policy's limit,
+        # never of the wall time left, so the answer does not depend on the machine's load.
+        effort = policy.time_limit_s * weights[i] / sum(weights)
+        outcome = run_tier(model, tier, policy, max(0.01, share), effort)
         if outcome.solution is None and hint is not None:
             # Nothing found in time: the answer in hand (the tier above's, or the completed greedy
             # plan for the first tier) stands; the verifier checks it like any other.

@@ -84,6 +84,17 @@ def test_nvlink_domain_required_keeps_the_gang_in_one_rack() -> None:
     assert result.jobs[0].nvlink_domains_spanned == 1
 
 
+def test_the_greedy_plan_is_a_hint_not_an_answer() -> None:
+    # Nodes in no NVLink domain cannot hold a gang that must stay in one. The greedy plan the search
+    # starts from places it anyway; a shortcut that took that plan as the first tier's answer once it
+    # placed everything asked handed out a plan the verifier refused.
+    nodes = [server(f"n{i}", leaf="leaf0") for i in range(2)]
+    locality = Locality(mode=Requirement.PREFERRED, highest_tier=1)
+    gang = job("g", 1, members=2, nvlink_domain=Requirement.REQUIRED, locality=locality)
+    result = solve(request(nodes, [gang], fat_tree(1)))
+    assert result.status == SolveStatus.OPTIMAL and not result.jobs[0].placed
+
+
 def test_prefill_and_decode_stay_under_one_leaf() -> None:
     # leaf0 has room for prefill only if decode goes there too; leaf1 can take both.
     nodes = [server("a0", leaf="leaf0"), server("b0", leaf="leaf1"), server("b1", leaf="leaf1")]

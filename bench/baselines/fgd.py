@@ -91,9 +91,14 @@ class FGD:
 
     name = "fgd"
 
-    def __init__(self, workload: Workload, *, points: int = 100, tie: str = "rank") -> None:
+    def __init__(
+        self, workload: Workload, *, points: int = 100, tie: str = "rank", tight_gpu: bool = False
+    ) -> None:
         self.workload = workload
         self.points = points
+        # A share goes to the first of the node's best-scored GPUs; with ``tight_gpu``, to the one
+        # with the least free (best fit inside the node), which is what the solver's decode does.
+        self.tight_gpu = tight_gpu
         make = TIES[tie]
         self.tie = make(workload) if make is not None else None
         self._frag: dict[tuple, float] = {}
@@ -121,7 +126,7 @@ class FGD:
         before = self.fragmentation(cpu, free, model)
         if pod.is_share and not pod.exclusive:
             usable = state.gpu_fits(pod)[i, : len(free)].tolist()
-            best, best_gpu, seen = -math.inf, -1, set()
+            best, best_gpu, seen = (-math.inf, 0), -1, set()
             for g, f in enumerate(free):
                 if not usable[g] or f in seen:  # equal free milli leaves the same node: same score
                     continue
@@ -129,9 +134,10 @@ class FGD:
                 after = list(free)
                 after[g] -= pod.milli
                 s = sigmoid_score(before - self.fragmentation(cpu - pod.cpu, after, model), self.points)
-                if s > best:
-                    best, best_gpu = s, g
-            return best, (best_gpu,)
+                key = (s, -f if self.tight_gpu else 0)
+                if key > best:
+                    best, best_gpu = key, g
+            return best[0], (best_gpu,)
         usable = state.gpu_fits(pod)[i, : len(free)].tolist() if pod.gpus else []
         gpus = tuple([g for g, ok in enumerate(usable) if ok][: pod.gpus])
         after = list(free)
