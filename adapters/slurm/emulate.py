@@ -239,20 +239,24 @@ PartitionName=gpu Nodes={hostlist} Default=YES MaxTime=INFINITE State=UP
         self._munged = munged
         self._wait_for(lambda: (r / "munge" / "munge.sock").exists(), 10, "munged socket")
         self.run("slurmctld", "-i", "-f", str(self.conf))
-        self._wait_for(lambda: (r / "pid" / "slurmctld.pid").exists(), 10, "slurmctld pid file")
-        self.pids["slurmctld"] = int((r / "pid" / "slurmctld.pid").read_text())
+        self.pids["slurmctld"] = self._read_pid(r / "pid" / "slurmctld.pid", "slurmctld pid file")
         for name in self.spec.names():
             self.run("slurmd", "-N", name, "-f", str(self.conf))
         for name in self.spec.names():
-            pid_file = r / "pid" / f"slurmd.{name}.pid"
-            self._wait_for(pid_file.exists, 10, f"slurmd {name}")
-            self.pids[f"slurmd.{name}"] = int(pid_file.read_text())
+            self.pids[f"slurmd.{name}"] = self._read_pid(r / "pid" / f"slurmd.{name}.pid", f"slurmd {name}")
         self._wait_for(self._all_idle, timeout_s, "every node IDLE")
 
     def _all_idle(self) -> bool:
         done = self.run("sinfo", "-h", "-N", "-o", "%T", check=False)
         states = done.stdout.split()
         return done.returncode == 0 and len(states) == self.spec.nodes and all(s == "idle" for s in states)
+
+    @classmethod
+    def _read_pid(cls, path: Path, what: str) -> int:
+        """The pid a daemon wrote. The file can exist before the number is in it (the daemon creates,
+        then writes), so wait for a whole number, not for the file."""
+        cls._wait_for(lambda: path.exists() and path.read_text().strip().isdigit(), 10, what)
+        return int(path.read_text())
 
     @staticmethod
     def _wait_for(condition, timeout_s: float, what: str) -> None:
