@@ -111,16 +111,3 @@ def test_sorted_against_scontrol_on_node_like_names() -> None:
         names = list(dict.fromkeys(names))
         text = ",".join(names)
         assert compress(names, sort=True) == _scontrol("show", "hostlistsorted", text), text
-
-
-def test_a_pid_file_is_read_once_its_number_is_written(tmp_path) -> None:
-    # slurmd creates its pid file before it writes the number; reading it at once gave int('') and
-    # failed the end-to-end tests now and then on a fresh machine.
-    import threading
-
-    from adapters.slurm.emulate import EmulatedCluster
-
-    path = tmp_path / "slurmd.n0.pid"
-    path.write_text("")
-    threading.Timer(0.3, lambda: path.write_text("4242\n")).start()
-    assert EmulatedCluster._read_pid(path, "slurmd n0") == 4242
