@@ -44,6 +44,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--plan-pending", action="store_true", help="also plan PodGroups in phase Pending")
     serve.add_argument("--packing", choices=("binpack", "spread"), default="binpack")
+    serve.add_argument(
+        "--batch-order",
+        choices=("joint", "largest-first"),
+        default="joint",
+        help="a session's PodGroups solved as one model, or one at a time largest first",
+    )
     serve.add_argument("--dry-run", action="store_true", help="log patches instead of writing them")
     serve.add_argument(
         "--verb",
@@ -89,7 +95,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from adapters.volcano.hypernodes import HyperNodeFiles
     from adapters.volcano.patcher import KubernetesPatcher, PodPatcher, RecordingPatcher
     from adapters.volcano.server import VERBS, serve
-    from solver.model import Packing
+    from solver.model import BatchOrder, Packing
 
     aliases = dict(v.split("=", 1) for v in args.verb if "=" in v)
     unknown = [v for v in aliases.values() if v not in VERBS]
@@ -109,6 +115,7 @@ def run_serve(args: argparse.Namespace) -> int:
             planned_score=args.planned_score,
             plan_pending=args.plan_pending,
             packing=Packing[args.packing.upper()],
+            batch_order=BatchOrder[args.batch_order.upper().replace("-", "_")],
         ),
     )
     if not args.solver:

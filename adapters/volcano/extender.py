@@ -27,7 +27,7 @@ from adapters.volcano import wire
 from adapters.volcano.patcher import PatchError, PodPatcher
 from adapters.volcano.plan import Plan
 from solver.errors import InvalidRequest, VerificationFailed
-from solver.model import Packing, Policy, SolveRequest, SolveResult, SolveStatus
+from solver.model import BatchOrder, Packing, Policy, SolveRequest, SolveResult, SolveStatus
 
 SolveFn = Callable[[SolveRequest, float], SolveResult]
 """``solve(request, deadline_s)``: in process (``solver.solve.solve``) or over gRPC."""
@@ -42,6 +42,7 @@ class Config:
     planned_score: float = 100.0
     plan_pending: bool = False  # also plan PodGroups still in phase Pending
     packing: Packing = Packing.BINPACK
+    batch_order: BatchOrder = BatchOrder.JOINT  # the session's PodGroups as one model, or largest first
     node_policy: str = ""
     gpu_policy: str = ""
     background_limit_s: float = 10.0  # search limit of a solve too big for one session
@@ -240,6 +241,7 @@ class Extender:
         return Policy(
             time_limit_s=budget,
             packing=self.config.packing,
+            batch_order=self.config.batch_order,
             node_policy=self.config.node_policy,
             gpu_policy=self.config.gpu_policy,
             deterministic=True,

@@ -98,16 +98,22 @@ class Service:
 
 
 @pytest.fixture
-def service(hypernodes: tuple[HyperNode, ...]) -> Iterator[Service]:
-    """A real extender on 127.0.0.1 (free port), solving in process; stopped after the test.
+def config(request: pytest.FixtureRequest) -> Config:
+    """The extender's settings; a test may pass its own (``parametrize(..., indirect=True)``).
     A generous timeout: the tests check the plan, not the machine's speed (bench/ does that)."""
+    return getattr(request, "param", Config(http_timeout_s=3.0, margin_s=0.5))
+
+
+@pytest.fixture
+def service(hypernodes: tuple[HyperNode, ...], config: Config) -> Iterator[Service]:
+    """A real extender on 127.0.0.1 (free port), solving in process; stopped after the test."""
     patcher = RecordingPatcher()
     solve = CapturingSolve()
     extender = Extender(
         solve=solve,
         patcher=patcher,
         hypernodes=lambda: hypernodes,
-        config=Config(http_timeout_s=3.0, margin_s=0.5),
+        config=config,
     )
     running: RunningServer = serve(extender, "127.0.0.1", 0)
     try:

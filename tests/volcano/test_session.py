@@ -13,8 +13,12 @@ import copy
 import json
 from typing import Any
 
+import pytest
+
 from adapters.volcano import annotations as ann
+from adapters.volcano.extender import Config
 from adapters.volcano.wire import ALLOCATED, CODE_SUCCESS, CODE_UNRESOLVABLE, CODE_UNSCHEDULABLE
+from solver.model import BatchOrder
 from solver.verify import verify
 
 from .conftest import Service
@@ -165,6 +169,20 @@ def test_whole_session_follows_the_solvers_verified_plan(service: Service, body:
         "status": "",
         "code": 0,
     }
+
+
+@pytest.mark.parametrize(
+    "config",
+    [Config(http_timeout_s=3.0, margin_s=0.5, batch_order=BatchOrder.LARGEST_FIRST)],
+    indirect=True,
+)
+def test_a_session_can_be_planned_largest_first(service: Service, body: dict[str, Any]) -> None:
+    assert service.client.ok("onSessionOpen", body) == {}
+    request, result = service.solve.calls[0]
+    assert request.policy.batch_order == BatchOrder.LARGEST_FIRST and verify(request, result) == ()
+    placed = {j.job_id for j in result.jobs if j.placed}
+    assert {"team-a/train-16", "team-a/train-32", "team-b/pd-serve", "team-b/notebook"} <= placed
+    assert "team-c/giant" not in placed and service.extender.plan is not None
 
 
 def test_predicate_reasons_name_the_rule(service: Service, body: dict[str, Any]) -> None:
