@@ -74,12 +74,13 @@ def held_allocations(job: Job, result: JobResult) -> dict[str, list[Allocation]]
     return out
 
 
-def gpu_work(job: Job) -> int:
-    """Milli-GPU the job asks for over all its members (a CPU-only job: 0)."""
+def work(job: Job, *, gpu_only: bool = False) -> int:
+    """The job's worth in the placed-work tier before priority: every member's ``member_work`` (a
+    CPU-only member counts 1); with ``gpu_only``, the milli-GPU it asks for (a CPU-only job: 0)."""
     return sum(
         member_work(role.member) * role.replicas
         for role in job.roles
-        if role.member.gpus or role.member.gpu_share is not None
+        if not gpu_only or role.member.gpus or role.member.gpu_share is not None
     )
 
 
@@ -101,7 +102,8 @@ def steps(request: SolveRequest) -> list[tuple[int, ...]]:
         groups[root(j)].append(j)
 
     def key(group: list[int]) -> tuple[int, int, int]:
-        return (-max(jobs[j].priority for j in group), -sum(gpu_work(jobs[j]) for j in group), group[0])
+        gpu = sum(work(jobs[j], gpu_only=True) for j in group)
+        return (-max(jobs[j].priority for j in group), -gpu, group[0])
 
     return [tuple(g) for g in sorted(groups.values(), key=key)]
 
@@ -184,7 +186,7 @@ def _objectives(request: SolveRequest, outcomes: Sequence[SolveResult]) -> tuple
             total[0] += v.value
             total[1] += v.bound
             total[2] += v.ms
-    asked = float(sum(priority_weight(job.priority) * _work(job) for job in request.jobs))
+    asked = float(sum(priority_weight(job.priority) * work(job) for job in request.jobs))
     out = []
     for (tier, name), (value, bound, ms) in totals.items():
         if name == "placed_work":
@@ -194,11 +196,6 @@ def _objectives(request: SolveRequest, outcomes: Sequence[SolveResult]) -> tuple
         else:
             out.append(TierValue(tier=tier, name=name, ms=ms, value=value, bound=bound, optimal=False))
     return tuple(out)
-
-
-def _work(job: Job) -> int:
-    """The job's worth in the placed-work tier before priority (every member, CPU-only ones too)."""
-    return sum(member_work(role.member) * role.replicas for role in job.roles)
 
 
 def _timings(outcomes: Sequence[SolveResult]) -> tuple[StageTiming, ...]:
