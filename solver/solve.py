@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -54,6 +54,13 @@ DEADLINE_MARGIN_S = 0.05
 # In deterministic mode the limit is CP-SAT's deterministic time (work units, not seconds), so the
 # answer does not depend on the machine's load. Roughly one unit per second on this hardware.
 DETERMINISTIC_UNITS_PER_SECOND = 1.0
+# A model this small is searched once for all its tiers, weighted into one objective
+# (:func:`solve_merged`): a lone pod's model is built and searched in a few milliseconds, and one
+# search per tier cost more than the rest of its solve. Bigger models keep one search per tier,
+# where each tier's own objective guides the search better than a sum with huge weights.
+MERGE_MAX_VARIABLES = 2_000
+# CP-SAT scales the objective through a double: sums beyond 2^53 would lose units.
+EXACT_OBJECTIVE = 2**50
 
 
 class Stopwatch:
@@ -188,6 +195,14 @@ def solve_lexicographic(
     weights = [
         TIER_WEIGHT.get(tier.name, TIER_WEIGHT.get(tier.name.split(".")[0], 1.0)) for tier in compiled.tiers
     ]
+    if compiled.tiers and len(model.proto.variables) <= MERGE_MAX_VARIABLES:
+        share = budget_s * weights[0] / sum(weights)
+        merged, found = solve_merged(
+            compiled, policy, share, policy.time_limit_s * weights[0] / sum(weights), hint
+        )
+        if merged is not None:
+            return merged
+        hint = found or hint  # not proven in its share of the time: tier by tier, from what it found
     tried_repack = False
     for i, tier in enumerate(compiled.tiers):
         remaining = deadline - time.perf_counter()
@@ -225,6 +240,77 @@ def solve_lexicographic(
         # Hold the tier at what the standing answer reaches, found or not, before the next one.
         model.add(tier.expr >= round(outcome.value.value))
     return outcomes
+
+
+def merged_weights(model: cp_model.CpModel, tiers: Sequence[Tier]) -> list[int] | None:
+    """Weights under which the sum of weight x tier is lexicographic: each tier's weight is one more
+    than the most all the tiers below it can move the sum (their spans, from the variables'
+    domains), so a unit on a tier outweighs any change below it. None when the weighted sum would
+    leave the range CP-SAT's double-precision objective holds exactly."""
+    variables = model.proto.variables
+    spans = []
+    for tier in tiers:
+        low = high = 0
+        for c, v in tier.terms:
+            domain = variables[v.index].domain
+            # Indexed from the front: this protobuf's repeated fields read domain[-1] as 0.
+            a, b = c * domain[0], c * domain[len(domain) - 1]
+            low, high = low + min(a, b), high + max(a, b)
+        spans.append(high - low)
+    weights = [0] * len(tiers)
+    below = 0
+    for i in reversed(range(len(tiers))):
+        weights[i] = below + 1
+        below += weights[i] * spans[i]
+        if below >= EXACT_OBJECTIVE:
+            return None
+    return weights
+
+
+def solve_merged(
+    compiled: Compiled, policy: Policy, seconds: float, effort: float, hint: dict[str, int] | None
+) -> tuple[list[TierOutcome] | None, dict[str, int] | None]:
+    """Every tier in one search, weighted (:func:`merged_weights`). Proven optimal, its answer is the
+    lexicographic optimum and each tier's value its proven best; the search's time is the first
+    tier's. Otherwise (no exact weights, or not proven in time) no outcomes, and what it found."""
+    weights = merged_weights(compiled.model, compiled.tiers)
+    if weights is None:
+        return None, None
+    model = compiled.model
+    terms = [(w * c, v) for w, tier in zip(weights, compiled.tiers, strict=True) for c, v in tier.terms]
+    model.maximize(cp_model.LinearExpr.weighted_sum([v for _, v in terms], [c for c, _ in terms]))
+    apply_hint(model, hint)
+    started = time.perf_counter()
+    merged = Tier(
+        compiled.tiers[0].tier,
+        "merged",
+        tuple(terms),
+        sum(w * t.upper for w, t in zip(weights, compiled.tiers, strict=True)),
+    )
+    outcome = run_tier(model, merged, policy, max(0.01, seconds), effort)
+    ms = (time.perf_counter() - started) * 1000
+    if outcome.solution is None or not outcome.value.optimal:
+        return None, outcome.solution
+    solution = outcome.solution
+    outcomes = []
+    for i, tier in enumerate(compiled.tiers):
+        value = float(tier.value_of(solution))
+        outcomes.append(
+            TierOutcome(
+                TierValue(
+                    tier=tier.tier,
+                    name=tier.name,
+                    value=value,
+                    bound=value,
+                    optimal=True,
+                    ms=0.0 if i else ms,
+                ),
+                solution,
+            )
+        )
+        # Held, as the tier-by-tier search holds them: a caller may go on to use the model.
+        model.add(tier.expr >= round(value))
+    return outcomes, solution
 
 
 def unsolved(tier: Tier, solution: dict[str, int] | None, *, keep: bool = False) -> TierOutcome:
