@@ -2,7 +2,8 @@
 
 Each stage is a function over immutable values and can be called alone; this module only chains
 them, keeps time, and runs the lexicographic objective: one CP-SAT search per tier, each tier's
-value then held as a constraint while the next is optimised, each search hinted with the last answer.
+value then held as a constraint while the next is optimised, each search hinted with the last answer
+— or, for a small model, one search of all tiers weighted so that the sum is lexicographic.
 """
 
 from __future__ import annotations
@@ -188,7 +189,9 @@ def solve_lexicographic(
 ) -> list[TierOutcome]:
     """Optimise each tier in turn, holding the tiers above at the values reached; each search
     starts from the previous answer (the first from ``hint``, e.g. a greedy placement), improved
-    by ``polish`` where a cheap rule can do better than the tier above cared to."""
+    by ``polish`` where a cheap rule can do better than the tier above cared to. A small model is
+    first searched once for all tiers (:func:`solve_merged`); only if that is not proven optimal in
+    the first tier's share of the time do the tiers go one by one."""
     outcomes: list[TierOutcome] = []
     model = compiled.model
     deadline = time.perf_counter() + budget_s
