@@ -225,7 +225,7 @@ def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> Cluster
         for m in j.members:
             members_on[m.node].append((m, shapes[j.job_id, m.role]))
 
-    def measured(_: int, node: Node) -> tuple[NodeUse, tuple[float, int]] | None:
+    def measured(node: Node) -> tuple[NodeUse, tuple[float, int]] | None:
         if not node.schedulable:
             return None
         use = node_use(node)

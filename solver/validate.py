@@ -41,17 +41,17 @@ def validate(request: SolveRequest) -> tuple[Problem, ...]:
     """Every problem of ``request`` (empty when it can be solved as given): the rules inside each
     node first, node by node, then ``RULES`` in order."""
     per_node = fold_for("validate.nodes", _node_problems)(request.inventory.nodes)
-    inside = [p for found in per_node if found for p in found]
+    inside = [at_node(i, p) for i, found in enumerate(per_node) if found for p in found]
     return (*inside, *(problem for rule in RULES for problem in rule(request)))
 
 
 _NODE_PROBLEMS: dict[int, tuple[Node, tuple[Problem, ...]]] = {}
 
 
-def _node_problems(i: int, node: Node) -> tuple[Problem, ...]:
-    """The problems ``NODE_RULES`` find in one node, at its index. Remembered per node *object*:
-    the wire layer hands back the same Node for an unchanged node, so a scheduler's repeated
-    inventory is checked once."""
+def _node_problems(node: Node) -> tuple[Problem, ...]:
+    """The problems ``NODE_RULES`` find in one node, as if it were the inventory's first
+    (:func:`at_node` moves them to its place). Remembered per node *object*: the wire layer hands
+    back the same Node for an unchanged node, so a scheduler's repeated inventory is checked once."""
     hit = _NODE_PROBLEMS.get(id(node))
     if hit is None or hit[0] is not node:
         alone = SolveRequest.model_construct(
@@ -61,9 +61,14 @@ def _node_problems(i: int, node: Node) -> tuple[Problem, ...]:
         if len(_NODE_PROBLEMS) >= 65_536:
             _NODE_PROBLEMS.clear()
         _NODE_PROBLEMS[id(node)] = hit = (node, found)  # holding the node keeps its id unique
+    return hit[1]
+
+
+def at_node(i: int, problem: Problem) -> Problem:
+    """A problem found in a node checked alone, at the node's index ``i`` in the inventory."""
     prefix = _node_path(0)
-    return tuple(
-        Problem(path=_node_path(i) + p.path[len(prefix) :], message=p.message) if i else p for p in hit[1]
+    return (
+        Problem(path=_node_path(i) + problem.path[len(prefix) :], message=problem.message) if i else problem
     )
 
 
@@ -527,7 +532,7 @@ def member_requests(request: SolveRequest) -> Iterator[Problem]:
             )
 
 
-def _totals(_: int, node: Node) -> tuple[int, int, int, int]:
+def _totals(node: Node) -> tuple[int, int, int, int]:
     """A node's GPUs, RDMA NICs, CPU and memory in total."""
     return len(node.gpus), sum(nic.rdma for nic in node.nics), node.cpu_milli, node.memory_mib
 
