@@ -78,8 +78,9 @@ def timed_in(root: Path, at: int, pods: int, seed: int) -> float:
         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
-        check=True,
     )
+    if out.returncode:
+        raise SystemExit(f"timing at {root} failed:\n{out.stderr}")
     return float(json.loads(out.stdout.strip().splitlines()[-1])["ms"])
 
 
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         roots = {"this checkout": ROOT}
         if args.compare:
             worktree = Path(tmp) / "compare"
+            # The trace and Go's table are found beside the repository, as for this checkout.
+            (Path(tmp) / "shared").symlink_to(ROOT.parent / "shared")
             subprocess.run(
                 ["git", "worktree", "add", "--detach", "-q", str(worktree), args.compare],
                 cwd=ROOT,
