@@ -92,6 +92,13 @@ def fragment(free: FreeCapacity, m: Typical) -> int:
     return sum(f for (_, f), ok in zip(free.gpus, usable, strict=True) if not ok)
 
 
+def _left_unused(gpus: tuple[tuple[str, int], ...], ask: Typical) -> int | None:
+    """:func:`fragment` of a GPU ask on a node's GPUs alone (its CPU and memory not counted), or None
+    when too few of them could take it."""
+    free = FreeCapacity(gpus)
+    return None if usable_gpus(free, ask) is None else fragment(free, ask)
+
+
 @dataclass
 class Profile:
     """The typical requests, normalised to popularities summing to 1, with per-node answers
@@ -102,6 +109,22 @@ class Profile:
     _by_object: dict[int, tuple[FreeCapacity, tuple[float, int]]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    # What the GPUs alone decide, per GPU list: for each distinct GPU ask of the typicals (a
+    # placement's states differ mostly in CPU and memory, over few GPU lists).
+    _on_gpus: dict[tuple[tuple[str, int], ...], tuple[int | None, ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        asks: dict[Typical, int] = {}  # the distinct GPU asks (the typical without CPU, memory or
+        for m in self.typicals:  # popularity), each with its index; a CPU-only typical asks none
+            if not m.cpu_only:
+                asks.setdefault(Typical(m.gpus, m.milli, 0.0, models=m.models), len(asks))
+        self._asks = tuple(asks)
+        self._ask_of = tuple(
+            None if m.cpu_only else asks[Typical(m.gpus, m.milli, 0.0, models=m.models)]
+            for m in self.typicals
+        )
 
     def fragmentation(self, free: FreeCapacity) -> float:
         """FGD's fragmentation of one node, in milli-GPU."""
@@ -120,10 +143,7 @@ class Profile:
             return seen[1]
         value = self._measured.get(free)
         if value is None:
-            fragmentation = sum(m.popularity * fragment(free, m) for m in self.typicals)
-            asking = [m for m in self.typicals if not m.cpu_only]
-            hosted = any(usable_gpus(free, m) is not None for m in asking)
-            value = (fragmentation, 0 if not asking or hosted else free.free_milli)
+            value = self._compute(free)
             if len(self._measured) >= 1 << 18:  # a long-lived service sees ever new states
                 self._measured.clear()
             self._measured[free] = value
@@ -131,6 +151,30 @@ class Profile:
             self._by_object.clear()
         self._by_object[id(free)] = (free, value)  # holding the object keeps its id unique
         return value
+
+    def _compute(self, free: FreeCapacity) -> tuple[float, int]:
+        """:func:`fragment` of every typical, popularity-weighted, and the stranded milli: the GPU
+        side of each distinct ask taken once per GPU list, then CPU and memory per typical."""
+        on_gpus = self._on_gpus.get(free.gpus)
+        if on_gpus is None:
+            on_gpus = tuple(_left_unused(free.gpus, ask) for ask in self._asks)
+            if len(self._on_gpus) >= 1 << 16:
+                self._on_gpus.clear()
+            self._on_gpus[free.gpus] = on_gpus
+        whole = free.free_milli
+        fragmentation, hosted = 0, False
+        for m, ask in zip(self.typicals, self._ask_of, strict=True):
+            left = None if ask is None else on_gpus[ask]
+            if left is None or (
+                (free.cpu_milli is not None and free.cpu_milli < m.cpu_milli)
+                or (free.memory_mib is not None and free.memory_mib < m.memory_mib)
+            ):
+                fragmentation += m.popularity * whole
+            else:
+                fragmentation += m.popularity * left
+                hosted = True
+        asking = any(a is not None for a in self._ask_of)
+        return fragmentation, 0 if not asking or hosted else whole
 
 
 def score_loss(delta: float) -> int:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from solver.fragmentation import FreeCapacity, Profile, Typical, profile, score_loss
+from solver.fragmentation import FreeCapacity, Profile, Typical, fragment, profile, score_loss, usable_gpus
 from solver.model import Allocation, GpuShare, MemberShape, ObjectiveTier, Policy, WorkloadShape
 from solver.solve import solve
 from tests.solver_cases import request, server
@@ -108,3 +110,38 @@ def test_fragmentation_keeps_cpu_for_the_idle_gpu_and_binpack_takes_the_smaller_
     kept = solve(request([small, big], [job], workload=workload, objective=tiers))
     assert kept.jobs[0].members[0].node == "big"
     assert kept.metrics.fragmentation_after < packed.metrics.fragmentation_after
+
+
+typicals = st.lists(
+    st.builds(
+        Typical,
+        gpus=st.integers(0, 3),
+        milli=st.sampled_from([0, 250, 500]),
+        popularity=st.floats(0.01, 1.0),
+        cpu_milli=st.sampled_from([0, 4_000, 16_000]),
+        memory_mib=st.sampled_from([0, 8_192]),
+        models=st.sampled_from([frozenset(), frozenset({"A100"}), frozenset({"V100", "T4"})]),
+    ).map(lambda t: t if not (t.gpus and t.milli) else Typical(t.gpus, 0, t.popularity, t.cpu_milli)),
+    min_size=1,
+    max_size=6,
+)
+capacities = st.builds(
+    FreeCapacity.of,
+    st.lists(
+        st.tuples(st.sampled_from(["A100", "V100", "T4"]), st.sampled_from([0, 200, 500, 1000])), max_size=8
+    ),
+    st.one_of(st.none(), st.sampled_from([0, 2_000, 8_000, 32_000])),
+    st.one_of(st.none(), st.sampled_from([0, 4_096, 65_536])),
+)
+
+
+@given(typicals, st.lists(capacities, min_size=1, max_size=5))
+def test_a_profiles_measure_is_the_definition_summed(found: list[Typical], nodes: list[FreeCapacity]) -> None:
+    # The profile takes the GPU side of each ask once per GPU list and reuses it across CPU and memory
+    # states; the answer must be the definition's, typical by typical, whatever it remembered before.
+    measured = Profile(tuple(found))
+    asking = [m for m in found if not m.cpu_only]
+    for cap in (*nodes, *nodes):
+        expected = sum(m.popularity * fragment(cap, m) for m in found)
+        hosted = any(usable_gpus(cap, m) is not None for m in asking)
+        assert measured.measure(cap) == (expected, 0 if not asking or hosted else cap.free_milli)
