@@ -442,13 +442,19 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
     # Decode hands out a class's nodes in this order: the policy's node order first, then leaf, so
     # that a gang fills one leaf before the next.
     ranks = node_ranks(request)
+    owned = tuple(owners)
+    fit_of: dict[int, tuple[NodeShape, bool]] = {}  # by shape object: equal shapes are one (interned)
     for node in sorted(request.inventory.nodes, key=lambda n: (ranks[n.name], n.leaf, n.name)):
         if not node.schedulable:
             continue
-        shape, concrete = cached_node_shape(node, selected, separation, tuple(owners), by_rails)
-        if fits is not None and not fits(shape):
-            unfit[shape] = None
-            continue
+        shape, concrete = cached_node_shape(node, selected, separation, owned, by_rails)
+        if fits is not None:
+            known = fit_of.get(id(shape))
+            if known is None or known[0] is not shape:
+                known = fit_of[id(shape)] = (shape, fits(shape))
+            if not known[1]:
+                unfit[shape] = None
+                continue
         total = sum(1 for g in node.gpus if g.healthy) if by_total else 0
         key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "", total)
         by_key[key].append(concrete)

@@ -543,16 +543,22 @@ def _metrics(request: SolveRequest, result: SolveResult, placed: list[_Placed]) 
     allocations whole; used after = used before + whole GPUs given to members of placed jobs (a
     share holds part of a GPU, not the GPU). A node is fully
     free when none of its GPUs is allocated; it stays so after the plan if no new member lands on it."""
-    schedulable = [n for n in request.inventory.nodes if n.schedulable]
-    before = sum(map(_held_whole, schedulable))
-    free_before = [n for n in schedulable if not any(a.gpus for a in n.allocations)]
     touched = {p.member.node for p in placed}
+    total = before = free_before = free_after = 0
+    for n in request.inventory.nodes:  # one pass: a lone pod's check walks the whole cluster
+        if not n.schedulable:
+            continue
+        total += len(n.gpus)
+        before += _held_whole(n)
+        if not any(a.gpus for a in n.allocations):
+            free_before += 1
+            free_after += n.name not in touched
     counted = {
-        "gpus_total": sum(len(n.gpus) for n in schedulable),
+        "gpus_total": total,
         "gpus_used_before": before,
         "gpus_used_after": before + sum(len(set(p.member.gpus)) for p in placed if not p.member.gpu_shares),
-        "nodes_fully_free_before": len(free_before),
-        "nodes_fully_free_after": sum(n.name not in touched for n in free_before),
+        "nodes_fully_free_before": free_before,
+        "nodes_fully_free_after": free_after,
     }
     for name, value in counted.items():
         stated = getattr(result.metrics, name)
@@ -574,7 +580,8 @@ def _fragmentation(request: SolveRequest, result: SolveResult, placed: list[_Pla
         if not node.schedulable:
             continue
         now = _measured(workload, node)
-        then = _measured(workload, node, on[node.name]) if node.name in on else now
+        landing = on.get(node.name)
+        then = _measured(workload, node, landing) if landing else now
         before = (before[0] + now[0], before[1] + now[1])
         after = (after[0] + then[0], after[1] + then[1])
     m = result.metrics
