@@ -3,8 +3,8 @@
 A scheduler asks about nearly the same inventory again and again: since its last request one node
 took a pod, and the other thousand are the same objects (the wire layer hands back the same ``Node``
 for an unchanged node, and so does any caller that keeps its inventory). Validation and the metrics
-each need a value per node; a :class:`NodeFold` remembers each node object of the last inventory it
-saw with its value, and computes a value again only for a node object it has not seen. A request's
+each need a value per node; a :class:`NodeFold` remembers the node objects it has seen with their
+values, and computes a value only for a node object it has not seen. A request's
 per-node work becomes proportional to what changed, not to the cluster — also when the request holds
 a different subset of the nodes each time (a scheduler's filter stage passes the nodes a pod fits).
 
@@ -24,30 +24,34 @@ T = TypeVar("T")
 
 
 class NodeFold(Generic[T]):
-    """``value(node)`` for every node of an inventory, computed only for node objects not in the
-    inventory before."""
+    """``value(node)`` for every node of an inventory, computed once per node object."""
 
     def __init__(self, value: Callable[[Node], T]) -> None:
         self._value = value
         # One tuple, replaced whole: concurrent callers see an old or a new state, never a mix.
-        # The nodes are held with their values, which keeps comparisons by identity sound.
         self._last: tuple[Sequence[Node], list[T]] = ((), [])
+        # Every node object seen, with its value; holding the node keeps its id from being reused.
+        self._memo: dict[int, tuple[Node, T]] = {}
 
     def __call__(self, nodes: Sequence[Node]) -> list[T]:
         seen, values = self._last
-        if len(seen) == len(nodes):  # the common case: the same nodes, a few replaced in place
+        if len(seen) == len(nodes):  # the same nodes as last time, a few replaced in place
             values = list(values)
-            stale = [i for i, (before, now) in enumerate(zip(seen, nodes, strict=True)) if before is not now]
-        else:
-            values, stale = [None] * len(nodes), list(range(len(nodes)))  # type: ignore[list-item]
-        if stale:
-            known = {id(node): k for k, node in enumerate(seen)} if seen else {}
-            last_values = self._last[1]
-            for i in stale:
-                k = known.get(id(nodes[i]))
-                values[i] = last_values[k] if k is not None else self._value(nodes[i])
+            for i, (before, now) in enumerate(zip(seen, nodes, strict=True)):
+                if before is not now:
+                    values[i] = self._of(now)
+        else:  # another subset (a filter stage's): each node by its identity
+            values = [self._of(node) for node in nodes]
         self._last = (nodes, values)
         return values
+
+    def _of(self, node: Node) -> T:
+        hit = self._memo.get(id(node))
+        if hit is None or hit[0] is not node:
+            if len(self._memo) >= 65_536:  # a long-lived service sees ever new node objects
+                self._memo.clear()
+            hit = self._memo[id(node)] = (node, self._value(node))
+        return hit[1]
 
 
 _FOLDS: dict[Hashable, NodeFold] = {}
