@@ -143,7 +143,7 @@ class NodeClass:
     leaf: str
     nvlink_domain: str
     nodes: tuple[ConcreteNode, ...]
-    ranks: tuple[int, ...] = ()  # each node's place in the policy's node order (``node_ranks``)
+    ranks: tuple[int, ...] = ()  # each node's place in the policy's node order (``ranked_nodes``)
     gpu_total: int = 0  # healthy GPUs, busy ones included; only set where FILL packing needs it
 
     @property
@@ -407,12 +407,20 @@ def member_shapes(request: SolveRequest, separation: Separation) -> tuple[list, 
     return shapes, owners, roles
 
 
-def node_ranks(request: SolveRequest) -> dict[str, int]:
-    """Each node's place in the policy's ``node_order``. Nodes it does not name tie after the named
-    ones, so without an order every node ranks 0 and the NODE_ORDER tier has nothing to prefer."""
+def ranked_nodes(request: SolveRequest) -> list[tuple[int, Node]]:
+    """The nodes with their place in the policy's ``node_order``, in the order decode hands out a
+    class's nodes: that place first, then leaf (so a gang fills one leaf before the next), then name.
+    Nodes the order does not name tie after the named ones, so without an order every node ranks 0
+    and the NODE_ORDER tier has nothing to prefer."""
     order = request.policy.node_order
-    position = {name: i for i, name in enumerate(order)}
-    return {n.name: position.get(n.name, len(order)) for n in request.inventory.nodes}
+    position = {name: i for i, name in enumerate(order)} if order else {}
+    last = len(order)
+    # Plain tuples sort without a key function per node; the index keeps nodes out of comparisons.
+    keyed = sorted(
+        (position.get(n.name, last), n.leaf, n.name, i) for i, n in enumerate(request.inventory.nodes)
+    )
+    nodes = request.inventory.nodes
+    return [(rank, nodes[i]) for rank, _, _, i in keyed]
 
 
 # Given the batch's member shapes, a test of whether a node shape could host any of them alone.
@@ -439,12 +447,9 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
     by_rank: dict[tuple[NodeShape, str, str, int], list[int]] = defaultdict(list)
     unfit: dict[NodeShape, None] = {}
     candidates = 0
-    # Decode hands out a class's nodes in this order: the policy's node order first, then leaf, so
-    # that a gang fills one leaf before the next.
-    ranks = node_ranks(request)
     owned = tuple(owners)
     fit_of: dict[int, tuple[NodeShape, bool]] = {}  # by shape object: equal shapes are one (interned)
-    for node in sorted(request.inventory.nodes, key=lambda n: (ranks[n.name], n.leaf, n.name)):
+    for rank, node in ranked_nodes(request):
         if not node.schedulable:
             continue
         shape, concrete = cached_node_shape(node, selected, separation, owned, by_rails)
@@ -458,7 +463,7 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
         total = sum(1 for g in node.gpus if g.healthy) if by_total else 0
         key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "", total)
         by_key[key].append(concrete)
-        by_rank[key].append(ranks[node.name])
+        by_rank[key].append(rank)
         candidates += 1
     # Class order is deterministic: by the first node's name.
     classes = tuple(

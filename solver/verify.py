@@ -85,11 +85,11 @@ def verify(request: SolveRequest, result: SolveResult) -> tuple[str, ...]:
         *(v for p in placed for v in _member(nodes, p)),
         *_shared_devices(placed),
         *_gpu_shares(nodes, placed),
-        *_separation(request, placed),
+        *_separation(by_name, placed),
         *_node_capacity(nodes, placed),
         *_metrics(request, result, placed),
         *_fragmentation(request, result, placed),
-        *_all_locality(request, result, jobs),
+        *_all_locality(request, by_name, result, jobs),
     ]
     return tuple(violations)
 
@@ -655,8 +655,9 @@ def _held_whole(node: Node) -> int:
 # --------------------------------------------------------------------------- locality
 
 
-def _all_locality(request: SolveRequest, result: SolveResult, jobs: dict[str, Job]) -> Iterator[str]:
-    nodes = {n.name: n for n in request.inventory.nodes}
+def _all_locality(
+    request: SolveRequest, nodes: dict[str, Node], result: SolveResult, jobs: dict[str, Job]
+) -> Iterator[str]:
     by_id = {sw.id: sw for sw in request.inventory.switches}
     for jr in result.jobs:
         if jr.placed and jr.job_id in jobs:
@@ -771,8 +772,7 @@ def _spots(node: Node, gpus: set[str], scope: Scope) -> set[str]:
     return {f"{node.name}/{g}" for g in gpus}
 
 
-def _separation(request: SolveRequest, placed: list[_Placed]) -> Iterator[str]:
-    nodes = {n.name: n for n in request.inventory.nodes}
+def _separation(nodes: dict[str, Node], placed: list[_Placed]) -> Iterator[str]:
     by_job: dict[str, list[_Placed]] = {}
     for p in placed:
         by_job.setdefault(p.job.id, []).append(p)
