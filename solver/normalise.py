@@ -443,8 +443,8 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
     by_rails = any(job.rail_aligned in (Requirement.REQUIRED, Requirement.PREFERRED) for job in request.jobs)
     # FILL packing ranks nodes by how used their GPUs are, which the free shape alone does not say.
     by_total = request.policy.packing == Packing.FILL and ObjectiveTier.PACKING in request.policy.objective
-    by_key: dict[tuple[NodeShape, str, str, int], list[ConcreteNode]] = defaultdict(list)
-    by_rank: dict[tuple[NodeShape, str, str, int], list[int]] = defaultdict(list)
+    # Per class key, its nodes and their ranks (one lookup per node: this loop walks the cluster).
+    by_key: dict[tuple[NodeShape, str, str, int], tuple[list[ConcreteNode], list[int]]] = {}
     unfit: dict[NodeShape, None] = {}
     candidates = 0
     owned = tuple(owners)
@@ -462,8 +462,11 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
                 continue
         total = sum(1 for g in node.gpus if g.healthy) if by_total else 0
         key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "", total)
-        by_key[key].append(concrete)
-        by_rank[key].append(rank)
+        group = by_key.get(key)
+        if group is None:
+            group = by_key[key] = ([], [])
+        group[0].append(concrete)
+        group[1].append(rank)
         candidates += 1
     # Class order is deterministic: by the first node's name.
     classes = tuple(
@@ -473,10 +476,10 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
             leaf=key[1],
             nvlink_domain=key[2],
             nodes=tuple(nodes),
-            ranks=tuple(by_rank[key]),
+            ranks=tuple(ranks),
             gpu_total=key[3],
         )
-        for i, (key, nodes) in enumerate(sorted(by_key.items(), key=lambda kv: kv[1][0].name))
+        for i, (key, (nodes, ranks)) in enumerate(sorted(by_key.items(), key=lambda kv: kv[1][0][0].name))
     )
     return Normalised(
         request=request,

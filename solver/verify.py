@@ -548,9 +548,9 @@ def _metrics(request: SolveRequest, result: SolveResult, placed: list[_Placed]) 
     for n in request.inventory.nodes:  # one pass: a lone pod's check walks the whole cluster
         if not n.schedulable:
             continue
-        total += len(n.gpus)
-        before += _held_whole(n)
-        if not any(a.gpus for a in n.allocations):
+        gpus, held, fully_free = _gpu_counts(n)
+        total, before = total + gpus, before + held
+        if fully_free:
             free_before += 1
             free_after += n.name not in touched
     counted = {
@@ -600,7 +600,7 @@ _FREE: dict[int, tuple[Node, FreeCapacity]] = {}
 
 def _measured(workload: Profile, node: Node, members: list[_Placed] | None = None) -> tuple[float, int]:
     """(fragmentation, stranded) of ``node`` with ``members`` on it; the node alone is remembered per
-    node object, like ``_held_whole``."""
+    node object, like ``_gpu_counts``."""
     if members is None:
         hit = _FREE.get(id(node))
         if hit is None or hit[0] is not node:
@@ -636,20 +636,22 @@ def _free_capacity(node: Node, members: list[_Placed]) -> FreeCapacity:
     )
 
 
-_HELD: dict[int, tuple[Node, int]] = {}
+_HELD: dict[int, tuple[Node, tuple[int, int, bool]]] = {}
 
 
-def _held_whole(node: Node) -> int:
-    """GPUs of ``node`` its allocations hold whole; remembered per node object, since a scheduler
-    sends the same unchanged nodes again and again."""
+def _gpu_counts(node: Node) -> tuple[int, int, bool]:
+    """The node's GPUs, how many of them its allocations hold whole, and whether no allocation holds
+    any GPU whole; remembered per node object, since a scheduler sends the same unchanged nodes
+    again and again."""
     hit = _HELD.get(id(node))
     if hit is not None and hit[0] is node:
         return hit[1]
-    held = len({g for a in node.allocations for g in a.gpus} & {g.id for g in node.gpus})
+    held = {g for a in node.allocations for g in a.gpus}
+    counts = (len(node.gpus), len(held & {g.id for g in node.gpus}), not held)
     if len(_HELD) >= 65_536:
         _HELD.clear()
-    _HELD[id(node)] = (node, held)
-    return held
+    _HELD[id(node)] = (node, counts)
+    return counts
 
 
 # --------------------------------------------------------------------------- locality
