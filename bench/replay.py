@@ -124,11 +124,20 @@ class RequestPolicy:
     its extender the nodes its predicates passed), and the policy's ``node_order`` only those nodes.
     """
 
-    def __init__(self, name: str, place: PlaceFn, window: int = 1, *, filtered: bool = False) -> None:
+    def __init__(
+        self, name: str, place: PlaceFn, window: int = 1, *, filtered: bool = False, endgame: int = 0
+    ) -> None:
         self.name = name
         self.place = place
         self.window = window
         self.filtered = filtered
+        self.endgame = endgame  # once a GPU pod has failed: windows of this many pods (0: no change)
+        # A greedy that makes this policy's own choices before the endgame, to measure the endgame
+        # alone faster (``fgd/tight-gpu`` is the solver online, pod for pod: RESULTS-replay.md).
+        self.before_endgame: Policy | None = None
+
+    def window_now(self, failed: bool) -> int:
+        return self.endgame if failed and self.endgame else self.window
 
 
 class SortedWindows:
@@ -171,15 +180,17 @@ def make_policy(
 
         _, baseline, *window = name.split(":")
         return RequestPolicy(name, placer(baseline), int(window[0]) if window else 1)
-    if name.startswith("solver"):  # solver[-windowN|-sortedN][/fill]
+    if name.startswith("solver"):  # solver[-windowN|-sortedN|-endgameN][/fill]
         from solver.solve import solve  # the solver is optional for the baseline-only replay
 
         head, _, tie = name.partition("/")
         if tie not in ("", "fill"):
             _unknown(name)
-        window, batch_order = 1, BatchOrder.JOINT
+        window, batch_order, endgame = 1, BatchOrder.JOINT, 0
         if head.startswith("solver-window"):
             window = int(head.removeprefix("solver-window"))
+        elif head.startswith("solver-endgame"):  # one pod a request until a GPU pod fails, then windows
+            endgame = int(head.removeprefix("solver-endgame").removesuffix("-fast"))
         elif head.startswith("solver-sorted"):  # the window as one LARGEST_FIRST request
             window, batch_order = int(head.removeprefix("solver-sorted")), BatchOrder.LARGEST_FIRST
         elif head != "solver":
@@ -193,7 +204,10 @@ def make_policy(
             ranked = policy.model_copy(update={"node_order": tuple(n for n in order if n in present)})
             return solve(request.model_copy(update={"policy": ranked}))
 
-        return RequestPolicy(name, place, window, filtered=filtered)
+        request_policy = RequestPolicy(name, place, window, filtered=filtered, endgame=endgame)
+        if head.endswith("-fast") and endgame:
+            request_policy.before_endgame = FGD(workload, tight_gpu=True)
+        return request_policy
     return _unknown(name)
 
 
@@ -201,7 +215,8 @@ def _unknown(name: str) -> NoReturn:
     raise ValueError(
         f"unknown policy {name!r}; known: random, bestfit, gpupacking, fgd, fgd/<tie> (tie: "
         f"{', '.join(TIES)}), fgd/pointsN, fgd/exact, fgd/tight-gpu, any greedy as <name>-sortedN, solver, "
-        "solver-windowN, solver-sortedN, each solver one with /fill for FILL packing above the node order"
+        "solver-windowN, solver-sortedN, solver-endgameN, each solver one with /fill for FILL packing above "
+        "the node order"
     )
 
 
@@ -331,9 +346,16 @@ def run(
     events: list[tuple[int, int]] = []
     arrived = placed = 0
     step = policy.window if isinstance(policy, RequestPolicy | SortedWindows) else 1
-    for start in range(0, len(seq.pods), step):
+    start = requests = 0  # pods handed over so far, and in how many requests
+    failed = False  # has a GPU pod failed yet (the endgame of a run)
+    while start < len(seq.pods):
+        if isinstance(policy, RequestPolicy):
+            step = policy.window_now(failed)
         batch = seq.pods[start : start + step]
-        choices = _decide(policy, state, mirror, batch, seed)
+        if isinstance(policy, RequestPolicy) and policy.before_endgame is not None and not failed:
+            choices = _decide(policy.before_endgame, state, mirror, batch, seed)
+        else:
+            choices = _decide(policy, state, mirror, batch, seed)
         for pod, choice in zip(batch, choices, strict=True):
             arrived += pod.total_milli
             if choice is not None:
@@ -342,9 +364,12 @@ def run(
                 if mirror is not None:
                     mirror.bind(node, pod, gpus)
                 placed += 1
+            else:
+                failed = failed or pod.total_milli > 0
             events.append((arrived, state.allocated_milli))
-        if progress and (start // step) % max(1, 2000 // step) == 0 and start:
+        if progress and requests % max(1, 2000 // step) == 0 and start:
             progress(f"{policy_name} seed {seed}: {start}/{len(seq.pods)} pods")
+        start, requests = start + len(batch), requests + 1
     gpus = sum(n.gpus for n in nodes)
     return RunResult(
         policy=policy_name,
