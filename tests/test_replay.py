@@ -98,6 +98,39 @@ def test_the_solver_in_sorted_windows_makes_the_choices_of_the_sorted_greedy(sli
     assert by_solver.curve != replay.run("fgd", nodes, pods, 42).curve  # the order did change something
 
 
+def test_the_endgame_changes_nothing_before_the_first_failure(
+    sliced: Trace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # solver-endgame8: one pod a request while everything fits (FGD's online setting), then windows of
+    # 8 solved jointly. Before the first pod fails the run is the online one, point for point.
+    import solver.solve
+
+    sizes: list[int] = []
+    solve = solver.solve.solve
+    monkeypatch.setattr(
+        solver.solve, "solve", lambda request: sizes.append(len(request.jobs)) or solve(request)
+    )
+    nodes, pods = sliced
+    online = replay.run("solver", nodes, pods, 42)
+    assert set(sizes) == {1}
+    sizes.clear()
+    endgame = replay.run("solver-endgame8", nodes, pods, 42)
+    full = [p for p, allocated in sorted(online.curve.items()) if allocated >= p - 0.5]
+    first_failure = next(p for p in sorted(online.curve) if p not in full)
+    assert all(endgame.curve[p] == online.curve[p] for p in online.curve if p < first_failure)
+    windows = sizes[sizes.index(8) :]  # after the first failure, every request is a window
+    assert sizes[: sizes.index(8)] == [1] * sizes.index(8) and set(windows[:-1]) == {8}
+
+
+def test_the_fast_endgame_is_the_endgame(sliced: Trace) -> None:
+    # -fast makes the online part with fgd/tight-gpu, which chooses as the solver does, pod for pod;
+    # the figures must be the solver's own.
+    nodes, pods = sliced
+    endgame = replay.run("solver-endgame8", nodes, pods, 42)
+    fast = replay.run("solver-endgame8-fast", nodes, pods, 42)
+    assert (fast.placed, fast.curve) == (endgame.placed, endgame.curve)
+
+
 def test_cli_prints_the_table_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "replay.json"
     code = replay.main(
