@@ -152,9 +152,55 @@ class SortedWindows:
         self.name, self.policy, self.window = name, policy, window
 
 
+class BestOfOrders:
+    """A greedy policy over windows of W pods, each window placed in the orders the solver's
+    ``BatchOrder.BEST_OF_ORDERS`` tries (``solver.sequence.candidate_orders``), keeping the plan that
+    places the most work, then leaves the least fragmentation, then comes first."""
+
+    def __init__(self, name: str, policy: FGD, window: int) -> None:
+        self.name, self.policy, self.window = name, policy, window
+
+    def decide(self, state: ClusterState, batch: Sequence[openb.PodRow], seed: int) -> list[Choice | None]:
+        from solver.sequence import candidate_orders
+
+        specs = [pod.spec() for pod in batch]
+        arrival = list(range(len(batch)))
+        plans = [self._plan(state, specs, arrival)]
+        left_out = [k for k in arrival if plans[0][2][k] is None]
+        sizes = [(0, p.total_milli) for p in batch]
+        for order in candidate_orders(sizes, left_out, f"{seed}/replay-{batch[0].name}"):
+            plans.append(self._plan(state, specs, order))
+        best = max(range(len(plans)), key=lambda k: (plans[k][0], -plans[k][1], -k))
+        return plans[best][2]
+
+    def _plan(
+        self, state: ClusterState, specs: list, order: list[int]
+    ) -> tuple[int, float, list[Choice | None]]:
+        """(work placed as the solver counts it, fragmentation change of the touched nodes, choices)."""
+        chosen: dict[int, Choice | None] = {}
+        for k in order:
+            chosen[k] = self.policy.choose(state, specs[k])
+            if chosen[k] is not None:
+                state.bind(chosen[k][0], specs[k], chosen[k][1])
+        touched = {c[0] for c in chosen.values() if c is not None}
+
+        def fragmentation() -> float:
+            return sum(
+                self.policy.fragmentation(int(state.cpu_left[i]), state.free_of(i), state.models[i])
+                for i in touched
+            )
+
+        after = fragmentation()
+        for k, c in chosen.items():
+            if c is not None:
+                state.unbind(c[0], specs[k], c[1])
+        work = sum(specs[k].total_milli or 1 for k, c in chosen.items() if c is not None)
+        return work, round((after - fragmentation()) / 1000, 3), [chosen[k] for k in range(len(specs))]
+
+
 def make_policy(
     name: str, workload: Workload, rng: GoRand, order: Sequence[str] = (), *, filtered: bool = True
-) -> Policy | RequestPolicy | SortedWindows:
+) -> Policy | RequestPolicy | SortedWindows | BestOfOrders:
     """A fresh policy object by CLI name; ``order`` is the node names in the run's tie-break order;
     ``filtered``: the solver's requests hold only the nodes that pass the filter stage."""
     if name == "random":
@@ -163,6 +209,14 @@ def make_policy(
         return BestFitShare()
     if name == "gpupacking":
         return GpuPacking()
+    if "-bestof" in name and not name.startswith(
+        "solver"
+    ):  # e.g. fgd-bestof16: the solver's orders, greedily
+        base, window = name.rsplit("-bestof", 1)
+        greedy = make_policy(base, workload, rng, order)
+        if not isinstance(greedy, FGD):
+            raise ValueError(f"{name!r}: only FGD and its variants take -bestofN")
+        return BestOfOrders(name, greedy, int(window))
     if "-sorted" in name and not name.startswith("solver"):  # e.g. fgd-sorted16: a greedy over sorted windows
         base, window = name.rsplit("-sorted", 1)
         return SortedWindows(name, make_policy(base, workload, rng, order), int(window))
@@ -193,6 +247,8 @@ def make_policy(
             endgame = int(head.removeprefix("solver-endgame").removesuffix("-fast"))
         elif head.startswith("solver-sorted"):  # the window as one LARGEST_FIRST request
             window, batch_order = int(head.removeprefix("solver-sorted")), BatchOrder.LARGEST_FIRST
+        elif head.startswith("solver-bestof"):  # the window as one BEST_OF_ORDERS request
+            window, batch_order = int(head.removeprefix("solver-bestof")), BatchOrder.BEST_OF_ORDERS
         elif head != "solver":
             _unknown(name)
         policy = solver_policy(workload, order, fill=tie == "fill").model_copy(
@@ -215,7 +271,8 @@ def _unknown(name: str) -> NoReturn:
     raise ValueError(
         f"unknown policy {name!r}; known: random, bestfit, gpupacking, fgd, fgd/<tie> (tie: "
         f"{', '.join(TIES)}), fgd/pointsN, fgd/exact, fgd/tight-gpu, any greedy as <name>-sortedN, solver, "
-        "solver-windowN, solver-sortedN, solver-endgameN, each solver one with /fill for FILL packing above "
+        "solver-windowN, solver-sortedN, solver-bestofN, solver-endgameN, FGD over the solver's orders as "
+        "fgd-bestofN, each solver one with /fill for FILL packing above "
         "the node order"
     )
 
@@ -345,7 +402,7 @@ def run(
     mirror = InventoryMirror(nodes) if isinstance(policy, RequestPolicy) else None
     events: list[tuple[int, int]] = []
     arrived = placed = 0
-    step = policy.window if isinstance(policy, RequestPolicy | SortedWindows) else 1
+    step = policy.window if isinstance(policy, RequestPolicy | SortedWindows | BestOfOrders) else 1
     start = requests = 0  # pods handed over so far, and in how many requests
     failed = False  # has a GPU pod failed yet (the endgame of a run)
     while start < len(seq.pods):
@@ -384,7 +441,7 @@ def run(
 
 
 def _decide(
-    policy: Policy | RequestPolicy | SortedWindows,
+    policy: Policy | RequestPolicy | SortedWindows | BestOfOrders,
     state: ClusterState,
     mirror: InventoryMirror | None,
     batch: Sequence[openb.PodRow],
@@ -395,6 +452,8 @@ def _decide(
     largest first, each choice bound for the next and undone again for the caller (as the solver's
     ``BatchOrder.LARGEST_FIRST`` does inside one request); request policies in one request per
     window."""
+    if isinstance(policy, BestOfOrders):
+        return policy.decide(state, batch, seed)
     if isinstance(policy, SortedWindows):
         specs = [pod.spec() for pod in batch]
         chosen: dict[int, Choice | None] = {}

@@ -25,6 +25,7 @@ hold given the steps before them and are not bounds on the batch, so they are ne
 
 from __future__ import annotations
 
+import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -47,6 +48,10 @@ from solver.model import (
     TierValue,
 )
 from solver.separation import Separation
+
+# Seeded shuffles ``BEST_OF_ORDERS`` tries besides the given order, largest first and left-out first:
+# on the FGD trace three were enough for the gain (bench/RESULTS-replay.md, session 6).
+SHUFFLES = 3
 
 # Solves one step's request by the joint pipeline; ``deadline_s`` is what the step may use.
 SolveStep = Callable[[SolveRequest, float], SolveResult]
@@ -85,7 +90,50 @@ def work(job: Job, *, gpu_only: bool = False) -> int:
 
 
 def steps(request: SolveRequest) -> list[tuple[int, ...]]:
-    """The batch's jobs (by index) in the order they are placed, grouped into steps."""
+    """The batch's jobs (by index) in the order ``LARGEST_FIRST`` places them, grouped into steps."""
+    groups = arrival_steps(request)
+    return [groups[k] for k in largest_first([step_size(request, g) for g in groups])]
+
+
+def step_size(request: SolveRequest, group: Sequence[int]) -> tuple[int, int]:
+    """What orders a step among the others: its highest priority, then its GPU work."""
+    jobs = request.jobs
+    return max(jobs[j].priority for j in group), sum(work(jobs[j], gpu_only=True) for j in group)
+
+
+def largest_first(sizes: Sequence[tuple[int, ...]]) -> list[int]:
+    """Positions by size, largest first; equal sizes in their given order."""
+    return sorted(range(len(sizes)), key=lambda k: tuple(-x for x in sizes[k]))
+
+
+def candidate_orders(
+    sizes: Sequence[tuple[int, ...]], left_out: Sequence[int], seed: str, shuffles: int = SHUFFLES
+) -> list[list[int]]:
+    """The orders ``BEST_OF_ORDERS`` tries, as positions of the steps, after the given order: largest
+    first; the steps the given order ``left_out`` first (largest first), then the rest as given; and
+    ``shuffles`` orders shuffled by a generator seeded with ``seed``. Repeats are dropped. A pure
+    function of sizes, so that a greedy baseline can try exactly the solver's orders."""
+    given = list(range(len(sizes)))
+    orders = [largest_first(sizes)]
+    if left_out:
+        first = [left_out[k] for k in largest_first([sizes[k] for k in left_out])]
+        orders.append(first + [k for k in given if k not in set(left_out)])
+    rng = random.Random(seed)
+    for _ in range(shuffles):
+        shuffled = list(given)
+        rng.shuffle(shuffled)
+        orders.append(shuffled)
+    seen = {tuple(given)}
+    unique = []
+    for order in orders:
+        if tuple(order) not in seen:
+            seen.add(tuple(order))
+            unique.append(order)
+    return unique
+
+
+def arrival_steps(request: SolveRequest) -> list[tuple[int, ...]]:
+    """The batch's jobs (by index) grouped into steps, in the batch's order (a step by its first job)."""
     jobs = request.jobs
     parent = list(range(len(jobs)))
 
@@ -101,23 +149,26 @@ def steps(request: SolveRequest) -> list[tuple[int, ...]]:
     for j in range(len(jobs)):
         groups[root(j)].append(j)
 
-    def key(group: list[int]) -> tuple[int, int, int]:
-        gpu = sum(work(jobs[j], gpu_only=True) for j in group)
-        return (-max(jobs[j].priority for j in group), -gpu, group[0])
-
-    return [tuple(g) for g in sorted(groups.values(), key=key)]
+    return [tuple(g) for g in sorted(groups.values(), key=lambda g: g[0])]
 
 
-def solve_in_order(request: SolveRequest, solve_step: SolveStep, budget_s: float) -> SolveResult:
-    """Each step of :func:`steps` solved in turn within ``budget_s`` seconds, on the inventory the
-    steps before it left; one unverified result for the whole batch (the caller verifies it)."""
+def solve_in_order(
+    request: SolveRequest,
+    solve_step: SolveStep,
+    budget_s: float,
+    order: Sequence[tuple[int, ...]] | None = None,
+    why: str = "after the batch's larger jobs were placed first: LARGEST_FIRST",
+) -> SolveResult:
+    """Each step of ``order`` (default: :func:`steps`) solved in turn within ``budget_s`` seconds, on
+    the inventory the steps before it left; one unverified result for the whole batch (the caller
+    verifies it). ``why`` is added to the reason of a job a later step left out."""
     deadline = time.perf_counter() + budget_s
     # Without a profile of its own, fragmentation is measured against the whole batch's shapes at
     # every step, as a joint solve of the batch would.
     workload = request.policy.workload or batch_workload(r.member for job in request.jobs for r in job.roles)
     policy = request.policy.model_copy(update={"batch_order": BatchOrder.JOINT, "workload": workload})
     nodes = {n.name: n for n in request.inventory.nodes}
-    order = steps(request)
+    order = steps(request) if order is None else order
     results: dict[str, JobResult] = {}
     outcomes: list[SolveResult] = []
     for k, group in enumerate(order):
@@ -134,7 +185,7 @@ def solve_in_order(request: SolveRequest, solve_step: SolveStep, budget_s: float
         outcome = solve_step(step, remaining / (len(order) - k))
         outcomes.append(outcome)
         for job, jr in zip(jobs, _by_job(outcome, jobs), strict=True):
-            results[job.id] = jr if jr.placed or not k else _after_earlier_steps(jr)
+            results[job.id] = jr if jr.placed or not k else _after_earlier_steps(jr, why)
             if not jr.placed:
                 continue
             for name, allocations in held_allocations(job, jr).items():
@@ -159,11 +210,11 @@ def _by_job(outcome: SolveResult, jobs: Sequence[Job]) -> list[JobResult]:
     return [found[job.id] for job in jobs]
 
 
-def _after_earlier_steps(jr: JobResult) -> JobResult:
+def _after_earlier_steps(jr: JobResult, why: str) -> JobResult:
     """A job left out by its step was judged on what the earlier steps left: say so."""
     if jr.reason is None:
         return jr
-    message = f"{jr.reason.message} (after the batch's larger jobs were placed first: LARGEST_FIRST)"
+    message = f"{jr.reason.message} ({why})"
     return jr.model_copy(
         update={"reason": Reason(code=jr.reason.code, message=message, relaxation=jr.reason.relaxation)}
     )

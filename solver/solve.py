@@ -36,7 +36,7 @@ from solver.model import (
 from solver.normalise import Normalised, normalise
 from solver.policy import apply_policy_chains
 from solver.rails import expand_rails
-from solver.sequence import solve_in_order
+from solver.sequence import SHUFFLES, arrival_steps, candidate_orders, solve_in_order, step_size
 from solver.validate import validate
 from solver.verify import verify
 
@@ -99,6 +99,8 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
     """
     if request.policy.batch_order == BatchOrder.LARGEST_FIRST and len(request.jobs) > 1:
         return solve_largest_first(request, deadline_s=deadline_s)
+    if request.policy.batch_order == BatchOrder.BEST_OF_ORDERS and len(request.jobs) > 1:
+        return solve_best_of_orders(request, deadline_s=deadline_s)
     clock = Stopwatch()
     with clock.stage("validate"):
         problems = validate(request)
@@ -172,6 +174,54 @@ def solve_largest_first(request: SolveRequest, *, deadline_s: float | None = Non
     with clock.stage("steps"):
         result = solve_in_order(request, lambda step, seconds: solve(step, deadline_s=seconds), budget)
     result = result.model_copy(update={"metrics": cluster_metrics(request, result.jobs)})
+    with clock.stage("verify"):
+        violations = verify(request, result)
+    if violations:
+        raise VerificationFailed(violations)
+    return result.model_copy(update={"timings": (*clock.stages, *result.timings)})
+
+
+def solve_best_of_orders(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+    """The batch validated whole and placed one step at a time in each of several orders (the given
+    one, then :func:`solver.sequence.candidate_orders`), each order's plan a :func:`solve_in_order`;
+    the plan placing the most work, then leaving the least fragmentation, then the earliest order,
+    is verified against the whole request and returned."""
+    clock = Stopwatch()
+    with clock.stage("validate"):
+        problems = validate(request)
+    if problems:
+        raise InvalidRequest(problems)
+    request = apply_policy_chains(request)
+    budget = (
+        request.policy.time_limit_s if deadline_s is None else min(request.policy.time_limit_s, deadline_s)
+    )
+    deadline = time.perf_counter() + budget
+    groups = arrival_steps(request)
+    sizes = [step_size(request, g) for g in groups]
+    best: tuple[tuple[float, float, int], SolveResult] | None = None
+    with clock.stage("orders"):
+        orders = [list(range(len(groups)))]
+        k = 0
+        while k < len(orders):
+            # Each order gets an equal part of what is left for the orders still to come.
+            expected = max(len(orders), 3 + SHUFFLES)  # the given, largest first, left-out first, shuffles
+            left = max(0.01, deadline - time.perf_counter()) / (expected - k)
+            why = "placed in the batch's order" if not k else "in the order that placed the most work"
+            result = solve_in_order(
+                request, lambda step, s: solve(step, deadline_s=s), left, [groups[i] for i in orders[k]], why
+            )
+            result = result.model_copy(update={"metrics": cluster_metrics(request, result.jobs)})
+            placed = next((v.value for v in result.objectives if v.name == "placed_work"), 0.0)
+            key = (placed, -result.metrics.fragmentation_after, -k)
+            if best is None or key > best[0]:
+                best = (key, result)
+            if not k:  # the other orders, now that the given order says which steps it left out
+                unplaced = {jr.job_id for jr in result.jobs if not jr.placed}
+                left_out = [i for i, g in enumerate(groups) if any(request.jobs[j].id in unplaced for j in g)]
+                orders += candidate_orders(sizes, left_out, f"{request.policy.seed}/{request.request_id}")
+            k += 1
+    assert best is not None
+    result = best[1]
     with clock.stage("verify"):
         violations = verify(request, result)
     if violations:

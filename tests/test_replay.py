@@ -98,6 +98,17 @@ def test_the_solver_in_sorted_windows_makes_the_choices_of_the_sorted_greedy(sli
     assert by_solver.curve != replay.run("fgd", nodes, pods, 42).curve  # the order did change something
 
 
+def test_the_solver_trying_several_orders_makes_the_choices_of_the_greedy_over_them(sliced: Trace) -> None:
+    # solver-bestof8 hands each window of 8 pods over as one BEST_OF_ORDERS request; FGD's greedy with
+    # the solver's share rule (fgd/tight-gpu, the solver online pod for pod) over the same orders, judged
+    # the same way, must choose the same plans.
+    nodes, pods = sliced
+    by_greedy = replay.run("fgd/tight-gpu-bestof8", nodes, pods, 42)
+    by_solver = replay.run("solver-bestof8", nodes, pods, 42)
+    assert (by_solver.placed, by_solver.curve) == (by_greedy.placed, by_greedy.curve)
+    assert by_solver.placed > replay.run("fgd/tight-gpu", nodes, pods, 42).placed
+
+
 def test_the_endgame_changes_nothing_before_the_first_failure(
     sliced: Trace, monkeypatch: pytest.MonkeyPatch
 ) -> None:

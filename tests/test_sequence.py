@@ -13,7 +13,7 @@ from solver.model import (
     SolveRequest,
     SolveStatus,
 )
-from solver.sequence import held_allocations, steps
+from solver.sequence import arrival_steps, candidate_orders, held_allocations, solve_in_order, steps
 from solver.solve import solve
 from solver.validate import validate
 from tests.solver_cases import best_placed_work, job, request, server
@@ -140,3 +140,57 @@ def test_a_share_is_held_as_a_share_not_as_its_gpu() -> None:
     jr = solve(req).jobs[0]
     (held,) = held_allocations(req.jobs[0], jr)["n0"]
     assert held.gpus == () and [(s.gpu, s.milli) for s in held.gpu_shares] == [("GPU0", 300)]
+
+
+# --------------------------------------------------------------------------- BEST_OF_ORDERS
+
+BEST_OF = {"batch_order": BatchOrder.BEST_OF_ORDERS}
+
+
+def test_candidate_orders_are_largest_first_left_out_first_and_seeded_shuffles() -> None:
+    sizes = [(0, 1000), (0, 4000), (0, 2000), (0, 4000)]
+    orders = candidate_orders(sizes, left_out=[2, 3], seed="7/w", shuffles=3)
+    assert orders[0] == [1, 3, 2, 0]  # largest first, ties as given
+    assert orders[1] == [3, 2, 0, 1]  # the given order's left-out steps first, largest first
+    assert all(sorted(o) == [0, 1, 2, 3] for o in orders) and [0, 1, 2, 3] not in orders
+    assert len({tuple(o) for o in orders}) == len(orders)  # no order twice
+    assert orders == candidate_orders(sizes, [2, 3], "7/w", 3)  # seeded: the same every time
+    assert candidate_orders(sizes, [], "7/w", 0) == [[1, 3, 2, 0]]
+
+
+def placed_work(result) -> float:
+    return next(v.value for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
+
+
+def in_arrival_order(req: SolveRequest):
+    return solve_in_order(req, lambda step, s: solve(step, deadline_s=s), 10.0, arrival_steps(req))
+
+
+def test_the_best_order_places_what_arrival_order_cannot() -> None:
+    # 2 + 1 + 4 GPUs free, 2 + 2 + 4 + 1 asked. As given, the 2-GPU jobs split n0 and n2 and the
+    # 4-GPU job finds no node; largest first, it takes n2 whole and only one 2-GPU job is left out.
+    nodes = [server("n0", used_gpus=(0, 1)), server("n1", used_gpus=(0, 1, 2)), server("n2")]
+    jobs = [job("two", 2), job("two-b", 2), job("four", 4), job("one", 1)]
+    req = request(nodes, jobs, **BEST_OF)
+    arrival = in_arrival_order(req)
+    best = solve(req)
+    assert [jr.placed for jr in arrival.jobs] == [True, True, False, True]
+    assert placed_work(best) == 7000 > placed_work(arrival) == 5000
+    assert {jr.job_id for jr in best.jobs if jr.placed} >= {"four", "one"}
+    left = next(jr for jr in best.jobs if not jr.placed)
+    assert "in the order that placed the most work" in left.reason.message
+    assert best.status == SolveStatus.FEASIBLE and [t.stage for t in best.timings][:3] == [
+        "validate",
+        "orders",
+        "verify",
+    ]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems())
+def test_best_of_orders_is_verified_and_never_below_arrival_or_largest_first(req) -> None:
+    assume(not validate(req))
+    best = solve(req.model_copy(update={"policy": req.policy.model_copy(update=BEST_OF)}))  # verified whole
+    largest = solve(req.model_copy(update={"policy": req.policy.model_copy(update=IN_ORDER)}))
+    assert placed_work(largest) <= placed_work(best) <= best_placed_work(req)
+    assert placed_work(in_arrival_order(req)) <= placed_work(best)

@@ -48,6 +48,7 @@ class BatchOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BATCH_ORDER_UNSPECIFIED: _ClassVar[BatchOrder]
     BATCH_ORDER_JOINT: _ClassVar[BatchOrder]
     BATCH_ORDER_LARGEST_FIRST: _ClassVar[BatchOrder]
+    BATCH_ORDER_BEST_OF_ORDERS: _ClassVar[BatchOrder]
 
 class ObjectiveTier(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -108,6 +109,7 @@ PACKING_FILL: Packing
 BATCH_ORDER_UNSPECIFIED: BatchOrder
 BATCH_ORDER_JOINT: BatchOrder
 BATCH_ORDER_LARGEST_FIRST: BatchOrder
+BATCH_ORDER_BEST_OF_ORDERS: BatchOrder
 OBJECTIVE_TIER_UNSPECIFIED: ObjectiveTier
 OBJECTIVE_TIER_PLACED_WORK: ObjectiveTier
 OBJECTIVE_TIER_TOPOLOGY: ObjectiveTier
