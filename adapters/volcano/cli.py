@@ -46,9 +46,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--packing", choices=("binpack", "spread"), default="binpack")
     serve.add_argument(
         "--batch-order",
-        choices=("joint", "largest-first"),
+        choices=("joint", "largest-first", "best-of-orders"),
         default="joint",
-        help="a session's PodGroups solved as one model, or one at a time largest first",
+        help="a session's PodGroups solved as one model, one at a time largest first, or one at a time "
+        "in several orders keeping the best plan",
     )
     serve.add_argument("--dry-run", action="store_true", help="log patches instead of writing them")
     serve.add_argument(
