@@ -258,6 +258,8 @@ def test_json_in_proto_or_camel_case_names_reads_the_same() -> None:
 def test_batch_order_reads_from_json_and_unset_means_joint() -> None:
     text = '{"inventory": {}, "policy": {"batch_order": "BATCH_ORDER_LARGEST_FIRST"}}'
     assert wire.request_from_json_text(text, "a.json").policy.batch_order == BatchOrder.LARGEST_FIRST
+    text = '{"inventory": {}, "policy": {"batch_order": "BATCH_ORDER_BEST_OF_ORDERS"}}'
+    assert wire.request_from_json_text(text, "c.json").policy.batch_order == BatchOrder.BEST_OF_ORDERS
     unset = wire.request_from_json_text('{"inventory": {}}', "b.json").policy.batch_order
     assert unset == BatchOrder.UNSPECIFIED  # solved as JOINT
 
