@@ -159,9 +159,28 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
 
 
 def solve_largest_first(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
-    """The batch validated whole, placed one step at a time by :func:`solve` (each step verified),
-    and the steps' plan verified again against the whole request: rules between jobs of different
-    steps (shares of one GPU, capacity, metrics) are checked where they meet."""
+    """The batch placed one step at a time, largest first (:func:`solve_in_order`)."""
+    return one_job_at_a_time(
+        request, "steps", lambda r, budget: solve_in_order(r, solve_step, budget), deadline_s
+    )
+
+
+def solve_best_of_orders(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+    """The batch placed one step at a time in each of several orders (the given one, then
+    :func:`solver.sequence.candidate_orders`); the plan placing the most work, then leaving the least
+    fragmentation, then the earliest order, is kept."""
+    return one_job_at_a_time(request, "orders", best_of_orders, deadline_s)
+
+
+def one_job_at_a_time(
+    request: SolveRequest,
+    stage: str,
+    place: Callable[[SolveRequest, float], SolveResult],
+    deadline_s: float | None,
+) -> SolveResult:
+    """The batch validated whole, placed by ``place(request, budget_s)`` as chains of one-job solves
+    (each verified), and the plan verified again against the whole request: rules between jobs of
+    different steps (shares of one GPU, capacity, metrics) are checked where they meet."""
     clock = Stopwatch()
     with clock.stage("validate"):
         problems = validate(request)
@@ -171,8 +190,8 @@ def solve_largest_first(request: SolveRequest, *, deadline_s: float | None = Non
     budget = (
         request.policy.time_limit_s if deadline_s is None else min(request.policy.time_limit_s, deadline_s)
     )
-    with clock.stage("steps"):
-        result = solve_in_order(request, lambda step, seconds: solve(step, deadline_s=seconds), budget)
+    with clock.stage(stage):
+        result = place(request, budget)
     result = result.model_copy(update={"metrics": cluster_metrics(request, result.jobs)})
     with clock.stage("verify"):
         violations = verify(request, result)
@@ -181,52 +200,36 @@ def solve_largest_first(request: SolveRequest, *, deadline_s: float | None = Non
     return result.model_copy(update={"timings": (*clock.stages, *result.timings)})
 
 
-def solve_best_of_orders(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
-    """The batch validated whole and placed one step at a time in each of several orders (the given
-    one, then :func:`solver.sequence.candidate_orders`), each order's plan a :func:`solve_in_order`;
-    the plan placing the most work, then leaving the least fragmentation, then the earliest order,
-    is verified against the whole request and returned."""
-    clock = Stopwatch()
-    with clock.stage("validate"):
-        problems = validate(request)
-    if problems:
-        raise InvalidRequest(problems)
-    request = apply_policy_chains(request)
-    budget = (
-        request.policy.time_limit_s if deadline_s is None else min(request.policy.time_limit_s, deadline_s)
-    )
-    deadline = time.perf_counter() + budget
+def solve_step(step: SolveRequest, seconds: float) -> SolveResult:
+    """One step of a batch placed one job at a time: a joint solve within ``seconds``."""
+    return solve(step, deadline_s=seconds)
+
+
+def best_of_orders(request: SolveRequest, budget_s: float) -> SolveResult:
+    """Each candidate order's plan in turn, each with an equal part of the time left; the best kept."""
+    deadline = time.perf_counter() + budget_s
     groups = arrival_steps(request)
     sizes = [step_size(request, g) for g in groups]
+    orders = [list(range(len(groups)))]
     best: tuple[tuple[float, float, int], SolveResult] | None = None
-    with clock.stage("orders"):
-        orders = [list(range(len(groups)))]
-        k = 0
-        while k < len(orders):
-            # Each order gets an equal part of what is left for the orders still to come.
-            expected = max(len(orders), 3 + SHUFFLES)  # the given, largest first, left-out first, shuffles
-            left = max(0.01, deadline - time.perf_counter()) / (expected - k)
-            why = "placed in the batch's order" if not k else "in the order that placed the most work"
-            result = solve_in_order(
-                request, lambda step, s: solve(step, deadline_s=s), left, [groups[i] for i in orders[k]], why
-            )
-            result = result.model_copy(update={"metrics": cluster_metrics(request, result.jobs)})
-            placed = next((v.value for v in result.objectives if v.name == "placed_work"), 0.0)
-            key = (placed, -result.metrics.fragmentation_after, -k)
-            if best is None or key > best[0]:
-                best = (key, result)
-            if not k:  # the other orders, now that the given order says which steps it left out
-                unplaced = {jr.job_id for jr in result.jobs if not jr.placed}
-                left_out = [i for i, g in enumerate(groups) if any(request.jobs[j].id in unplaced for j in g)]
-                orders += candidate_orders(sizes, left_out, f"{request.policy.seed}/{request.request_id}")
-            k += 1
-    assert best is not None
-    result = best[1]
-    with clock.stage("verify"):
-        violations = verify(request, result)
-    if violations:
-        raise VerificationFailed(violations)
-    return result.model_copy(update={"timings": (*clock.stages, *result.timings)})
+    k = 0
+    while k < len(orders):
+        expected = max(len(orders), 3 + SHUFFLES)  # the given, largest first, left-out first, shuffles
+        left = max(0.01, deadline - time.perf_counter()) / (expected - k)
+        why = "placed in the batch's order" if not k else "in the order that placed the most work"
+        result = solve_in_order(request, solve_step, left, [groups[i] for i in orders[k]], why)
+        metrics = cluster_metrics(request, result.jobs)
+        placed = next((v.value for v in result.objectives if v.name == "placed_work"), 0.0)
+        key = (placed, -metrics.fragmentation_after, -k)
+        if best is None or key > best[0]:
+            best = (key, result)
+        if not k:  # the other orders, now that the given order says which steps it left out
+            unplaced = {jr.job_id for jr in result.jobs if not jr.placed}
+            left_out = [i for i, g in enumerate(groups) if any(request.jobs[j].id in unplaced for j in g)]
+            orders += candidate_orders(sizes, left_out, f"{request.policy.seed}/{request.request_id}")
+        k += 1
+    assert best is not None  # the given order is always tried
+    return best[1]
 
 
 def solve_lexicographic(
