@@ -39,7 +39,8 @@ import signal
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -53,7 +54,7 @@ from bench.baselines.gorand import GoRand, load_cooked
 from bench.baselines.gpupacking import GpuPacking
 from bench.baselines.random_fit import RandomFit
 from bench.baselines.sharebestfit import BestFitShare
-from bench.baselines.sharing import MILLI, Choice, ClusterState, Policy
+from bench.baselines.sharing import MILLI, Choice, ClusterState, PodSpec, Policy
 from solver.model import Allocation, BatchOrder, GpuShare, Inventory, Node, SolveRequest, SolveResult
 from solver.model import Policy as SolvePolicy
 
@@ -126,7 +127,14 @@ class RequestPolicy:
     """
 
     def __init__(
-        self, name: str, place: PlaceFn, window: int = 1, *, filtered: bool = False, endgame: int = 0
+        self,
+        name: str,
+        place: PlaceFn,
+        window: int = 1,
+        *,
+        filtered: bool = False,
+        endgame: int = 0,
+        before_endgame: Policy | None = None,
     ) -> None:
         self.name = name
         self.place = place
@@ -135,7 +143,7 @@ class RequestPolicy:
         self.endgame = endgame  # once a GPU pod has failed: windows of this many pods (0: no change)
         # A greedy that makes this policy's own choices before the endgame, to measure the endgame
         # alone faster (``fgd/tight-gpu`` is the solver online, pod for pod: RESULTS-replay.md).
-        self.before_endgame: Policy | None = None
+        self.before_endgame = before_endgame
 
     def window_now(self, failed: bool) -> int:
         return self.endgame if failed and self.endgame else self.window
@@ -178,25 +186,37 @@ class BestOfOrders:
         self, state: ClusterState, specs: list, order: list[int]
     ) -> tuple[int, float, list[Choice | None]]:
         """(work placed as the solver counts it, fragmentation change of the touched nodes, choices)."""
-        chosen: dict[int, Choice | None] = {}
-        for k in order:
-            chosen[k] = self.policy.choose(state, specs[k])
-            if chosen[k] is not None:
-                state.bind(chosen[k][0], specs[k], chosen[k][1])
-        touched = {c[0] for c in chosen.values() if c is not None}
 
-        def fragmentation() -> float:
+        def fragmentation(touched: set[int]) -> float:
             return sum(
                 self.policy.fragmentation(int(state.cpu_left[i]), state.free_of(i), state.models[i])
                 for i in touched
             )
 
-        after = fragmentation()
-        for k, c in chosen.items():
-            if c is not None:
-                state.unbind(c[0], specs[k], c[1])
-        work = sum(specs[k].total_milli or 1 for k, c in chosen.items() if c is not None)
-        return work, round((after - fragmentation()) / 1000, 3), [chosen[k] for k in range(len(specs))]
+        with placed_in_order(self.policy, state, specs, order) as chosen:
+            touched = {c[0] for c in chosen if c is not None}
+            after = fragmentation(touched)
+        work = sum(spec.total_milli or 1 for spec, c in zip(specs, chosen, strict=True) if c is not None)
+        return work, round((after - fragmentation(touched)) / 1000, 3), chosen
+
+
+@contextmanager
+def placed_in_order(
+    policy: Policy, state: ClusterState, specs: Sequence[PodSpec], order: Sequence[int]
+) -> Iterator[list[Choice | None]]:
+    """The greedy's choices for the pods taken in ``order`` (listed by pod), each bound for the next
+    while the block runs and undone after it: the caller binds what it keeps, in arrival order."""
+    chosen: dict[int, Choice | None] = {}
+    try:
+        for k in order:
+            chosen[k] = policy.choose(state, specs[k])
+            if chosen[k] is not None:
+                state.bind(chosen[k][0], specs[k], chosen[k][1])
+        yield [chosen.get(k) for k in range(len(specs))]
+    finally:
+        for k, choice in chosen.items():
+            if choice is not None:
+                state.unbind(choice[0], specs[k], choice[1])
 
 
 def make_policy(
@@ -210,9 +230,8 @@ def make_policy(
         return BestFitShare()
     if name == "gpupacking":
         return GpuPacking()
-    if "-bestof" in name and not name.startswith(
-        "solver"
-    ):  # e.g. fgd-bestof16: the solver's orders, greedily
+    if "-bestof" in name and not name.startswith("solver"):
+        # e.g. fgd-bestof16: a greedy over the orders the solver's BEST_OF_ORDERS tries
         base, window = name.rsplit("-bestof", 1)
         greedy = make_policy(base, workload, rng, order)
         if not isinstance(greedy, FGD):
@@ -266,10 +285,8 @@ def make_policy(
             ranked = policy.model_copy(update={"node_order": tuple(n for n in order if n in present)})
             return solve(request.model_copy(update={"policy": ranked}))
 
-        request_policy = RequestPolicy(name, place, window, filtered=filtered, endgame=endgame)
-        if head.endswith("-fast") and endgame:
-            request_policy.before_endgame = FGD(workload, tight_gpu=True)
-        return request_policy
+        fast = FGD(workload, tight_gpu=True) if head.endswith("-fast") and endgame else None
+        return RequestPolicy(name, place, window, filtered=filtered, endgame=endgame, before_endgame=fast)
     return _unknown(name)
 
 
@@ -462,15 +479,10 @@ def _decide(
         return policy.decide(state, batch, seed)
     if isinstance(policy, SortedWindows):
         specs = [pod.spec() for pod in batch]
-        chosen: dict[int, Choice | None] = {}
-        for k in sorted(range(len(batch)), key=lambda k: -batch[k].total_milli):
-            chosen[k] = policy.policy.choose(state, specs[k])
-            if chosen[k] is not None:
-                state.bind(chosen[k][0], specs[k], chosen[k][1])
-        for k, choice in chosen.items():
-            if choice is not None:
-                state.unbind(choice[0], specs[k], choice[1])
-        return [chosen[k] for k in range(len(batch))]
+        with placed_in_order(
+            policy.policy, state, specs, sorted(range(len(batch)), key=lambda k: -specs[k].total_milli)
+        ) as chosen:
+            return chosen
     if not isinstance(policy, RequestPolicy):
         return [policy.choose(state, pod.spec()) for pod in batch]
     assert mirror is not None
