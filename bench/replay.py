@@ -594,7 +594,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results.append(_job(w))
                 _report(results[-1])
         else:
-            with multiprocessing.Pool(args.jobs, initializer=_ignore_sigint) as pool:
+            # A fresh process per run: the caches one seed's run builds (node states, shapes, scores)
+            # are no use to the next seed and made later runs 8-10 % slower (bench/RESULTS-replay.md).
+            with multiprocessing.Pool(args.jobs, initializer=_ignore_sigint, maxtasksperchild=1) as pool:
                 try:
                     pending = pool.imap_unordered(_job, work)
                     while len(results) < len(work):

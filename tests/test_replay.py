@@ -144,27 +144,20 @@ def test_the_fast_endgame_is_the_endgame(sliced: Trace) -> None:
 
 def test_cli_prints_the_table_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "replay.json"
-    code = replay.main(
-        [
-            "--policies",
-            "bestfit,fgd",
-            "--seeds",
-            "42-43",
-            "--limit-nodes",
-            "30",
-            "--limit-pods",
-            "150",
-            "--jobs",
-            "1",
-            "--out",
-            str(out),
-        ]
-    )
+    args = ["--policies", "bestfit,fgd", "--seeds", "42-43", "--limit-nodes", "30", "--limit-pods", "150"]
+    args += ["--jobs", "1", "--out", str(out)]
+    code = replay.main(args)
     assert code == 0
     printed = capsys.readouterr().out
     assert "bestfit" in printed and "fgd" in printed and "alloc@130%" in printed
     data = json.loads(out.read_text())
     assert data["complete"] and len(data["runs"]) == 4
+    # The same runs in worker processes (a fresh one per run) give the same figures.
+    parallel = tmp_path / "parallel.json"
+    assert replay.main([*args[:-3], "2", "--out", str(parallel)]) == 0
+    figures = [{k: v for k, v in r.items() if k != "seconds"} for r in data["runs"]]
+    again = [{k: v for k, v in r.items() if k != "seconds"} for r in json.loads(parallel.read_text())["runs"]]
+    assert again == figures
     with pytest.raises(SystemExit):
         replay.main(["--policies", "nope", "--limit-nodes", "5", "--limit-pods", "5"])
     assert "unknown policy 'nope'" in capsys.readouterr().err
