@@ -88,7 +88,6 @@ def verify(request: SolveRequest, result: SolveResult) -> tuple[str, ...]:
         *_separation(by_name, placed),
         *_node_capacity(nodes, placed),
         *_metrics(request, result, placed),
-        *_fragmentation(request, result, placed),
         *_all_locality(request, by_name, result, jobs),
     ]
     return tuple(violations)
@@ -538,25 +537,40 @@ def _node_capacity(nodes: dict[str, _NodeView], placed: list[_Placed]) -> Iterat
 
 
 def _metrics(request: SolveRequest, result: SolveResult, placed: list[_Placed]) -> Iterator[str]:
-    """``result.metrics`` counted again. Only schedulable nodes count (a cordoned node is not
-    capacity), which keeps used <= total: total = their GPUs; used before = their GPUs named by
-    allocations whole; used after = used before + whole GPUs given to members of placed jobs (a
-    share holds part of a GPU, not the GPU). A node is fully
-    free when none of its GPUs is allocated; it stays so after the plan if no new member lands on it."""
-    touched = {p.member.node for p in placed}
-    total = before = free_before = free_after = 0
-    for n in request.inventory.nodes:  # one pass: a lone pod's check walks the whole cluster
-        if not n.schedulable:
+    """``result.metrics`` counted again, over the schedulable nodes (a cordoned node is not capacity,
+    which keeps used <= total):
+
+    - total = their GPUs; used before = their GPUs named by allocations whole; used after = used
+      before + whole GPUs given to members of placed jobs (a share holds part of a GPU, not the GPU);
+    - a node is fully free when none of its GPUs is allocated, and stays so after the plan if no new
+      member lands on it;
+    - fragmentation and stranded GPUs (in GPUs) against the workload profile, before and after. The
+      measure's definition is shared with the objective; what is checked here is the state it is
+      applied to: each node's free capacity, from its allocations and the members placed on it (a
+      whole GPU or a mutex member's GPU is gone; a share takes its milli)."""
+    workload = profile(request.policy.workload, (r.member for job in request.jobs for r in job.roles))
+    on: dict[str, list[_Placed]] = {}
+    for p in placed:
+        on.setdefault(p.member.node, []).append(p)
+    total = used = free_before = free_after = 0
+    before, after = [0.0, 0], [0.0, 0]
+    for node in request.inventory.nodes:  # one pass: a lone pod's check walks the whole cluster
+        fact = _node_facts(workload, node)
+        if fact is None:
             continue
-        gpus, held, fully_free = _gpu_counts(n)
-        total, before = total + gpus, before + held
+        gpus, held, fully_free, now = fact
+        total, used = total + gpus, used + held
+        landing = on.get(node.name)
         if fully_free:
             free_before += 1
-            free_after += n.name not in touched
+            free_after += landing is None
+        then = workload.measure(_free_capacity(node, landing)) if landing else now
+        before[0], before[1] = before[0] + now[0], before[1] + now[1]
+        after[0], after[1] = after[0] + then[0], after[1] + then[1]
     counted = {
         "gpus_total": total,
-        "gpus_used_before": before,
-        "gpus_used_after": before + sum(len(set(p.member.gpus)) for p in placed if not p.member.gpu_shares),
+        "gpus_used_before": used,
+        "gpus_used_after": used + sum(len(set(p.member.gpus)) for p in placed if not p.member.gpu_shares),
         "nodes_fully_free_before": free_before,
         "nodes_fully_free_after": free_after,
     }
@@ -564,51 +578,38 @@ def _metrics(request: SolveRequest, result: SolveResult, placed: list[_Placed]) 
         stated = getattr(result.metrics, name)
         if stated != value:
             yield f"metrics: {name} is {stated} but the inventory and placement give {value}"
-
-
-def _fragmentation(request: SolveRequest, result: SolveResult, placed: list[_Placed]) -> Iterator[str]:
-    """Fragmentation and stranded GPUs (in GPUs) before and after, counted again over the
-    schedulable nodes. The measure's definition is shared with the objective; what is checked here
-    is the state it is applied to: each node's free capacity, from its allocations and the members
-    placed on it (a whole GPU or a mutex member's GPU is gone; a share takes its milli)."""
-    workload = profile(request.policy.workload, (r.member for job in request.jobs for r in job.roles))
-    on: dict[str, list[_Placed]] = {}
-    for p in placed:
-        on.setdefault(p.member.node, []).append(p)
-    before = after = (0.0, 0)
-    for node in request.inventory.nodes:
-        if not node.schedulable:
-            continue
-        now = _measured(workload, node)
-        landing = on.get(node.name)
-        then = _measured(workload, node, landing) if landing else now
-        before = (before[0] + now[0], before[1] + now[1])
-        after = (after[0] + then[0], after[1] + then[1])
     m = result.metrics
-    for name, stated, value in (
+    for name, stated, measured in (
         ("fragmentation_before", m.fragmentation_before, round(before[0] / 1000, 3)),
         ("fragmentation_after", m.fragmentation_after, round(after[0] / 1000, 3)),
         ("stranded_gpus_before", m.stranded_gpus_before, before[1] / 1000),
         ("stranded_gpus_after", m.stranded_gpus_after, after[1] / 1000),
     ):
-        if abs(stated - value) > 1e-6:
-            yield f"metrics: {name} is {stated} but the inventory and placement give {value}"
+        if abs(stated - measured) > 1e-6:
+            yield f"metrics: {name} is {stated} but the inventory and placement give {measured}"
 
 
-_FREE: dict[int, tuple[Node, FreeCapacity]] = {}
+_Facts = tuple[int, int, bool, tuple[float, int]]
+_FACTS: dict[int, tuple[Node, Profile, _Facts | None]] = {}
 
 
-def _measured(workload: Profile, node: Node, members: list[_Placed] | None = None) -> tuple[float, int]:
-    """(fragmentation, stranded) of ``node`` with ``members`` on it; the node alone is remembered per
-    node object, like ``_gpu_counts``."""
-    if members is None:
-        hit = _FREE.get(id(node))
-        if hit is None or hit[0] is not node:
-            if len(_FREE) >= 65_536:
-                _FREE.clear()
-            _FREE[id(node)] = hit = (node, _free_capacity(node, []))
-        return workload.measure(hit[1])
-    return workload.measure(_free_capacity(node, members))
+def _node_facts(workload: Profile, node: Node) -> _Facts | None:
+    """A schedulable node's GPUs, how many of them its allocations hold whole, whether none is held
+    whole, and its (fragmentation, stranded) as it stands; None for a cordoned node. Remembered per
+    node object (the verifier's own memo, not the pipeline's): a scheduler sends the same unchanged
+    nodes again and again."""
+    hit = _FACTS.get(id(node))
+    if hit is not None and hit[0] is node and hit[1] is workload:
+        return hit[2]
+    facts = None
+    if node.schedulable:
+        held = {g for a in node.allocations for g in a.gpus}
+        measured = workload.measure(_free_capacity(node, []))
+        facts = len(node.gpus), len(held & {g.id for g in node.gpus}), not held, measured
+    if len(_FACTS) >= 65_536:
+        _FACTS.clear()
+    _FACTS[id(node)] = (node, workload, facts)  # holding the node keeps its id from being reused
+    return facts
 
 
 def _free_capacity(node: Node, members: list[_Placed]) -> FreeCapacity:
@@ -634,24 +635,6 @@ def _free_capacity(node: Node, members: list[_Placed]) -> FreeCapacity:
         cpu if node.cpu_milli else None,
         memory if node.memory_mib else None,
     )
-
-
-_HELD: dict[int, tuple[Node, tuple[int, int, bool]]] = {}
-
-
-def _gpu_counts(node: Node) -> tuple[int, int, bool]:
-    """The node's GPUs, how many of them its allocations hold whole, and whether no allocation holds
-    any GPU whole; remembered per node object, since a scheduler sends the same unchanged nodes
-    again and again."""
-    hit = _HELD.get(id(node))
-    if hit is not None and hit[0] is node:
-        return hit[1]
-    held = {g for a in node.allocations for g in a.gpus}
-    counts = (len(node.gpus), len(held & {g.id for g in node.gpus}), not held)
-    if len(_HELD) >= 65_536:
-        _HELD.clear()
-    _HELD[id(node)] = (node, counts)
-    return counts
 
 
 # --------------------------------------------------------------------------- locality

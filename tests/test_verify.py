@@ -33,6 +33,7 @@ from solver.model import (
     SolveRequest,
     SolveResult,
     SwitchKind,
+    WorkloadShape,
 )
 from solver.verify import _perfect_matching, verify
 from tests._verify_cases import dgx, job, member, placed, request, result, role, shape, unplaced
@@ -446,6 +447,20 @@ def test_metrics_of_an_empty_plan() -> None:
         nodes_fully_free_after=2,
     )  # no fragmentation: both nodes can host the only shape, 8 GPUs
     assert verify(req, res) == ()
+
+
+def test_metrics_are_checked_against_each_request_s_own_workload() -> None:
+    # The same node objects under another profile: the verifier remembers what it measured of a
+    # node, and must not hand the first profile's measure to the second request.
+    assert verify(REQUEST, VALID) == ()
+    ones = REQUEST.policy.model_copy(update={"workload": (WorkloadShape(gpus=1, popularity=1),)})
+    other = REQUEST.model_copy(update={"policy": ones})
+    assert other.inventory.nodes[0] is REQUEST.inventory.nodes[0]
+    res = result(other, TRAIN_OK, INFER_OK, unplaced("big"))
+    assert (
+        res.metrics.fragmentation_before == 0.0 != VALID.metrics.fragmentation_before
+    )  # 1-GPU pods fit anywhere
+    assert verify(other, res) == ()
 
 
 # =========================================================================== property tests
