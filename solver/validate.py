@@ -449,8 +449,15 @@ def node_order(request: SolveRequest) -> Iterator[Problem]:
     """The policy's node order names nodes of the inventory, each once: a misspelt name would
     silently rank a node last."""
     order = request.policy.node_order
-    yield from _duplicates(((f"policy.node_order[{k}]", name) for k, name in enumerate(order)), "node name")
+    named = set(order)
+    # Paths are spelled out only when something is wrong: a scheduler sends the whole order each time.
+    if len(named) < len(order):
+        yield from _duplicates(
+            ((f"policy.node_order[{k}]", name) for k, name in enumerate(order)), "node name"
+        )
     known = {n.name for n in request.inventory.nodes}
+    if named <= known:
+        return
     for k, name in enumerate(order):
         if name not in known:
             yield Problem(path=f"policy.node_order[{k}]", message=f"no node {name!r} in the inventory")

@@ -57,6 +57,11 @@ def test_an_order_naming_an_unknown_or_repeated_node_is_refused() -> None:
         ("policy.node_order[2]", "node name 'b' is used again (first at policy.node_order[0])"),
         ("policy.node_order[1]", "no node 'x' in the inventory"),
     ]
+    # Each check alone: a repeat among known names, an unknown name without repeats.
+    repeated = validate(request([server("a"), server("b")], [job("p", 1)], node_order=("b", "a", "b")))
+    assert [p.path for p in repeated] == ["policy.node_order[2]"]
+    unknown = validate(request([server("a"), server("b")], [job("p", 1)], node_order=("a", "x")))
+    assert [p.path for p in unknown] == ["policy.node_order[1]"]
 
 
 def test_a_tier_the_solver_does_not_build_is_refused_not_ignored() -> None:
