@@ -415,8 +415,10 @@ def run(
     *,
     progress: Callable[[str], None] | None = None,
     filtered: bool = True,
+    observe: Callable[[openb.PodRow, Choice | None, ClusterState], None] | None = None,
 ) -> RunResult:
-    """One policy, one seed: the whole arrival sequence, events recorded after every pod."""
+    """One policy, one seed: the whole arrival sequence, events recorded after every pod; ``observe``
+    sees each pod, its choice (None: dropped) and the state once the choice is bound."""
     started = time.perf_counter()
     seq = arrivals(pods, nodes, seed)
     state = openb.cluster_state(nodes, seq.ranks)
@@ -446,6 +448,8 @@ def run(
                 placed += 1
             else:
                 failed = failed or pod.total_milli > 0
+            if observe is not None:
+                observe(pod, choice, state)
             events.append((arrived, state.allocated_milli))
         if progress and requests % max(1, 2000 // step) == 0 and start:
             progress(f"{policy_name} seed {seed}: {start}/{len(seq.pods)} pods")
