@@ -177,7 +177,8 @@ class BestOfOrders:
         plans = [self._plan(state, specs, arrival)]
         left_out = [k for k in arrival if plans[0][2][k] is None]
         sizes = [(0, p.total_milli) for p in batch]
-        for order in candidate_orders(sizes, left_out, f"{seed}/replay-{batch[0].name}"):
+        shuffles = SolvePolicy().order_shuffles  # the solver's default
+        for order in candidate_orders(sizes, left_out, f"{seed}/replay-{batch[0].name}", shuffles):
             plans.append(self._plan(state, specs, order))
         best = max(range(len(plans)), key=lambda k: (plans[k][0], -plans[k][1], -k))
         return plans[best][2]

@@ -343,6 +343,10 @@ class Policy(Frozen):
     # For the NODE_ORDER tier: node names, most preferred first; nodes not named tie after them.
     node_order: tuple[str, ...] = ()
     batch_order: BatchOrder = BatchOrder.UNSPECIFIED  # JOINT
+    # BEST_OF_ORDERS: how many seeded shuffles of the batch to try besides the given order, largest
+    # first and left-out first. Each order costs a one-job solve per job; three were enough for the
+    # gain on the FGD trace (bench/RESULTS-replay.md, session 6).
+    order_shuffles: int = Field(default=3, ge=0, le=64)
 
 
 class SolveRequest(Frozen):

@@ -49,10 +49,6 @@ from solver.model import (
 )
 from solver.separation import Separation
 
-# Seeded shuffles ``BEST_OF_ORDERS`` tries besides the given order, largest first and left-out first:
-# on the FGD trace three were enough for the gain (bench/RESULTS-replay.md, session 6).
-SHUFFLES = 3
-
 # Solves one step's request by the joint pipeline; ``deadline_s`` is what the step may use.
 SolveStep = Callable[[SolveRequest, float], SolveResult]
 
@@ -107,7 +103,7 @@ def largest_first(sizes: Sequence[tuple[int, ...]]) -> list[int]:
 
 
 def candidate_orders(
-    sizes: Sequence[tuple[int, ...]], left_out: Sequence[int], seed: str, shuffles: int = SHUFFLES
+    sizes: Sequence[tuple[int, ...]], left_out: Sequence[int], seed: str, shuffles: int
 ) -> list[list[int]]:
     """The orders ``BEST_OF_ORDERS`` tries, as positions of the steps, after the given order: largest
     first; the steps the given order ``left_out`` first (largest first), then the rest as given; and

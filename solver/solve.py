@@ -36,7 +36,7 @@ from solver.model import (
 from solver.normalise import Normalised, normalise
 from solver.policy import apply_policy_chains
 from solver.rails import expand_rails
-from solver.sequence import SHUFFLES, arrival_steps, candidate_orders, solve_in_order, step_size
+from solver.sequence import arrival_steps, candidate_orders, solve_in_order, step_size
 from solver.validate import validate
 from solver.verify import verify
 
@@ -214,7 +214,8 @@ def best_of_orders(request: SolveRequest, budget_s: float) -> SolveResult:
     best: tuple[tuple[float, float, int], SolveResult] | None = None
     k = 0
     while k < len(orders):
-        expected = max(len(orders), 3 + SHUFFLES)  # the given, largest first, left-out first, shuffles
+        # the given, largest first, left-out first and the shuffles
+        expected = max(len(orders), 3 + request.policy.order_shuffles)
         left = max(0.01, deadline - time.perf_counter()) / (expected - k)
         why = "placed in the batch's order" if not k else "in the order that placed the most work"
         result = solve_in_order(request, solve_step, left, [groups[i] for i in orders[k]], why)
@@ -226,7 +227,8 @@ def best_of_orders(request: SolveRequest, budget_s: float) -> SolveResult:
         if not k:  # the other orders, now that the given order says which steps it left out
             unplaced = {jr.job_id for jr in result.jobs if not jr.placed}
             left_out = [i for i, g in enumerate(groups) if any(request.jobs[j].id in unplaced for j in g)]
-            orders += candidate_orders(sizes, left_out, f"{request.policy.seed}/{request.request_id}")
+            seed = f"{request.policy.seed}/{request.request_id}"
+            orders += candidate_orders(sizes, left_out, seed, request.policy.order_shuffles)
         k += 1
     assert best is not None  # the given order is always tried
     return best[1]

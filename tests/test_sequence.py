@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
+import solver.solve
 from solver.model import (
     AntiAffinity,
     BatchOrder,
@@ -184,6 +186,27 @@ def test_the_best_order_places_what_arrival_order_cannot() -> None:
         "orders",
         "verify",
     ]
+
+
+def test_the_policy_says_how_many_shuffled_orders_to_try(monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = [server("n0", used_gpus=(0, 1)), server("n1", used_gpus=(0, 1, 2)), server("n2")]
+    jobs = [job("two", 2), job("two-b", 2), job("four", 4), job("one", 1)]
+    tried: list[tuple[str, ...]] = []
+
+    def counted(request: SolveRequest, *args, **kwargs):
+        tried.append(tuple(request.jobs[j].id for group in args[2] for j in group))
+        return solve_in_order(request, *args, **kwargs)
+
+    monkeypatch.setattr(solver.solve, "solve_in_order", counted)
+    counts = []
+    for shuffles in (0, 5):
+        tried.clear()
+        solve(request(nodes, jobs, **BEST_OF, order_shuffles=shuffles))
+        assert len(set(tried)) == len(tried)  # no order twice
+        counts.append(len(tried))
+    # Given and largest first (left-out first, "four" then the rest as given, is largest first
+    # here, so it is not tried twice); then up to five shuffles more.
+    assert counts[0] == 2 and 2 < counts[1] <= 7
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -22,6 +22,7 @@ from solver.whatif.convert import (
     report_json,
     scenario_from_data,
 )
+from solver.whatif.policies import solver_policy
 from solver.whatif.report import WhatIfReport, without_timings
 from solver.whatif.run import run_prepared
 from solver.whatif.scenario import (
@@ -342,6 +343,8 @@ def test_a_batch_order_is_a_policy_to_compare() -> None:
     report = run_scenario(s)
     joint, in_order = report.outcome("base", "solver"), report.outcome("base", "largest-first")
     assert in_order.summary.jobs_placed == joint.summary.jobs_placed == 4
+    best = SolverPolicy(batch_order=BatchOrder.BEST_OF_ORDERS, order_shuffles=0)
+    assert solver_policy(PolicySpec(name="best", solver=best), seed=1).order_shuffles == 0
 
 
 def test_interrupted_replay_keeps_what_was_computed() -> None:

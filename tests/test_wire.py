@@ -264,6 +264,17 @@ def test_batch_order_reads_from_json_and_unset_means_joint() -> None:
     assert unset == BatchOrder.UNSPECIFIED  # solved as JOINT
 
 
+def test_order_shuffles_keeps_zero_and_unset_apart_and_names_a_bad_count() -> None:
+    def read(policy: str) -> SolveRequest:
+        return wire.request_from_json_text(f'{{"inventory": {{}}, "policy": {policy}}}', "p.json")
+
+    assert read('{"orderShuffles": 0}').policy.order_shuffles == 0  # no shuffles, not the default
+    assert read("{}").policy.order_shuffles == 3
+    with pytest.raises(InvalidRequest) as bad:
+        read('{"order_shuffles": 65}')
+    assert [p.path for p in bad.value.problems] == ["policy.order_shuffles"]
+
+
 def test_json_optional_false_stays_false() -> None:
     text = '{"inventory": {"nodes": [{"name": "n0", "gpus": [{"id": "GPU0", "healthy": false}]}]}}'
     assert wire.request_from_json_text(text, "x.json").inventory.nodes[0].gpus[0].healthy is False

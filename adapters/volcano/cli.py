@@ -51,6 +51,14 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         help="a session's PodGroups solved as one model, one at a time largest first, or one at a time "
         "in several orders keeping the best plan",
     )
+    serve.add_argument(
+        "--order-shuffles",
+        type=_shuffles,
+        default=3,
+        metavar="N",
+        help="best-of-orders: seeded shuffles of the session's PodGroups tried besides the given order, "
+        "largest first and left-out first (0-64; default 3)",
+    )
     serve.add_argument("--dry-run", action="store_true", help="log patches instead of writing them")
     serve.add_argument(
         "--verb",
@@ -91,6 +99,13 @@ def _duration(text: str) -> float:
     raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 500ms or 1s")
 
 
+def _shuffles(text: str) -> int:
+    """A count of shuffles, 0-64 (the solver's bound on ``Policy.order_shuffles``)."""
+    if not text.isdigit() or int(text) > 64:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 0 to 64")
+    return int(text)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from adapters.volcano.extender import Config, Extender, local_solve, remote_solve
     from adapters.volcano.hypernodes import HyperNodeFiles
@@ -117,6 +132,7 @@ def run_serve(args: argparse.Namespace) -> int:
             plan_pending=args.plan_pending,
             packing=Packing[args.packing.upper()],
             batch_order=BatchOrder[args.batch_order.upper().replace("-", "_")],
+            order_shuffles=args.order_shuffles,
         ),
     )
     if not args.solver:

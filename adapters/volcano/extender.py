@@ -42,7 +42,8 @@ class Config:
     planned_score: float = 100.0
     plan_pending: bool = False  # also plan PodGroups still in phase Pending
     packing: Packing = Packing.BINPACK
-    batch_order: BatchOrder = BatchOrder.JOINT  # the session's PodGroups as one model, or largest first
+    batch_order: BatchOrder = BatchOrder.JOINT  # the session's PodGroups as one model, or one at a time
+    order_shuffles: int = 3  # BEST_OF_ORDERS: seeded shuffles besides the fixed orders
     node_policy: str = ""
     gpu_policy: str = ""
     background_limit_s: float = 10.0  # search limit of a solve too big for one session
@@ -242,6 +243,7 @@ class Extender:
             time_limit_s=budget,
             packing=self.config.packing,
             batch_order=self.config.batch_order,
+            order_shuffles=self.config.order_shuffles,
             node_policy=self.config.node_policy,
             gpu_policy=self.config.gpu_policy,
             deterministic=True,

@@ -58,6 +58,7 @@ def solver_policy(spec: PolicySpec, seed: int) -> Policy:
         deterministic=True,
         workers=s.workers or 1,
         batch_order=s.batch_order,
+        order_shuffles=s.order_shuffles,
     )
 
 

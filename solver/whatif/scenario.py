@@ -217,6 +217,7 @@ class SolverPolicy(Frozen):
     time_limit_s: float = Field(default=0.0, ge=0, le=3600)
     workers: int = Field(default=0, ge=0, le=64)
     batch_order: BatchOrder = BatchOrder.UNSPECIFIED  # JOINT
+    order_shuffles: int = Field(default=3, ge=0, le=64)  # BEST_OF_ORDERS only
 
 
 class PolicySpec(Frozen):

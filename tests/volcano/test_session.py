@@ -175,7 +175,7 @@ def test_whole_session_follows_the_solvers_verified_plan(service: Service, body:
     "config",
     [
         Config(http_timeout_s=3.0, margin_s=0.5, batch_order=BatchOrder.LARGEST_FIRST),
-        Config(http_timeout_s=6.0, margin_s=0.5, batch_order=BatchOrder.BEST_OF_ORDERS),
+        Config(http_timeout_s=6.0, margin_s=0.5, batch_order=BatchOrder.BEST_OF_ORDERS, order_shuffles=1),
     ],
     indirect=True,
     ids=["largest-first", "best-of-orders"],
@@ -183,7 +183,12 @@ def test_whole_session_follows_the_solvers_verified_plan(service: Service, body:
 def test_a_session_can_be_planned_one_podgroup_at_a_time(service: Service, body: dict[str, Any]) -> None:
     assert service.client.ok("onSessionOpen", body) == {}
     request, result = service.solve.calls[0]
-    assert request.policy.batch_order == service.extender.config.batch_order and verify(request, result) == ()
+    config = service.extender.config
+    assert (request.policy.batch_order, request.policy.order_shuffles) == (
+        config.batch_order,
+        config.order_shuffles,
+    )
+    assert verify(request, result) == ()
     placed = {j.job_id for j in result.jobs if j.placed}
     assert {"team-a/train-16", "team-a/train-32", "team-b/pd-serve", "team-b/notebook"} <= placed
     assert "team-c/giant" not in placed and service.extender.plan is not None

@@ -429,7 +429,7 @@ class Job(_message.Message):
     def __init__(self, id: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., roles: _Optional[_Iterable[_Union[Role, _Mapping]]] = ..., locality: _Optional[_Union[Locality, _Mapping]] = ..., nvlink_domain: _Optional[_Union[Requirement, str]] = ..., rail_aligned: _Optional[_Union[Requirement, str]] = ..., role_affinity: _Optional[_Iterable[_Union[RoleAffinity, _Mapping]]] = ..., anti_affinity: _Optional[_Iterable[_Union[AntiAffinity, _Mapping]]] = ..., exclusive_nodes: _Optional[bool] = ...) -> None: ...
 
 class Policy(_message.Message):
-    __slots__ = ("objective", "packing", "time_limit_s", "seed", "deterministic", "workers", "node_policy", "gpu_policy", "workload", "node_order", "batch_order")
+    __slots__ = ("objective", "packing", "time_limit_s", "seed", "deterministic", "workers", "node_policy", "gpu_policy", "workload", "node_order", "batch_order", "order_shuffles")
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     PACKING_FIELD_NUMBER: _ClassVar[int]
     TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
@@ -441,6 +441,7 @@ class Policy(_message.Message):
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     NODE_ORDER_FIELD_NUMBER: _ClassVar[int]
     BATCH_ORDER_FIELD_NUMBER: _ClassVar[int]
+    ORDER_SHUFFLES_FIELD_NUMBER: _ClassVar[int]
     objective: _containers.RepeatedScalarFieldContainer[ObjectiveTier]
     packing: Packing
     time_limit_s: float
@@ -452,7 +453,8 @@ class Policy(_message.Message):
     workload: _containers.RepeatedCompositeFieldContainer[WorkloadShape]
     node_order: _containers.RepeatedScalarFieldContainer[str]
     batch_order: BatchOrder
-    def __init__(self, objective: _Optional[_Iterable[_Union[ObjectiveTier, str]]] = ..., packing: _Optional[_Union[Packing, str]] = ..., time_limit_s: _Optional[float] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., workers: _Optional[int] = ..., node_policy: _Optional[str] = ..., gpu_policy: _Optional[str] = ..., workload: _Optional[_Iterable[_Union[WorkloadShape, _Mapping]]] = ..., node_order: _Optional[_Iterable[str]] = ..., batch_order: _Optional[_Union[BatchOrder, str]] = ...) -> None: ...
+    order_shuffles: int
+    def __init__(self, objective: _Optional[_Iterable[_Union[ObjectiveTier, str]]] = ..., packing: _Optional[_Union[Packing, str]] = ..., time_limit_s: _Optional[float] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., workers: _Optional[int] = ..., node_policy: _Optional[str] = ..., gpu_policy: _Optional[str] = ..., workload: _Optional[_Iterable[_Union[WorkloadShape, _Mapping]]] = ..., node_order: _Optional[_Iterable[str]] = ..., batch_order: _Optional[_Union[BatchOrder, str]] = ..., order_shuffles: _Optional[int] = ...) -> None: ...
 
 class WorkloadShape(_message.Message):
     __slots__ = ("gpus", "milli", "popularity", "cpu_milli", "memory_mib", "gpu_models")
