@@ -164,7 +164,12 @@ class SortedWindows:
 class BestOfOrders:
     """A greedy policy over windows of W pods, each window placed in the orders the solver's
     ``BatchOrder.BEST_OF_ORDERS`` tries (``solver.sequence.candidate_orders``), keeping the plan that
-    places the most work, then leaves the least fragmentation, then comes first."""
+    places the most work, then leaves the least fragmentation, then comes first.
+
+    Judged as the solver judges: the fragmentation compared is the total over the nodes the solver's
+    request holds (those some pod of the window fits), rounded to a milli-GPU as the result's
+    ``fragmentation_after`` is, so that near-ties go the same way (rounding the change alone sent
+    some to another order)."""
 
     def __init__(self, name: str, policy: FGD, window: int) -> None:
         self.name, self.policy, self.window = name, policy, window
@@ -173,32 +178,32 @@ class BestOfOrders:
         from solver.sequence import candidate_orders
 
         specs = [pod.spec() for pod in batch]
+        held = np.flatnonzero(np.logical_or.reduce([state.feasible(spec) for spec in specs])).tolist()
+        base = sum(self._fragmentation(state, i) for i in held)
         arrival = list(range(len(batch)))
-        plans = [self._plan(state, specs, arrival)]
+        plans = [self._plan(state, specs, arrival, base)]
         left_out = [k for k in arrival if plans[0][2][k] is None]
         sizes = [(0, p.total_milli) for p in batch]
         shuffles = SolvePolicy().order_shuffles  # the solver's default
         for order in candidate_orders(sizes, left_out, f"{seed}/replay-{batch[0].name}", shuffles):
-            plans.append(self._plan(state, specs, order))
+            plans.append(self._plan(state, specs, order, base))
         best = max(range(len(plans)), key=lambda k: (plans[k][0], -plans[k][1], -k))
         return plans[best][2]
 
+    def _fragmentation(self, state: ClusterState, i: int) -> float:
+        return self.policy.fragmentation(int(state.cpu_left[i]), state.free_of(i), state.models[i])
+
     def _plan(
-        self, state: ClusterState, specs: list, order: list[int]
+        self, state: ClusterState, specs: list, order: list[int], base: float
     ) -> tuple[int, float, list[Choice | None]]:
-        """(work placed as the solver counts it, fragmentation change of the touched nodes, choices)."""
-
-        def fragmentation(touched: set[int]) -> float:
-            return sum(
-                self.policy.fragmentation(int(state.cpu_left[i]), state.free_of(i), state.models[i])
-                for i in touched
-            )
-
+        """(work placed as the solver counts it, fragmentation after, in GPUs to a milli, choices);
+        ``base`` is the fragmentation of the request's nodes before the window."""
         with placed_in_order(self.policy, state, specs, order) as chosen:
-            touched = {c[0] for c in chosen if c is not None}
-            after = fragmentation(touched)
+            touched = sorted({c[0] for c in chosen if c is not None})
+            after = [self._fragmentation(state, i) for i in touched]
+        change = sum(after) - sum(self._fragmentation(state, i) for i in touched)
         work = sum(spec.total_milli or 1 for spec, c in zip(specs, chosen, strict=True) if c is not None)
-        return work, round((after - fragmentation(touched)) / 1000, 3), chosen
+        return work, round((base + change) / 1000, 3), chosen
 
 
 @contextmanager
@@ -283,7 +288,10 @@ def make_policy(
 
         def place(request: SolveRequest) -> SolveResult:
             present = {n.name for n in request.inventory.nodes}
-            ranked = policy.model_copy(update={"node_order": tuple(n for n in order if n in present)})
+            # The run's seed stays (BEST_OF_ORDERS shuffles by it, as its greedy twin does).
+            ranked = policy.model_copy(
+                update={"node_order": tuple(n for n in order if n in present), "seed": request.policy.seed}
+            )
             return solve(request.model_copy(update={"policy": ranked}))
 
         fast = FGD(workload, tight_gpu=True) if head.endswith("-fast") and endgame else None
