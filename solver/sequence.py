@@ -113,7 +113,8 @@ def candidate_orders(
     orders = [largest_first(sizes)]
     if left_out:
         first = [left_out[k] for k in largest_first([sizes[k] for k in left_out])]
-        orders.append(first + [k for k in given if k not in set(left_out)])
+        out = set(left_out)
+        orders.append(first + [k for k in given if k not in out])
     rng = random.Random(seed)
     for _ in range(shuffles):
         shuffled = list(given)
