@@ -203,7 +203,7 @@ def _choose_nics(
         chosen = sorted(owner)
         rest = [n for n in ranked if n not in owner]
         return tuple(sorted(chosen + rest[: rules.nics - len(chosen)]))
-    if rules.align:
+    if rules.align and gpus:  # a member without GPUs has nothing to align to (as decode and verify say)
         ranked = [n for n in ranked if closeness(n)[0] <= rules.distance]
         if len(ranked) < rules.nics:
             return None

@@ -268,7 +268,8 @@ class Locality(Frozen):
 
 class RoleAffinity(Frozen):
     """Every member of ``role_a`` within ``highest_tier`` of every member of ``role_b`` (e.g. the
-    KV-cache path between prefill and decode)."""
+    KV-cache path between prefill and decode). ``highest_tier`` 0 means no limit, as in
+    :class:`Locality`; unset means 1."""
 
     role_a: str
     role_b: str
@@ -316,7 +317,8 @@ class WorkloadShape(Frozen):
 
     gpus: int = Field(default=0, ge=0)
     milli: int = Field(default=0, ge=0, le=1000)  # per GPU, for a share; neither: a CPU-only request
-    popularity: float = Field(default=1.0, gt=0)
+    # Finite: an infinite weight turns the profile's normalised weights into NaN (inf / inf).
+    popularity: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     cpu_milli: int = Field(default=0, ge=0)  # a node with less free CPU cannot host it
     memory_mib: int = Field(default=0, ge=0)
     gpu_models: tuple[str, ...] = ()  # accepted models; empty = any

@@ -407,6 +407,8 @@ def _alignment_holds(view: _NodeView, role: Role, p: _Placed) -> tuple[bool, str
     shape = role.member
     limit = shape.alignment.distance if shape.alignment.distance != Distance.UNSPECIFIED else Distance.PIX
     gpus, nics = _devices(view, p)
+    if not gpus:  # a member without GPUs (NICs only) has nothing to align its NICs to
+        return True, ""
     near = {
         (g, n) for g, gpu in enumerate(gpus) for n, nic in enumerate(nics) if view.distance(gpu, nic) <= limit
     }
@@ -692,7 +694,8 @@ def _locality(
         if pair.mode in (Requirement.REQUIRED, Requirement.UNSPECIFIED):
             group = [nodes[m.node] for m in members if m.role in (pair.role_a, pair.role_b)]
             tier = 1 if pair.highest_tier is None else pair.highest_tier
-            yield from within(f"roles {pair.role_a} and {pair.role_b}", group, tier)
+            if tier:  # 0 = no limit, as for job and role locality
+                yield from within(f"roles {pair.role_a} and {pair.role_b}", group, tier)
     if job.rail_aligned == Requirement.REQUIRED:
         yield from _rails_aligned(nodes, job, members)
     domains = {n.nvlink_domain for n in on}

@@ -504,6 +504,8 @@ def oracle_aligned(node: Node, want: MemberShape, m: MemberPlacement) -> bool:
     def near(g: Gpu, n: Nic) -> bool:
         return oracle_distance(node, g, n) <= limit
 
+    if not gpus:  # a NIC-only member: nothing to align to, so nothing misaligned (issue 23)
+        return True
     if want.nics.mode == NicMode.PER_GPU:
         return len(gpus) == len(nics) and any(all(map(near, gpus, p)) for p in permutations(nics))
     return all(any(near(g, n) for g in gpus) for n in nics)
