@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from solver import cancel as cancellation
+from solver.cancel import Cancel
 from solver.compile import Compiled, Tier, compile_model
 from solver.decode import cluster_metrics, decode
 from solver.errors import InvalidRequest, VerificationFailed
@@ -89,14 +91,23 @@ class TierOutcome:
     solution: dict[str, int] | None  # values of every variable, by name
 
 
-def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+def solve(
+    request: SolveRequest, *, deadline_s: float | None = None, cancel: Cancel | None = None
+) -> SolveResult:
     """Place ``request.jobs`` on ``request.inventory``; verified, explained, timed.
 
     ``deadline_s`` is the time the caller still waits (e.g. a gRPC deadline): the search stops in
     time to answer before it, whatever the policy's time limit says.
+    ``cancel`` is the caller's switch (``solver.cancel``): tripped, the running CP-SAT search stops
+    at once and the pipeline raises ``Cancelled`` at its next stage boundary.
     Raises ``InvalidRequest`` for bad input and ``VerificationFailed`` if the answer is wrong.
     A batch with ``BatchOrder.LARGEST_FIRST`` is placed one job at a time (``solver.sequence``).
     """
+    with cancellation.cancelling(cancel):
+        return _solve(request, deadline_s=deadline_s)
+
+
+def _solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
     if request.policy.batch_order == BatchOrder.LARGEST_FIRST and len(request.jobs) > 1:
         return solve_largest_first(request, deadline_s=deadline_s)
     if request.policy.batch_order == BatchOrder.BEST_OF_ORDERS and len(request.jobs) > 1:
@@ -106,14 +117,17 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
         problems = validate(request)
     if problems:
         raise InvalidRequest(problems)
+    cancellation.check()
 
     with clock.stage("normalise"):
         # Policy chains become tiers and member rules; from here on the rewritten request is the
         # request (the verifier checks against it too, so the chains' filters are checked as well).
         request = apply_policy_chains(request)
         problem = expand_rails(normalise(request, hosts_some_member))
+    cancellation.check()
     with clock.stage("compile"):
         compiled = compile_model(problem, request.policy)
+    cancellation.check()
 
     budget = request.policy.time_limit_s
     if deadline_s is not None:
@@ -131,6 +145,7 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
             polish=lambda solution: complete(problem, compiled, solution),
             repack_fn=lambda solution: repack(problem, compiled, solution),
         )
+    cancellation.check()
     values = [o.value for o in outcomes]
     solution = next((o.solution for o in reversed(outcomes) if o.solution is not None), None)
     status = overall_status(outcomes)
@@ -415,7 +430,8 @@ def run_tier(
         ) * DETERMINISTIC_UNITS_PER_SECOND
     else:
         params.num_workers = policy.workers or max(1, os.cpu_count() or 1)
-    code = solver.solve(model)
+    with cancellation.stopping(solver.stop_search):  # a cancelled call stops the search at once
+        code = solver.solve(model)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return TierOutcome(TierValue(tier=tier.tier, value=0.0, bound=float(tier.upper), optimal=False), None)
     solution = dict(zip((v.name for v in model.proto.variables), solver.response_proto.solution, strict=True))

@@ -27,6 +27,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 from grpc_status import rpc_status
 
 from solver import wire
+from solver.cancel import Cancel
 from solver.cli import main as cli_main
 from solver.errors import InvalidRequest, Problem, VerificationFailed
 from solver.ingest.files import load_request
@@ -329,7 +330,9 @@ def test_many_problems_still_fit_in_the_status(start_server: Callable[..., Runni
     """Thousands of problems must not blow the peer's metadata limit (which would lose the code)."""
     problems = [Problem(path=f"inventory.nodes[{i}].name", message="must not be empty") for i in range(5000)]
 
-    def refuse(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+    def refuse(
+        request: SolveRequest, *, deadline_s: float | None = None, cancel: Cancel | None = None
+    ) -> SolveResult:
         raise InvalidRequest(problems)
 
     running = start_server(solve_fn=refuse)
@@ -346,7 +349,9 @@ def test_many_problems_still_fit_in_the_status(start_server: Callable[..., Runni
 
 
 def test_verification_failure_is_internal_with_violations(start_server: Callable[..., RunningServer]) -> None:
-    def refuse(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+    def refuse(
+        request: SolveRequest, *, deadline_s: float | None = None, cancel: Cancel | None = None
+    ) -> SolveResult:
         raise VerificationFailed(("GPU0 of n0 given twice",))
 
     running = start_server(solve_fn=refuse)
@@ -357,7 +362,9 @@ def test_verification_failure_is_internal_with_violations(start_server: Callable
 
 
 def test_crash_is_internal_error_without_details(start_server: Callable[..., RunningServer]) -> None:
-    def crash(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+    def crash(
+        request: SolveRequest, *, deadline_s: float | None = None, cancel: Cancel | None = None
+    ) -> SolveResult:
         raise KeyError("secret internals")
 
     running = start_server(solve_fn=crash)
@@ -381,7 +388,9 @@ def test_unreachable_server_is_a_remote_error() -> None:
 def test_the_call_deadline_reaches_the_solver(start_server: Callable[..., RunningServer]) -> None:
     seen: list[float | None] = []
 
-    def record(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+    def record(
+        request: SolveRequest, *, deadline_s: float | None = None, cancel: Cancel | None = None
+    ) -> SolveResult:
         seen.append(deadline_s)
         return SolveResult(status=SolveStatus.OPTIMAL)
 
@@ -398,7 +407,9 @@ def test_the_call_deadline_reaches_the_solver(start_server: Callable[..., Runnin
 def test_a_blocked_solve_does_not_hang_the_caller(start_server: Callable[..., RunningServer]) -> None:
     release = threading.Event()
 
-    def block(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+    def block(
+        request: SolveRequest, *, deadline_s: float | None = None, cancel: Cancel | None = None
+    ) -> SolveResult:
         release.wait(timeout=30)
         return SolveResult(status=SolveStatus.OPTIMAL)
 

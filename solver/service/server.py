@@ -1,21 +1,25 @@
-"""The gRPC server: the Placement servicer, health checking and reflection.
+"""The gRPC server: the Placement servicer, health checking, reflection, admission, TLS, metrics.
 
 ``Solve`` is wire → domain → ``solver.solve.solve`` → wire. Errors keep their meaning on the wire:
 bad input is ``INVALID_ARGUMENT`` with a ``google.rpc.BadRequest`` (one field violation per problem)
 in the rich status details, a placement the verifier refuses is ``INTERNAL`` with its violations,
 and anything else is ``INTERNAL`` "internal error" — the traceback goes to the log, never to the
-caller.
+caller. Calls beyond what the server admits are refused before any work (``solver.service.admission``):
+``RESOURCE_EXHAUSTED`` when a queue is full or a request above the caps, ``UNAVAILABLE`` while
+stopping. A call whose caller went away (cancelled, past its deadline) has its solve stopped.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 
 import grpc
@@ -27,15 +31,19 @@ from grpc_reflection.v1alpha import reflection
 from grpc_status import rpc_status
 
 from solver import wire
+from solver.cancel import Cancel, Cancelled
 from solver.errors import InvalidRequest, Problem, VerificationFailed
 from solver.model import SolveRequest, SolveResult
+from solver.service.admission import CURRENT_CALL, SOLVE_METHOD, Admission, Call, ServiceLimits, deadline_of
 from solver.service.logging import configure_logging
+from solver.service.metrics import MetricsServer, ServiceMetrics, start_metrics_server
+from solver.service.tls import CertificateFiles, TlsFiles, server_credentials
 from topoplace.v1 import placement_pb2, placement_pb2_grpc
 
 SERVICE_NAME = placement_pb2.DESCRIPTOR.services_by_name["Placement"].full_name
 
 # Inventories of large clusters outgrow gRPC's 4 MiB default message size.
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_MESSAGE_BYTES = ServiceLimits.max_message_bytes
 CHANNEL_OPTIONS = (
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -45,81 +53,130 @@ CHANNEL_OPTIONS = (
 # details carry as many problems as fit these budgets and then say how many were left out.
 MAX_DETAILS_BYTES = 3000
 MAX_MESSAGE_TEXT_BYTES = 1000
-# A deadline further away than a year is a call without one.
-NO_DEADLINE_ABOVE_S = 365 * 24 * 3600.0
-# How long a stopping server lets calls in flight finish.
-SHUTDOWN_GRACE_S = 5.0
+# How long a stopping server lets calls in flight finish, unless told otherwise.
+SHUTDOWN_GRACE_S = ServiceLimits.grace_s
+# What a stop keeps of its grace for gRPC to close the port and the cancelled calls to unwind.
+STOP_MARGIN_S = 0.5
 
 SolveFn = Callable[..., SolveResult]
-"""``solve(request, *, deadline_s)``: the pipeline, or a stand-in in tests of the plumbing."""
+"""``solve(request, *, deadline_s, cancel)``: the pipeline, or a stand-in in tests of the plumbing."""
 
 _log = structlog.get_logger("topoplace.service")
 
 
-def _pipeline_solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+def _pipeline_solve(
+    request: SolveRequest, *, deadline_s: float | None = None, cancel: Cancel | None = None
+) -> SolveResult:
     """The real pipeline, imported on first use: OR-Tools is heavy, and a server that only answers
     health checks (or a test of them) should not pay for it at import."""
     from solver.solve import solve
 
-    return solve(request, deadline_s=deadline_s)
+    return solve(request, deadline_s=deadline_s, cancel=cancel)
 
 
 class PlacementServicer(placement_pb2_grpc.PlacementServicer):
     """Serves ``topoplace.v1.Placement``; ``solve_fn`` defaults to ``solver.solve.solve``."""
 
-    def __init__(self, solve_fn: SolveFn | None = None) -> None:
+    def __init__(
+        self,
+        solve_fn: SolveFn | None = None,
+        limits: ServiceLimits | None = None,
+        metrics: ServiceMetrics | None = None,
+    ) -> None:
         self._solve = solve_fn or _pipeline_solve
+        self._limits = limits or ServiceLimits()
+        self._metrics = metrics or ServiceMetrics()
 
     def Solve(  # the RPC's name, hence not snake_case
         self, request: placement_pb2.SolveRequest, context: grpc.ServicerContext
     ) -> placement_pb2.SolveResponse:
-        started = time.perf_counter()
+        # The admission interceptor read the deadline on arrival; without it (a servicer used
+        # alone), read it now, still before the request is converted.
+        call = CURRENT_CALL.get()
+        if call is None:
+            now = time.monotonic()
+            call = Call(method=SOLVE_METHOD, lane="", arrived=now, deadline=deadline_of(context, now))
+            context.add_callback(lambda: call.cancel.trip("the call ended"))
         request_id = request.request_id or uuid.uuid4().hex
-        log = _log.bind(request_id=request_id, jobs=len(request.jobs), nodes=len(request.inventory.nodes))
+        log = _log.bind(
+            request_id=request_id, jobs=len(request.jobs), nodes=len(request.inventory.nodes), lane=call.lane
+        )
         try:
-            result = self._run(request, request_id, _deadline_s(context))
+            result = self._run(request, request_id, call)
             response = wire.result_to_proto(result)
         except InvalidRequest as exc:
-            log.info("solve_rejected", code="INVALID_ARGUMENT", problems=len(exc.problems), ms=_ms(started))
+            log.info("solve_rejected", code="INVALID_ARGUMENT", problems=len(exc.problems), ms=_ms(call))
+            self._count("INVALID_ARGUMENT")
             context.abort_with_status(invalid_argument_status(exc.problems))
+        except Cancelled as exc:
+            # Nobody receives this status (the caller is gone); it ends the handler at once.
+            code = grpc.StatusCode.DEADLINE_EXCEEDED if call.late_s() > 0 else grpc.StatusCode.CANCELLED
+            log.info("solve_cancelled", code=code.name, reason=exc.reason, ms=_ms(call))
+            self._count(code.name)
+            context.abort(code, str(exc))
         except VerificationFailed as exc:
-            log.error("solve_failed", code="INTERNAL", violations=list(exc.violations), ms=_ms(started))
+            log.error("solve_failed", code="INTERNAL", violations=list(exc.violations), ms=_ms(call))
+            self._count("INTERNAL")
             context.abort(grpc.StatusCode.INTERNAL, _truncate(str(exc), MAX_MESSAGE_TEXT_BYTES))
         except Exception:
-            log.exception("solve_failed", code="INTERNAL", ms=_ms(started))
+            log.exception("solve_failed", code="INTERNAL", ms=_ms(call))
+            self._count("INTERNAL")
             context.abort(grpc.StatusCode.INTERNAL, "internal error")
-        log.info(
-            "solve",
-            status=result.status.name,
-            gap=result.gap,
-            placed_jobs=sum(job.placed for job in result.jobs),
-            ms=_ms(started),
-        )
+        placed = sum(job.placed for job in result.jobs)
+        late = call.late_s()
+        if late > 0:
+            # An answer nobody received is not a success: said so in the log and the metrics.
+            log.warning(
+                "solve_late",
+                status=result.status.name,
+                placed_jobs=placed,
+                late_ms=round(late * 1000, 3),
+                ms=_ms(call),
+            )
+            self._metrics.late.labels(method="Placement/Solve").inc()
+            self._count("DEADLINE_EXCEEDED")
+        else:
+            log.info("solve", status=result.status.name, gap=result.gap, placed_jobs=placed, ms=_ms(call))
+            self._count("OK")
+        self._observe(result, call)
         return response
 
-    def _run(
-        self, request: placement_pb2.SolveRequest, request_id: str, deadline_s: float | None
-    ) -> SolveResult:
+    def _run(self, request: placement_pb2.SolveRequest, request_id: str, call: Call) -> SolveResult:
+        started = time.perf_counter()
         domain = wire.request_from_proto(request)
+        self._metrics.stage_seconds.labels(stage="convert").observe(time.perf_counter() - started)
+        update: dict[str, object] = {}
         if domain.request_id != request_id:
-            domain = domain.model_copy(update={"request_id": request_id})
-        result = self._solve(domain, deadline_s=deadline_s)
+            update["request_id"] = request_id
+        cap = self._limits.search_workers
+        if cap and (
+            domain.policy.workers > cap or (not domain.policy.workers and not domain.policy.deterministic)
+        ):
+            update["policy"] = domain.policy.model_copy(update={"workers": cap})
+        if update:
+            domain = domain.model_copy(update=update)
+        call.cancel.check()  # gone while its request was converted: no search for nobody
+        result = self._solve(domain, deadline_s=call.remaining_s(), cancel=call.cancel)
         if result.request_id != request_id:  # the caller matches answers to requests by this id
             result = result.model_copy(update={"request_id": request_id})
         return result
 
+    def _count(self, code: str) -> None:
+        self._metrics.calls.labels(method="Placement/Solve", code=code).inc()
 
-def _deadline_s(context: grpc.ServicerContext) -> float | None:
-    """Seconds until the caller's deadline, or None without one. gRPC reports "no deadline" as
-    about 2**63 ns rather than None; passing that on would overflow any time arithmetic."""
-    remaining = context.time_remaining()
-    if remaining is None or remaining > NO_DEADLINE_ABOVE_S:
-        return None
-    return max(0.0, remaining)
+    def _observe(self, result: SolveResult, call: Call) -> None:
+        m = self._metrics
+        for timing in result.timings:
+            m.stage_seconds.labels(stage=timing.stage).observe(timing.ms / 1000)
+        m.stage_seconds.labels(stage="total").observe(time.monotonic() - call.arrived)
+        m.gap.observe(result.gap)
+        placed = sum(job.placed for job in result.jobs)
+        m.jobs.labels(outcome="placed").inc(placed)
+        m.jobs.labels(outcome="unplaced").inc(len(result.jobs) - placed)
 
 
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
+def _ms(call: Call) -> float:
+    return round((time.monotonic() - call.arrived) * 1000, 3)
 
 
 # --------------------------------------------------------------------------- rich error status
@@ -166,49 +223,115 @@ def _truncate(text: str, max_bytes: int) -> str:
 # --------------------------------------------------------------------------- server lifecycle
 
 
-@dataclass(frozen=True)
+@dataclass
 class RunningServer:
-    """A started server and what callers need to reach and stop it."""
+    """A started server and what callers need to reach, watch and stop it."""
 
     server: grpc.Server
     port: int
     health: health.HealthServicer
+    admission: Admission
+    metrics: ServiceMetrics
+    metrics_server: MetricsServer | None = None
+    certificates: CertificateFiles | None = None
+    _stopped: threading.Event = field(default_factory=threading.Event)
 
-    def stop(self, grace_s: float | None = SHUTDOWN_GRACE_S) -> None:
-        """Report NOT_SERVING (so balancers drain), then stop, letting calls in flight finish."""
+    def stop(self, grace_s: float | None = SHUTDOWN_GRACE_S, drain_s: float = 0.0) -> bool:
+        """Stop within ``grace_s``, always: report NOT_SERVING first (balancers drain) and refuse new
+        heavy calls; keep the port open ``drain_s`` so health checks see NOT_SERVING; let calls in
+        flight finish until the grace is nearly spent; then cancel what is left (their searches
+        stop) and close. ``grace_s`` None: at once. Whether every call finished by itself."""
+        began = time.monotonic()
+        grace = 0.0 if grace_s is None else max(0.0, grace_s)
         self.health.enter_graceful_shutdown()
-        self.server.stop(grace_s).wait()
+        self.admission.close()
+        drain = min(drain_s, grace / 2)
+        if drain > 0:
+            time.sleep(drain)
+        left = max(0.0, grace - (time.monotonic() - began) - STOP_MARGIN_S)
+        finished = self.admission.wait_idle(left)
+        if not finished:
+            cancelled = self.admission.cancel_all("the server is stopping")
+            _log.warning("stop_cancelled_calls", calls=cancelled)
+        margin = max(0.0, grace - (time.monotonic() - began))
+        self.server.stop(min(margin, STOP_MARGIN_S)).wait(timeout=max(margin, 0.1))
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+        self._stopped.set()
+        return finished
 
 
 def serve(
     host: str = "127.0.0.1",
     port: int = 50051,
     *,
-    max_workers: int = 4,
+    limits: ServiceLimits | None = None,
     solve_fn: SolveFn | None = None,
+    tls: TlsFiles | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> RunningServer:
-    """Start serving Placement, health and reflection on ``host:port`` (0 = any free port).
+    """Start serving Placement, WhatIf, health and reflection on ``host:port`` (0 = any free port).
 
     Returns at once with the server running; ``RunningServer.port`` is the port actually bound.
-    ``max_workers`` bounds concurrent solves: each one uses its own CP-SAT workers.
+    ``limits`` are the admission caps (:class:`ServiceLimits`); ``tls`` serves TLS (mTLS with a
+    client CA) from files re-read on change; ``metrics_port`` serves Prometheus ``/metrics``.
     """
-    # Without SO_REUSEPORT off, a second server on a busy port binds too and silently shares its calls.
-    options = (*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0))
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=options)
-    placement_pb2_grpc.add_PlacementServicer_to_server(PlacementServicer(solve_fn), server)
+    limits = limits or ServiceLimits()
+    problems = limits.problems() + (tls.problems() if tls else [])
+    if problems:
+        raise ValueError("; ".join(problems))
+    metrics = ServiceMetrics()
+    admission = Admission(limits, metrics)
+    options = (
+        ("grpc.max_receive_message_length", limits.max_message_bytes),
+        ("grpc.max_send_message_length", limits.max_message_bytes),
+        # Without SO_REUSEPORT off, a second server on a busy port binds too and silently shares its calls.
+        ("grpc.so_reuseport", 0),
+    )
+    pool = limits.pool_size()
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=pool, thread_name_prefix="topoplace-rpc"),
+        interceptors=(admission,),
+        options=options,
+        # Beyond the threads, gRPC itself refuses (RESOURCE_EXHAUSTED) instead of queueing unboundedly.
+        maximum_concurrent_rpcs=pool + limits.light_workers,
+    )
+    placement_pb2_grpc.add_PlacementServicer_to_server(PlacementServicer(solve_fn, limits, metrics), server)
     whatif_name = _add_whatif(server)
-    health_servicer = _add_health(server)
+    health_servicer = _add_health(server, (SERVICE_NAME, whatif_name))
     reflection.enable_server_reflection(
         (SERVICE_NAME, whatif_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
+    certificates = None
+    address = f"{host}:{port}"
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        if tls is None:
+            bound = server.add_insecure_port(address)
+        else:
+            credentials, certificates = server_credentials(tls)
+            bound = server.add_secure_port(address, credentials)
     except RuntimeError as exc:  # grpc reports a failed bind as RuntimeError (older versions: 0)
-        raise OSError(f"cannot listen on {host}:{port}: {exc}") from None
+        raise OSError(f"cannot listen on {address}: {exc}") from None
     if bound == 0:
-        raise OSError(f"cannot listen on {host}:{port}")
+        raise OSError(f"cannot listen on {address}")
     server.start()
-    return RunningServer(server=server, port=bound, health=health_servicer)
+    metrics_server = None
+    if metrics_port is not None:
+        try:
+            metrics_server = start_metrics_server(metrics, metrics_host, metrics_port)
+        except OSError as exc:
+            server.stop(None)
+            raise OSError(f"cannot serve metrics on {metrics_host}:{metrics_port}: {exc.strerror}") from None
+    return RunningServer(
+        server=server,
+        port=bound,
+        health=health_servicer,
+        admission=admission,
+        metrics=metrics,
+        metrics_server=metrics_server,
+        certificates=certificates,
+    )
 
 
 def _add_whatif(server: grpc.Server) -> str:
@@ -219,18 +342,28 @@ def _add_whatif(server: grpc.Server) -> str:
     return add_to_server(server)
 
 
-def _add_health(server: grpc.Server) -> health.HealthServicer:
+def _add_health(server: grpc.Server, services: tuple[str, ...]) -> health.HealthServicer:
     servicer = health.HealthServicer()
-    for name in ("", SERVICE_NAME):
+    for name in ("", *services):
         servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     return servicer
 
 
-def run_forever(host: str = "127.0.0.1", port: int = 50051, *, max_workers: int = 4) -> None:
-    """Serve until SIGTERM or SIGINT, then drain and stop. Must run in the main thread (signals)."""
+def run_forever(
+    host: str = "127.0.0.1",
+    port: int = 50051,
+    *,
+    limits: ServiceLimits | None = None,
+    tls: TlsFiles | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+) -> None:
+    """Serve until SIGTERM or SIGINT, then stop within the grace period (see
+    :meth:`RunningServer.stop`). Must run in the main thread (signals)."""
     configure_logging()
-    running = serve(host, port, max_workers=max_workers)
+    limits = limits or ServiceLimits()
+    running = serve(host, port, limits=limits, tls=tls, metrics_port=metrics_port, metrics_host=metrics_host)
     stop = threading.Event()
     received: list[str] = []
 
@@ -239,13 +372,29 @@ def run_forever(host: str = "127.0.0.1", port: int = 50051, *, max_workers: int 
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    _log.info("serving", host=host, port=running.port, max_workers=max_workers)
+    _log.info(
+        "serving",
+        host=host,
+        port=running.port,
+        tls=tls is not None,
+        mtls=tls is not None and tls.client_ca is not None,
+        metrics_port=running.metrics_server.port if running.metrics_server else None,
+        max_concurrent_solves=limits.max_concurrent_solves,
+        max_queued=limits.max_queued,
+        threads=limits.pool_size(),
+    )
     try:
         while not stop.wait(timeout=1.0):  # a timed wait lets the main thread run signal handlers
             pass
     finally:
-        _log.info("stopping", signal=received[0] if received else None)
-        running.stop()
+        _log.info("stopping", signal=received[0] if received else None, grace_s=limits.grace_s)
+        finished = running.stop(limits.grace_s, drain_s=limits.drain_s)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    _log.info("stopped")
+    _log.info("stopped", calls_unfinished=running.admission.in_flight())
+    if not finished or running.admission.in_flight():
+        # A handler still inside a stage that does not look at its cancel token (Python code
+        # between checks) would hold the interpreter's exit (it joins the gRPC worker threads):
+        # the grace period is a promise, so leave without waiting for it.
+        sys.stderr.flush()
+        os._exit(0)

@@ -1,0 +1,108 @@
+"""Stopping a solve nobody waits for any more: a cancel token the caller trips, the pipeline checks.
+
+A service caller goes away (a gRPC cancel, a deadline passed, the server shutting down) while its
+solve is still working. The caller holds a :class:`Cancel` and trips it; the pipeline, which runs
+under :func:`cancelling`, checks it between stages (:func:`check`) and hands its running CP-SAT
+search to it (:func:`stopping`), so a trip stops the search at once through CP-SAT's own
+``stop_search``, from any thread.
+
+The token travels in a context variable rather than through every function's arguments: a solve
+may run as many nested solves (one job at a time, several orders), and each of their searches
+must stop with the outer call. ``solve(..., cancel=token)`` sets it; nothing else needs to.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+
+class Cancelled(Exception):
+    """The solve was stopped because its caller no longer waits for it; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"solve cancelled: {reason}")
+
+
+class Cancel:
+    """A one-way switch: :meth:`trip` once, every registered stop runs, :attr:`reason` stays set."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stops: dict[int, Callable[[], None]] = {}
+        self._next = 0
+        self.reason: str | None = None
+
+    @property
+    def tripped(self) -> bool:
+        return self.reason is not None
+
+    def trip(self, reason: str) -> None:
+        """Mark the solve cancelled and stop whatever search is running now. Safe from any thread,
+        and from gRPC's callback threads; a second trip keeps the first reason."""
+        with self._lock:
+            if self.reason is not None:
+                return
+            self.reason = reason
+            stops = list(self._stops.values())
+        for stop in stops:
+            stop()
+
+    def check(self) -> None:
+        if self.reason is not None:
+            raise Cancelled(self.reason)
+
+    @contextmanager
+    def stop_with(self, stop: Callable[[], None]) -> Iterator[None]:
+        """Run ``stop`` on a trip while the block runs (at once if already tripped)."""
+        with self._lock:
+            key = self._next
+            self._next += 1
+            self._stops[key] = stop
+            tripped = self.reason is not None
+        if tripped:
+            stop()
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._stops[key]
+
+
+_CURRENT: ContextVar[Cancel | None] = ContextVar("topoplace_cancel", default=None)
+
+
+@contextmanager
+def cancelling(cancel: Cancel | None) -> Iterator[None]:
+    """Make ``cancel`` the token of every stage run in this block (None: keep the outer one)."""
+    if cancel is None:
+        yield
+        return
+    token = _CURRENT.set(cancel)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def check() -> None:
+    """Raise :class:`Cancelled` if the current solve's caller has gone; a no-op outside a service."""
+    cancel = _CURRENT.get()
+    if cancel is not None:
+        cancel.check()
+
+
+@contextmanager
+def stopping(stop: Callable[[], None]) -> Iterator[None]:
+    """Within the block, a trip of the current token calls ``stop`` (e.g. a CpSolver's
+    ``stop_search``); afterwards, raise :class:`Cancelled` if it was tripped."""
+    cancel = _CURRENT.get()
+    if cancel is None:
+        yield
+        return
+    with cancel.stop_with(stop):
+        yield
+    cancel.check()
