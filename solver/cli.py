@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the gRPC placement service")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=50051)
+    add_serve_options(serve)
     serve.set_defaults(run=run_serve)
 
     ingest = commands.add_parser("ingest", help="turn inventory a site already has into topoplace JSON")
@@ -69,6 +70,72 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_plugin_commands(commands)
     return parser
+
+
+def add_serve_options(serve: argparse.ArgumentParser) -> None:
+    """Admission caps, TLS and metrics of ``topoplace serve`` (see docs/service.md)."""
+    from solver.service.admission import ServiceLimits
+
+    d = ServiceLimits()
+    caps = serve.add_argument_group("admission (calls beyond these are refused, never queued unboundedly)")
+    caps.add_argument("--max-message-bytes", type=int, default=d.max_message_bytes, metavar="N")
+    caps.add_argument("--max-nodes", type=int, default=d.max_nodes, metavar="N", help="per Solve request")
+    caps.add_argument("--max-jobs", type=int, default=d.max_jobs, metavar="N", help="per Solve request")
+    caps.add_argument(
+        "--max-concurrent-solves",
+        type=int,
+        default=d.max_concurrent_solves,
+        metavar="N",
+        help="large solves (and what-if runs) working at once",
+    )
+    caps.add_argument(
+        "--max-queued",
+        type=int,
+        default=d.max_queued,
+        metavar="N",
+        help="calls waiting per method; beyond: RESOURCE_EXHAUSTED",
+    )
+    caps.add_argument("--small-nodes", type=int, default=d.small_nodes, metavar="N")
+    caps.add_argument(
+        "--small-jobs",
+        type=int,
+        default=d.small_jobs,
+        metavar="N",
+        help="a Solve within --small-nodes and --small-jobs runs in its own lane, never behind large ones",
+    )
+    caps.add_argument("--small-concurrent", type=int, default=d.small_concurrent, metavar="N")
+    caps.add_argument("--small-queued", type=int, default=d.small_queued, metavar="N")
+    caps.add_argument(
+        "--search-workers",
+        type=int,
+        default=d.search_workers,
+        metavar="N",
+        help="most CP-SAT workers per solve (0: the request's policy decides)",
+    )
+    caps.add_argument(
+        "--light-workers",
+        type=int,
+        default=d.light_workers,
+        metavar="N",
+        help="threads kept for health and reflection",
+    )
+    caps.add_argument(
+        "--grace-s", type=float, default=d.grace_s, metavar="S", help="SIGTERM to stopped, always within"
+    )
+    caps.add_argument(
+        "--drain-s",
+        type=float,
+        default=d.drain_s,
+        metavar="S",
+        help="of the grace: health says NOT_SERVING while the port stays open",
+    )
+    tls = serve.add_argument_group("TLS (files re-read when they change)")
+    tls.add_argument("--tls-cert", type=Path, metavar="PEM", help="server certificate chain")
+    tls.add_argument("--tls-key", type=Path, metavar="PEM", help="server private key")
+    tls.add_argument("--tls-client-ca", type=Path, metavar="PEM", help="require client certificates (mTLS)")
+    metrics = serve.add_argument_group("metrics")
+    metrics.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus /metrics here")
+    metrics.add_argument("--metrics-host", default="127.0.0.1")
 
 
 def add_plugin_commands(commands: argparse._SubParsersAction) -> None:
@@ -124,10 +191,55 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from solver.service.admission import ServiceLimits
     from solver.service.server import run_forever
+    from solver.service.tls import TlsFiles
 
-    run_forever(args.host, args.port)
+    limits = ServiceLimits(
+        max_message_bytes=args.max_message_bytes,
+        max_nodes=args.max_nodes,
+        max_jobs=args.max_jobs,
+        max_concurrent_solves=args.max_concurrent_solves,
+        max_queued=args.max_queued,
+        small_nodes=args.small_nodes,
+        small_jobs=args.small_jobs,
+        small_concurrent=args.small_concurrent,
+        small_queued=args.small_queued,
+        search_workers=args.search_workers,
+        light_workers=args.light_workers,
+        grace_s=args.grace_s,
+        drain_s=args.drain_s,
+    )
+    problems = _flag_problems(limits.problems())
+    tls = None
+    if args.tls_cert or args.tls_key or args.tls_client_ca:
+        if not (args.tls_cert and args.tls_key):
+            problems.append(
+                Problem(path="--tls-cert/--tls-key", message="TLS needs both a certificate and its key")
+            )
+        else:
+            tls = TlsFiles(cert=args.tls_cert, key=args.tls_key, client_ca=args.tls_client_ca)
+            problems += _flag_problems(tls.problems())
+    if problems:
+        raise InvalidRequest(problems)
+    try:
+        run_forever(
+            args.host,
+            args.port,
+            limits=limits,
+            tls=tls,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
+        )
+    except OSError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return EXIT_OK
+
+
+def _flag_problems(lines: list[str]) -> list[Problem]:
+    """``--flag: reason`` lines as problems whose path is the flag."""
+    return [Problem(path=flag, message=reason.strip()) for flag, reason in (x.split(":", 1) for x in lines)]
 
 
 def run_ingest_nvidia_smi(args: argparse.Namespace) -> int:
