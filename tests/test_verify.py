@@ -12,9 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import solver.fragmentation
-import solver.verify
-from solver.model import (
+import solver.answer.verify
+import solver.domain.fragmentation
+from solver.answer.verify import _perfect_matching, verify
+from solver.domain.model import (
     Allocation,
     ClusterMetrics,
     Distance,
@@ -35,7 +36,6 @@ from solver.model import (
     SwitchKind,
     WorkloadShape,
 )
-from solver.verify import _perfect_matching, verify
 from tests._verify_cases import dgx, job, member, placed, request, result, role, shape, unplaced
 
 REQ, PREF = Requirement.REQUIRED, Requirement.PREFERRED
@@ -465,7 +465,7 @@ def test_metrics_are_checked_against_each_request_s_own_workload() -> None:
 
 # =========================================================================== property tests
 #
-# The oracles below are deliberately written another way than solver/verify.py: distances as the
+# The oracles below are deliberately written another way than solver/answer/verify.py: distances as the
 # nearest class over every switch above both devices, GPU↔NIC matching by trying every permutation,
 # capacity by counting claims in one flat list.
 
@@ -780,8 +780,8 @@ def test_verify_shares_no_code_with_the_pipeline() -> None:
     """The verifier is only worth running if the solver's bugs cannot leak into it. It shares the
     domain types and the definition of fragmentation (a function of one node's free capacity, which
     itself depends on nothing but the domain types); the state it measures it derives itself."""
-    assert _solver_imports(solver.verify) == {"solver.model", "solver.fragmentation"}
-    assert _solver_imports(solver.fragmentation) == {"solver.model"}
+    assert _solver_imports(solver.answer.verify) == {"solver.domain.model", "solver.domain.fragmentation"}
+    assert _solver_imports(solver.domain.fragmentation) == {"solver.domain.model"}
 
 
 def test_avoided_gpu_model() -> None:
