@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from solver import wire
-from solver.errors import InvalidRequest
-from solver.model import (
+from solver.answer.verify import verify
+from solver.domain.errors import InvalidRequest
+from solver.domain.model import (
     Job,
     Locality,
     MemberShape,
@@ -32,10 +32,10 @@ from solver.model import (
     SolveResult,
     WorkloadShape,
 )
+from solver.domain.validate import validate
+from solver.service import wire
 from solver.service.server import RunningServer, serve
 from solver.solve import solve
-from solver.validate import validate
-from solver.verify import verify
 from tests.builders import make_cluster, make_inventory, make_job, make_node, make_request
 from topoplace.v1 import placement_pb2, placement_pb2_grpc
 

@@ -25,9 +25,9 @@ import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.scenario import scenario
-from solver import wire
-from solver.cancel import Cancel, Cancelled
-from solver.model import SolveRequest, SolveResult, SolveStatus
+from solver.domain.cancel import Cancel, Cancelled
+from solver.domain.model import SolveRequest, SolveResult, SolveStatus
+from solver.service import wire
 from solver.service.admission import ServiceLimits
 from solver.service.server import RunningServer, serve
 from solver.solve import solve

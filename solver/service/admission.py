@@ -32,7 +32,8 @@ from typing import Any
 import grpc
 import structlog
 
-from solver.cancel import Cancel
+from solver.domain.cancel import Cancel
+from solver.service.channel import MAX_MESSAGE_BYTES
 from solver.service.metrics import ServiceMetrics
 
 SOLVE_METHOD = "/topoplace.v1.Placement/Solve"
@@ -51,7 +52,7 @@ class ServiceLimits:
     """The caps ``topoplace serve`` takes. Defaults fit a small machine: two big solves at once,
     each with every core, would only share them."""
 
-    max_message_bytes: int = 64 * 1024 * 1024  # large clusters' inventories outgrow gRPC's 4 MiB
+    max_message_bytes: int = MAX_MESSAGE_BYTES  # large clusters' inventories outgrow gRPC's 4 MiB
     max_nodes: int = 20_000  # per Solve request (inventory.nodes)
     max_jobs: int = 5_000  # per Solve request (jobs)
     max_concurrent_solves: int = 2  # large-lane Solve calls working at once
