@@ -27,19 +27,32 @@ class RemoteError(RuntimeError):
         super().__init__(f"{code.name}: {message}")
 
 
-def solve_remote(target: str, request: SolveRequest, *, timeout_s: float = 30) -> SolveResult:
+def solve_remote(
+    target: str,
+    request: SolveRequest,
+    *,
+    timeout_s: float = 30,
+    credentials: grpc.ChannelCredentials | None = None,
+) -> SolveResult:
     """Solve ``request`` on the server at ``target`` (``host:port``), waiting at most ``timeout_s``.
 
     The timeout is the call's gRPC deadline, so the server stops searching in time to answer.
+    ``credentials`` (:func:`solver.service.tls.channel_credentials`) for a TLS or mTLS server.
     """
     message = wire.request_to_proto(request)
-    with grpc.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
+    with _channel(target, credentials) as channel:
         stub = placement_pb2_grpc.PlacementStub(channel)
         try:
             response = stub.Solve(message, timeout=timeout_s)
         except grpc.RpcError as exc:
             raise _error_from_call(exc) from None
     return wire.result_from_proto(response)
+
+
+def _channel(target: str, credentials: grpc.ChannelCredentials | None) -> grpc.Channel:
+    if credentials is None:
+        return grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+    return grpc.secure_channel(target, credentials, options=CHANNEL_OPTIONS)
 
 
 def _error_from_call(call: grpc.RpcError) -> InvalidRequest | RemoteError:

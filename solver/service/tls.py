@@ -84,3 +84,14 @@ def server_credentials(files: TlsFiles) -> tuple[grpc.ServerCredentials, Certifi
         certs.config, certs.fetch, require_client_authentication=files.client_ca is not None
     )
     return credentials, certs
+
+
+def channel_credentials(
+    ca: Path, cert: Path | None = None, key: Path | None = None
+) -> grpc.ChannelCredentials:
+    """A client's credentials: trust ``ca``; present ``cert``/``key`` to an mTLS server."""
+    return grpc.ssl_channel_credentials(
+        root_certificates=ca.read_bytes(),
+        private_key=key.read_bytes() if key else None,
+        certificate_chain=cert.read_bytes() if cert else None,
+    )
