@@ -120,6 +120,13 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
         help="threads kept for health and reflection",
     )
     caps.add_argument(
+        "--node-cache-mib",
+        type=int,
+        default=d.node_cache_bytes // 2**20,
+        metavar="MIB",
+        help="what per-node caches may hold, by node size (least recently used nodes dropped first)",
+    )
+    caps.add_argument(
         "--grace-s", type=float, default=d.grace_s, metavar="S", help="SIGTERM to stopped, always within"
     )
     caps.add_argument(
@@ -207,6 +214,7 @@ def run_serve(args: argparse.Namespace) -> int:
         small_queued=args.small_queued,
         search_workers=args.search_workers,
         light_workers=args.light_workers,
+        node_cache_bytes=args.node_cache_mib * 2**20,
         grace_s=args.grace_s,
         drain_s=args.drain_s,
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from solver.domain.fragmentation import FreeCapacity, profile
 from solver.domain.model import ClusterMetrics, JobResult, MemberPlacement, MemberShape, Node, SolveRequest
-from solver.domain.nodefold import fold_for
+from solver.domain.nodefold import NodeMemo, fold_for
 
 
 def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> ClusterMetrics:
@@ -77,21 +77,17 @@ class NodeUse:
     free: FreeCapacity
 
 
-_USE: dict[int, NodeUse] = {}
+_USE: NodeMemo[NodeUse] = NodeMemo("measures.use")
 
 
 def node_use(node: Node) -> NodeUse:
     """:class:`NodeUse`, remembered per node object: the wire layer hands back the same Node for an
     unchanged node, so a scheduler's steady inventory is measured once."""
-    hit = _USE.get(id(node))
-    if hit is not None and hit.node is node:
+    hit = _USE.get(node)
+    if hit is not None:
         return hit
     held = {g for a in node.allocations for g in a.gpus}
-    use = NodeUse(node, len(node.gpus), len(held), not held, free_capacity(node))
-    if len(_USE) >= 65_536:
-        _USE.clear()
-    _USE[id(node)] = use
-    return use
+    return _USE.put(node, NodeUse(node, len(node.gpus), len(held), not held, free_capacity(node)))
 
 
 def free_capacity(node: Node, members: Sequence[tuple[MemberPlacement, MemberShape]] = ()) -> FreeCapacity:

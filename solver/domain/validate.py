@@ -32,7 +32,7 @@ from solver.domain.model import (
     Role,
     SolveRequest,
 )
-from solver.domain.nodefold import fold_for
+from solver.domain.nodefold import NodeMemo, fold_for
 
 Rule = Callable[[SolveRequest], Iterator[Problem]]
 
@@ -45,23 +45,20 @@ def validate(request: SolveRequest) -> tuple[Problem, ...]:
     return (*inside, *(problem for rule in RULES for problem in rule(request)))
 
 
-_NODE_PROBLEMS: dict[int, tuple[Node, tuple[Problem, ...]]] = {}
+_NODE_PROBLEMS: NodeMemo[tuple[Problem, ...]] = NodeMemo("validate.node_problems")
 
 
 def _node_problems(node: Node) -> tuple[Problem, ...]:
     """The problems ``NODE_RULES`` find in one node, as if it were the inventory's first
     (:func:`at_node` moves them to its place). Remembered per node *object*: the wire layer hands
     back the same Node for an unchanged node, so a scheduler's repeated inventory is checked once."""
-    hit = _NODE_PROBLEMS.get(id(node))
-    if hit is None or hit[0] is not node:
+    hit = _NODE_PROBLEMS.get(node)
+    if hit is None:
         alone = SolveRequest.model_construct(
             inventory=Inventory.model_construct(nodes=(node,), switches=()), jobs=(), policy=Policy()
         )
-        found = tuple(p for rule in NODE_RULES for p in rule(alone))
-        if len(_NODE_PROBLEMS) >= 65_536:
-            _NODE_PROBLEMS.clear()
-        _NODE_PROBLEMS[id(node)] = hit = (node, found)  # holding the node keeps its id unique
-    return hit[1]
+        hit = _NODE_PROBLEMS.put(node, tuple(p for rule in NODE_RULES for p in rule(alone)))
+    return hit
 
 
 def at_node(i: int, problem: Problem) -> Problem:

@@ -29,6 +29,7 @@ from solver.domain.model import (
     Role,
     SolveRequest,
 )
+from solver.domain.nodefold import NodeMemo
 from solver.domain.topology import pcie_distance
 from solver.reduce.separation import Separation, job_label
 
@@ -347,7 +348,9 @@ def node_shape(
 
 
 _INTERNED: dict[NodeShape, NodeShape] = {}
-_SHAPES: dict[tuple[int, frozenset[str], bool], tuple[Node, NodeShape, ConcreteNode]] = {}
+# Memos of shapes interned in one generation of _INTERNED: emptying it starts a new generation, so
+# no node keeps a shape equal to, but not the same object as, a newly interned one.
+_GENERATION = [0]
 
 
 def cached_node_shape(
@@ -362,18 +365,20 @@ def cached_node_shape(
     separation rule makes the shape depend on the batch's jobs."""
     if separation.owned:
         return node_shape(node, selected, separation, owners, rails=rails)
-    key = (id(node), selected, rails)
-    hit = _SHAPES.get(key)
-    if hit is not None and hit[0] is node:
-        return hit[1], hit[2]
+    memo: NodeMemo[tuple[NodeShape, ConcreteNode]] = NodeMemo(
+        ("normalise.shape", _GENERATION[0], selected, rails)
+    )
+    hit = memo.get(node)
+    if hit is not None:
+        return hit
     shape, concrete = node_shape(node, selected, separation, owners, rails=rails)
-    if len(_SHAPES) >= 65_536:
-        _SHAPES.clear()
+    if len(_INTERNED) >= 65_536:
         _INTERNED.clear()
+        _GENERATION[0] += 1
+        memo = NodeMemo(("normalise.shape", _GENERATION[0], selected, rails))
     # Equal shapes become one object, so grouping nodes by shape compares identities, not tuples.
     shape = _INTERNED.setdefault(shape, shape)
-    _SHAPES[key] = (node, shape, concrete)  # holding the node keeps its id from being reused
-    return shape, concrete
+    return memo.put(node, (shape, concrete))
 
 
 def locality_matters(request: SolveRequest) -> tuple[bool, bool]:

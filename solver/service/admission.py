@@ -33,6 +33,7 @@ import grpc
 import structlog
 
 from solver.domain.cancel import Cancel
+from solver.domain.nodefold import DEFAULT_NODE_MEMORY_BYTES
 from solver.service.channel import MAX_MESSAGE_BYTES
 from solver.service.metrics import ServiceMetrics
 
@@ -63,6 +64,7 @@ class ServiceLimits:
     small_queued: int = 32
     search_workers: int = 0  # cap on CP-SAT workers per solve (0 = the policy's own choice)
     light_workers: int = 4  # threads kept for health, reflection and other light calls
+    node_cache_bytes: int = DEFAULT_NODE_MEMORY_BYTES  # per-node caches of the process, by size
     grace_s: float = 10.0  # SIGTERM → stopped, always within this
     drain_s: float = 1.0  # of the grace: NOT_SERVING reported while the port stays open
 
@@ -75,6 +77,7 @@ class ServiceLimits:
             "max_jobs",
             "max_concurrent_solves",
             "small_concurrent",
+            "node_cache_bytes",
         ):
             if getattr(self, name) < 1:
                 out.append(f"--{name.replace('_', '-')}: must be at least 1")

@@ -30,6 +30,7 @@ from grpc_reflection.v1alpha import reflection
 from solver.domain.cancel import Cancel, Cancelled
 from solver.domain.errors import InvalidRequest, VerificationFailed
 from solver.domain.model import SolveRequest, SolveResult
+from solver.domain.nodefold import set_node_memory_budget
 from solver.service import wire
 from solver.service.admission import CURRENT_CALL, SOLVE_METHOD, Admission, Call, ServiceLimits, deadline_of
 from solver.service.logging import configure_logging
@@ -227,6 +228,9 @@ def serve(
     problems = limits.problems() + (tls.problems() if tls else [])
     if problems:
         raise ValueError("; ".join(problems))
+    # Process-wide: the caches are shared by every server (and solve) of the process.
+    set_node_memory_budget(limits.node_cache_bytes)
+    wire.NODE_CACHE.resize(limits.node_cache_bytes)
     metrics = ServiceMetrics()
     admission = Admission(limits, metrics)
     options = (

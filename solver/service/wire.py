@@ -38,6 +38,7 @@ from pydantic import BaseModel, ValidationError
 
 from solver.domain.errors import InvalidRequest, Problem
 from solver.domain.model import Node, SolveRequest, SolveResult
+from solver.domain.nodefold import DEFAULT_NODE_MEMORY_BYTES, BoundedLru
 from topoplace.v1 import placement_pb2
 
 M = TypeVar("M", bound=BaseModel)
@@ -147,18 +148,17 @@ def _from_proto(msg: Message, model_cls: type[M]) -> M:
         raise InvalidRequest([_problem_from_error(err) for err in _root_causes(exc.errors())]) from None
 
 
-_NODE_CACHE: dict[bytes, Node] = {}
-_NODE_CACHE_SIZE = 65_536
+# Nodes by their wire bytes, least recently used dropped first, bounded by bytes: each entry is
+# charged its key and, about as much again, the Node made from it (issue 23: a count bound let
+# callers pin gigabytes with large labels).
+NODE_CACHE: BoundedLru[bytes, Node] = BoundedLru(DEFAULT_NODE_MEMORY_BYTES)
 
 
 def _node_from_proto(msg: placement_pb2.Node) -> Node:
     key = msg.SerializeToString(deterministic=True)
-    node = _NODE_CACHE.get(key)
+    node = NODE_CACHE.get(key)
     if node is None:
-        node = _from_proto(msg, Node)
-        if len(_NODE_CACHE) >= _NODE_CACHE_SIZE:
-            _NODE_CACHE.clear()  # a new cluster: start again rather than track recency per node
-        _NODE_CACHE[key] = node
+        node = NODE_CACHE.put(key, _from_proto(msg, Node), 2 * len(key))
     return node
 
 

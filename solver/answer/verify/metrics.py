@@ -14,6 +14,7 @@ from solver.domain.model import (
     SolveRequest,
     SolveResult,
 )
+from solver.domain.nodefold import NodeMemo
 
 
 def metrics(request: SolveRequest, result: SolveResult, placed: list[Placed]) -> Iterator[str]:
@@ -72,7 +73,7 @@ def metrics(request: SolveRequest, result: SolveResult, placed: list[Placed]) ->
 _Facts = tuple[int, int, bool, tuple[float, int]]
 
 
-_FACTS: dict[int, tuple[Node, Profile, _Facts | None]] = {}
+_FACTS: NodeMemo[tuple[Profile, _Facts | None]] = NodeMemo("verify.facts")
 
 
 def node_facts(workload: Profile, node: Node) -> _Facts | None:
@@ -80,17 +81,15 @@ def node_facts(workload: Profile, node: Node) -> _Facts | None:
     whole, and its (fragmentation, stranded) as it stands; None for a cordoned node. Remembered per
     node object (the verifier's own memo, not the pipeline's): a scheduler sends the same unchanged
     nodes again and again."""
-    hit = _FACTS.get(id(node))
-    if hit is not None and hit[0] is node and hit[1] is workload:
-        return hit[2]
+    hit = _FACTS.get(node)
+    if hit is not None and hit[0] is workload:
+        return hit[1]
     facts = None
     if node.schedulable:
         held = {g for a in node.allocations for g in a.gpus}
         measured = workload.measure(free_capacity(node, []))
         facts = len(node.gpus), len(held & {g.id for g in node.gpus}), not held, measured
-    if len(_FACTS) >= 65_536:
-        _FACTS.clear()
-    _FACTS[id(node)] = (node, workload, facts)  # holding the node keeps its id from being reused
+    _FACTS.put(node, (workload, facts))
     return facts
 
 
