@@ -120,6 +120,8 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
                 placed_jobs=placed,
                 late_ms=round(late * 1000, 3),
                 ms=_ms(call),
+                queued_ms=round(call.queued_s * 1000, 3),
+                stages_ms={t.stage: round(t.ms, 1) for t in result.timings},
             )
             self._metrics.late.labels(method="Placement/Solve").inc()
             self._count("DEADLINE_EXCEEDED")
