@@ -10,7 +10,7 @@ deadlines missed, health latency (p50/p99/max and failures), the server's RSS be
 
 Bounded: levels x ``--seconds`` plus a drain; the server is stopped (SIGTERM) at the end.
 
-    python -m bench.load [--clients 1,8,32,64] [--seconds 20] [--large-every 8] [--json out.json]
+    python -m bench.load [--clients 0,1,8,32,64] [--seconds 20] [--large-every 8] [--json out.json]
 """
 
 from __future__ import annotations
@@ -263,7 +263,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--clients", default="1,8,32,64")
+    parser.add_argument(
+        "--clients", default="0,1,8,32,64", help="0: health checks alone (the machine's noise)"
+    )
     parser.add_argument("--seconds", type=float, default=20.0, help="per level")
     parser.add_argument("--large-every", type=int, default=8, help="every k-th call is a 1,024-node solve")
     parser.add_argument("--large-time-limit", type=float, default=2.0)

@@ -246,8 +246,10 @@ def serve(
         futures.ThreadPoolExecutor(max_workers=pool, thread_name_prefix="topoplace-rpc"),
         interceptors=(admission,),
         options=options,
-        # Beyond the threads, gRPC itself refuses (RESOURCE_EXHAUSTED) instead of queueing unboundedly.
-        maximum_concurrent_rpcs=pool + limits.light_workers,
+        # A backstop far above what the gates let through: beyond it gRPC itself refuses
+        # (RESOURCE_EXHAUSTED) rather than queue without bound. Not tighter: its refusals would hit
+        # health checks too, which must not be shed while the gates already shed heavy calls.
+        maximum_concurrent_rpcs=2 * pool,
     )
     placement_pb2_grpc.add_PlacementServicer_to_server(PlacementServicer(solve_fn, limits, metrics), server)
     whatif_name = _add_whatif(server)
