@@ -259,6 +259,67 @@ def probe_markdown(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def labelled_request(k: int, nodes: int = 4) -> bytes:
+    """``nodes`` nodes never seen before, each with 1 MiB of labels, and one 1-GPU job: what pinned
+    memory through the node caches before they were bounded in bytes (issue 23)."""
+    base = scenario(nodes, 1, seed=3).request
+    blob = (f"{k:08d}" * (1 << 17))[: 1 << 20]
+    fresh = tuple(
+        n.model_copy(update={"name": f"r{k}-{n.name}", "labels": {"blob": f"{i}{blob}"}})
+        for i, n in enumerate(base.inventory.nodes)
+    )
+    job = Job(id="small", roles=(Role(name="worker", replicas=1, member=MemberShape(gpus=1)),))
+    request = SolveRequest(
+        inventory=base.inventory.model_copy(update={"nodes": fresh}),
+        jobs=(job,),
+        policy=Policy(time_limit_s=1),
+    )
+    return wire.request_to_proto(request).SerializeToString()
+
+
+def memory_soak(cache_mib: list[int], warm: int = 10, soak: int = 40) -> list[dict[str, object]]:
+    """Per ``--node-cache-mib``: a server's RSS at start, after ``warm`` and after ``soak`` more
+    requests of new 4 x 1 MiB-labelled nodes (one at a time)."""
+    rows = []
+    for mib in cache_mib:
+        proc, port = start_server(["--node-cache-mib", str(mib)])
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS) as channel:
+                solve = channel.unary_unary(
+                    SOLVE,
+                    request_serializer=None,
+                    response_deserializer=placement_pb2.SolveResponse.FromString,
+                )
+                start = rss_mib(proc.pid)
+                for k in range(warm):
+                    solve(labelled_request(k), timeout=60)
+                warmed = rss_mib(proc.pid)
+                for k in range(warm, warm + soak):
+                    solve(labelled_request(k), timeout=60)
+                after = rss_mib(proc.pid)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+        rows.append(
+            {"node_cache_mib": mib, "start": start, "warm": warmed, "after": after, "new_mib": soak * 4}
+        )
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def soak_markdown(rows: list[dict[str, object]]) -> str:
+    lines = [
+        "| --node-cache-mib | RSS at start | after 10 requests | after 40 more (160 MiB of new nodes) "
+        "| growth |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        growth = float(r["after"]) - float(r["warm"])  # type: ignore[arg-type]
+        row = f"| {r['node_cache_mib']} | {r['start']:.0f} | {r['warm']:.0f} | {r['after']:.0f}"
+        lines.append(f"{row} | +{growth:.0f} MiB |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -276,7 +337,16 @@ def main() -> None:
         default="0.5,2,5",
         help="then a 1,024 x 200 solve under each deadline, and one cancelled at 1 s ('' = skip)",
     )
+    parser.add_argument(
+        "--memory-soak", default="", help="instead: RSS soak with these --node-cache-mib values, e.g. 16,4096"
+    )
     args = parser.parse_args()
+    if args.memory_soak:
+        soak = memory_soak([int(m) for m in args.memory_soak.split(",")])
+        print(f"commit {commit()} · {machine()}")
+        print(f"command: python -m bench.load {' '.join(sys.argv[1:])}")
+        print(soak_markdown(soak))
+        return
     small, large = small_request(), large_request(args.large_time_limit)
     proc, port = start_server(args.serve_args.split())
     rows = []

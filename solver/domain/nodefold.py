@@ -34,11 +34,13 @@ T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-# What a store of per-node values may hold by default, by node_bytes: a 16,384-node HGX cluster is
-# about 100 MB of it, so a scheduler's whole inventory stays cached.
-DEFAULT_NODE_MEMORY_BYTES = 256 * 1024 * 1024
-# Per object of a node, in node_bytes: roughly what CPython and pydantic spend on one small model.
-OBJECT_BYTES = 200
+# What a store of per-node values may hold by default, by node_bytes: an HGX node (8 GPUs, 8 NICs,
+# 28 NVLink pairs) is about 45 KB, so a 16,384-node inventory (740 MB) stays cached whole — a store
+# smaller than the scheduler's inventory would recompute every node on every request.
+DEFAULT_NODE_MEMORY_BYTES = 1024 * 1024 * 1024
+# Per object of a node, in node_bytes: what CPython and pydantic spend on one small model instance
+# (its __dict__, its fields-set, the object), measured with tracemalloc: about 47 KB per HGX node.
+OBJECT_BYTES = 800
 
 
 class BoundedLru(Generic[K, V]):

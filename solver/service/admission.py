@@ -32,7 +32,7 @@ from typing import Any
 import grpc
 import structlog
 
-from solver.domain.cancel import Cancel
+from solver.domain.cancel import Cancel, cancelling
 from solver.domain.nodefold import DEFAULT_NODE_MEMORY_BYTES
 from solver.service.channel import MAX_MESSAGE_BYTES
 from solver.service.metrics import ServiceMetrics
@@ -287,7 +287,9 @@ class Admission(grpc.ServerInterceptor):
                 self.metrics.stage_seconds.labels(stage="queue").observe(call.queued_s)
                 token = CURRENT_CALL.set(call)
                 try:
-                    return inner(request, context)
+                    # Any solve the handler runs in this thread (WhatIf runs many) stops with the call.
+                    with cancelling(call.cancel):
+                        return inner(request, context)
                 finally:
                     CURRENT_CALL.reset(token)
         except Refused as refused:

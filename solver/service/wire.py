@@ -38,7 +38,7 @@ from pydantic import BaseModel, ValidationError
 
 from solver.domain.errors import InvalidRequest, Problem
 from solver.domain.model import Node, SolveRequest, SolveResult
-from solver.domain.nodefold import DEFAULT_NODE_MEMORY_BYTES, BoundedLru
+from solver.domain.nodefold import DEFAULT_NODE_MEMORY_BYTES, BoundedLru, node_bytes
 from topoplace.v1 import placement_pb2
 
 M = TypeVar("M", bound=BaseModel)
@@ -149,8 +149,8 @@ def _from_proto(msg: Message, model_cls: type[M]) -> M:
 
 
 # Nodes by their wire bytes, least recently used dropped first, bounded by bytes: each entry is
-# charged its key and, about as much again, the Node made from it (issue 23: a count bound let
-# callers pin gigabytes with large labels).
+# charged its key and the Node made from it (issue 23: a count bound let callers pin gigabytes with
+# large labels).
 NODE_CACHE: BoundedLru[bytes, Node] = BoundedLru(DEFAULT_NODE_MEMORY_BYTES)
 
 
@@ -158,7 +158,8 @@ def _node_from_proto(msg: placement_pb2.Node) -> Node:
     key = msg.SerializeToString(deterministic=True)
     node = NODE_CACHE.get(key)
     if node is None:
-        node = NODE_CACHE.put(key, _from_proto(msg, Node), 2 * len(key))
+        node = _from_proto(msg, Node)
+        NODE_CACHE.put(key, node, len(key) + node_bytes(node))
     return node
 
 
