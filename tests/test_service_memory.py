@@ -62,6 +62,7 @@ def test_rss_stays_flat_while_large_new_nodes_keep_coming(small_cache_server: Ru
     assert wire.NODE_CACHE.bytes <= 16 * MIB
     assert NODE_MEMOS.lru.bytes <= 16 * MIB
     # Flat: far less than one request's worth of nodes pinned per request (160 MiB if unbounded).
+    print(f"RSS {warm:.0f} -> {after:.0f} MiB")
     assert after - warm < 48, f"RSS grew {after - warm:.0f} MiB (from {warm:.0f} MiB)"
 
 
