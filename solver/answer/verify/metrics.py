@@ -5,6 +5,7 @@ objective uses too) applied to free capacity derived here, node by node.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 
 from solver.answer.verify.view import Placed
@@ -14,7 +15,6 @@ from solver.domain.model import (
     SolveRequest,
     SolveResult,
 )
-from solver.domain.nodefold import NodeMemo
 
 
 def metrics(request: SolveRequest, result: SolveResult, placed: list[Placed]) -> Iterator[str]:
@@ -73,7 +73,9 @@ def metrics(request: SolveRequest, result: SolveResult, placed: list[Placed]) ->
 _Facts = tuple[int, int, bool, tuple[float, int]]
 
 
-_FACTS: NodeMemo[tuple[Profile, _Facts | None]] = NodeMemo("verify.facts")
+# By node id, holding the node only weakly (its entry goes when it does), so the verifier's memo
+# never keeps a node alive: its own, sharing no code with the pipeline's bounded store.
+_FACTS: dict[int, tuple[weakref.ref[Node], Profile, _Facts | None]] = {}
 
 
 def node_facts(workload: Profile, node: Node) -> _Facts | None:
@@ -81,15 +83,16 @@ def node_facts(workload: Profile, node: Node) -> _Facts | None:
     whole, and its (fragmentation, stranded) as it stands; None for a cordoned node. Remembered per
     node object (the verifier's own memo, not the pipeline's): a scheduler sends the same unchanged
     nodes again and again."""
-    hit = _FACTS.get(node)
-    if hit is not None and hit[0] is workload:
-        return hit[1]
+    hit = _FACTS.get(id(node))
+    if hit is not None and hit[0]() is node and hit[1] is workload:
+        return hit[2]
     facts = None
     if node.schedulable:
         held = {g for a in node.allocations for g in a.gpus}
         measured = workload.measure(free_capacity(node, []))
         facts = len(node.gpus), len(held & {g.id for g in node.gpus}), not held, measured
-    _FACTS.put(node, (workload, facts))
+    key = id(node)
+    _FACTS[key] = (weakref.ref(node, lambda _: _FACTS.pop(key, None)), workload, facts)
     return facts
 
 
