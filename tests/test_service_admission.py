@@ -384,3 +384,34 @@ def test_sigterm_stops_a_serving_process_within_the_grace_period() -> None:
     assert code == 0
     assert took < 3.5, f"stopped {took:.2f} s after SIGTERM with a 3 s grace"
     assert "stopping" in events and events[-1] == "stopped"
+
+
+@pytest.mark.needs_pipeline
+def test_a_cancelled_whatif_run_stops_and_is_logged_as_cancelled(
+    start_server: Callable[..., RunningServer], events: list[dict[str, object]]
+) -> None:
+    """WhatIf runs many solves in its handler; they run under the call's token too."""
+    from solver.whatif.convert import scenario_to_proto
+    from solver.whatif.scenario import BaseInventory, PolicySpec, Scenario, SolverPolicy
+    from topoplace.v1 import whatif_pb2, whatif_pb2_grpc
+
+    hard = long_request()
+    whatif = Scenario(
+        base=BaseInventory(inventory=hard.inventory),
+        jobs=hard.jobs,
+        policies=(PolicySpec(name="solver", solver=SolverPolicy(time_limit_s=30)),),
+    )
+    running = start_server()
+    with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+        stub = whatif_pb2_grpc.WhatIfStub(channel)
+        future = stub.Run.future(whatif_pb2.WhatIfRequest(scenario=scenario_to_proto(whatif)))
+        time.sleep(3.0)
+        future.cancel()
+        cancelled_at = time.monotonic()
+        while running.admission.in_flight() and time.monotonic() < cancelled_at + 10:
+            time.sleep(0.01)
+        stopped_in = time.monotonic() - cancelled_at
+    assert running.admission.in_flight() == 0
+    assert stopped_in < 2.0, f"the what-if run went on {stopped_in:.2f} s after the cancel"
+    names = [e["event"] for e in events]
+    assert "whatif_cancelled" in names and "whatif_failed" not in names

@@ -14,6 +14,7 @@ import time
 import grpc
 import structlog
 
+from solver.domain.cancel import Cancelled
 from solver.domain.errors import InvalidRequest, VerificationFailed
 from solver.whatif.convert import report_to_proto, scenario_from_proto
 from solver.whatif.run import run_prepared
@@ -45,6 +46,9 @@ class WhatIfServicer(whatif_pb2_grpc.WhatIfServicer):
         except InvalidRequest as exc:
             _log.info("whatif_rejected", problems=len(exc.problems))
             context.abort_with_status(invalid_argument_status(exc.problems))
+        except Cancelled as exc:  # the caller went away (solver.service.admission trips the token)
+            _log.info("whatif_cancelled", reason=exc.reason)
+            context.abort(grpc.StatusCode.CANCELLED, str(exc))
         except VerificationFailed as exc:
             _log.error("whatif_failed", violations=list(exc.violations))
             context.abort(grpc.StatusCode.INTERNAL, str(exc)[:1000])
