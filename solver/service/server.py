@@ -190,6 +190,8 @@ class RunningServer:
         heavy calls; keep the port open ``drain_s`` so health checks see NOT_SERVING; let calls in
         flight finish until the grace is nearly spent; then cancel what is left (their searches
         stop) and close. ``grace_s`` None: at once. Whether every call finished by itself."""
+        if self._stopped.is_set():  # stopped already (a test's cleanup after the test's own stop)
+            return self.admission.in_flight() == 0
         began = time.monotonic()
         grace = 0.0 if grace_s is None else max(0.0, grace_s)
         self.health.enter_graceful_shutdown()
