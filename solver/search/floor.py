@@ -27,6 +27,7 @@ from ortools.sat.python import cp_model
 from solver.compile import Compiled
 from solver.compile.locality import NVLINK, place_of
 from solver.compile.order import order_values
+from solver.domain import cancel as cancellation
 from solver.domain.fabric import Fabric
 from solver.reduce.normalise import Normalised
 
@@ -411,6 +412,7 @@ def portfolio(
     for name, order in orders(problem, floor, passes, seed):
         if out and time.perf_counter() >= deadline:
             break
+        cancellation.check()  # a caller gone stops the floor between placers (solver.domain.cancel)
         plan = complete(problem, compiled, greedy_hint(problem, compiled, jobs=order, floor=floor))
         out.append(Candidate(name, plan, tuple(t.value_of(plan) for t in compiled.tiers)))
     return sorted(out, key=lambda c: c.values, reverse=True)  # stable: ties keep the earlier placer
