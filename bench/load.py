@@ -320,6 +320,36 @@ def soak_markdown(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def cancel_points(at_s: list[float]) -> list[tuple[float, float, str]]:
+    """In process, no gRPC: a 1,024-node x 200-gang solve (time limit 30 s, caches warm, as for a
+    scheduler's repeated inventory) cancelled ``at`` seconds in; how long after the trip it stopped."""
+    from solver.domain.cancel import Cancel, Cancelled
+    from solver.solve import solve
+
+    request = scenario(1024, 200, seed=1, time_limit_s=30).request
+    policy = request.policy.model_copy(update={"deterministic": False})
+    solve(request.model_copy(update={"policy": policy.model_copy(update={"time_limit_s": 1})}))  # warm
+    request = request.model_copy(update={"policy": policy})
+    rows = []
+    for at in at_s:
+        cancel, tripped = Cancel(), [0.0]
+
+        def trip(cancel: Cancel = cancel, tripped: list[float] = tripped) -> None:
+            tripped[0] = time.monotonic()
+            cancel.trip("bench")
+
+        timer = threading.Timer(at, trip)
+        timer.start()
+        try:
+            solve(request, cancel=cancel)
+            rows.append((at, float("nan"), "finished before the cancel"))
+        except Cancelled:
+            rows.append((at, (time.monotonic() - tripped[0]) * 1000, "stopped"))
+        timer.cancel()
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -340,7 +370,16 @@ def main() -> None:
     parser.add_argument(
         "--memory-soak", default="", help="instead: RSS soak with these --node-cache-mib values, e.g. 16,4096"
     )
+    parser.add_argument("--cancel-at", default="", help="instead: in-process cancel latency at these seconds")
     args = parser.parse_args()
+    if args.cancel_at:
+        points = cancel_points([float(a) for a in args.cancel_at.split(",")])
+        print(f"commit {commit()} · {machine()}")
+        print(f"command: python -m bench.load {' '.join(sys.argv[1:])}")
+        print("| cancelled at | stopped after the trip |\n|---:|---:|")
+        for at, ms, how in points:
+            print(f"| {at} s | {ms:.0f} ms |" if how == "stopped" else f"| {at} s | ({how}) |")
+        return
     if args.memory_soak:
         soak = memory_soak([int(m) for m in args.memory_soak.split(",")])
         print(f"commit {commit()} · {machine()}")
