@@ -39,14 +39,13 @@ from solver.search.tiers import MERGE_MAX_VARIABLES, settle, solve_lexicographic
 
 # Time kept back from the caller's deadline for the reply.
 DEADLINE_MARGIN_S = 0.05
-# The floor's placers may take this share of the time left for search (always their first plan).
-FLOOR_SHARE = 0.25
 # Below this, CP-SAT would not even hand back its hint on a big model: the floor's plan is the answer.
 MIN_SEARCH_S = 0.05
-# What one pass of the floor costs, per (role, class) pair the model has: measured on 1,024 HGX nodes
-# (bench/quality.py), 2 cores. It sizes the portfolio from the request alone, so that deterministic
-# mode gives the same answer on a loaded machine.
-FLOOR_PASS_S_PER_PAIR = 4e-6
+# What one pass of the floor (a greedy plan, completed and valued) costs per model variable: about
+# 0.2 s for the 13,800 variables of 1,024 HGX nodes x 200 jobs (bench/quality.py), 2 cores. It sizes
+# the portfolio from the request alone, so that deterministic mode gives the same answer whatever
+# the machine's load.
+FLOOR_PASS_S_PER_VARIABLE = 1.5e-5
 
 
 class Stopwatch:
@@ -96,7 +95,7 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
         request = apply_policy_chains(request)
         pooled, pools = pool(request)
         problem = expand_rails(normalise(pooled, hosts_some_member))
-        problem = replace(problem, pools=frozenset(j for j in range(len(pooled.jobs)) if pools.pooled(j)))
+        problem = replace(problem, pooled_from=pools.members_of)
     with clock.stage("compile"):
         compiled = compile_model(problem, request.policy)
 
@@ -107,7 +106,9 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
         candidates = portfolio(
             problem,
             compiled,
-            time.perf_counter() + FLOOR_SHARE * max(0.0, search_ends - time.perf_counter()),
+            # How many placers run is sized from the request (``floor_passes``), so that equal requests
+            # get equal floors; the clock only stops them at the end of the search's time.
+            search_ends,
             passes=floor_passes(compiled, request.policy.time_limit_s),
             seed=request.policy.seed,
         )
@@ -229,9 +230,9 @@ def best_of_orders(request: SolveRequest, budget_s: float) -> SolveResult:
 
 
 def floor_passes(compiled: Compiled, time_limit_s: float) -> int:
-    """How many placers the floor runs: its named orders at least, more shuffles as the time limit
-    allows (a fifth of it), sized from the model so that equal requests run equal portfolios."""
-    per_pass = FLOOR_PASS_S_PER_PAIR * max(1, len(compiled.y))
+    """How many shuffles the floor runs besides its named orders: as many as a fifth of the time
+    limit pays for, sized from the model so that equal requests run equal portfolios."""
+    per_pass = FLOOR_PASS_S_PER_VARIABLE * max(1, len(compiled.model.proto.variables))
     return max(0, min(MAX_SHUFFLES, int(0.2 * time_limit_s / per_pass) - NAMED_ORDERS))
 
 

@@ -186,9 +186,19 @@ class Normalised:
     # ``fit_test`` of :func:`normalise`): the model never sees them; explanations still ask whether
     # a relaxed rule would let one in.
     unfit: tuple[NodeShape, ...] = ()
-    # Jobs that stand for a pool of pods (``solver.reduce.pools``): the jobs tier counts their
-    # members, and the floor places as many of their members as fit.
-    pools: frozenset[int] = frozenset()
+    # Per job, the batch positions of the jobs it stands for (``solver.reduce.pools``: a pool of pods
+    # stands for several); empty when nothing was pooled.
+    pooled_from: tuple[tuple[int, ...], ...] = ()
+
+    @cached_property
+    def pools(self) -> frozenset[int]:
+        """Jobs that stand for a pool of pods: the jobs tier counts their members, and the floor
+        places their members one by one, at their pods' places in the batch."""
+        return frozenset(j for j, batch in enumerate(self.pooled_from) if len(batch) > 1)
+
+    def batch_positions(self, j: int) -> tuple[int, ...]:
+        """Where the jobs job ``j`` stands for sit in the batch, in order."""
+        return self.pooled_from[j] if self.pooled_from else (j,)
 
     def group_of(self, r: int) -> int:
         g = self.roles[r].group
