@@ -66,6 +66,7 @@ class Batch:
     refused: dict[str, str] = field(default_factory=dict)  # task uid → why its annotations are refused
     left_to_volcano: dict[str, str] = field(default_factory=dict)  # task uid → why not modelled
     nodes: dict[str, Node] = field(default_factory=dict)
+    node_notes: dict[str, dict[str, str]] = field(default_factory=dict)  # node → its annotations
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -81,6 +82,7 @@ def build(snapshot: Snapshot, fabric: Fabric, policy: Policy, *, plan_pending: b
     models = {g.model for n in nodes for g in n.gpus if g.model}
     batch = Batch(request=SolveRequest(inventory=Inventory(nodes=tuple(nodes), switches=switches)))
     batch.nodes = {n.name: n for n in nodes}
+    batch.node_notes = {info.name: info.annotations for info in snapshot.nodes}  # which device plugin
     phases = PLANNED_PHASES | ({"Pending", ""} if plan_pending else set())
     jobs: list[SolverJob] = []
     for job in snapshot.jobs:

@@ -12,7 +12,8 @@ the reason (:class:`PodRefused`). Only :class:`adapters.volcano.wire.BadPayload`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from adapters.volcano import annotations as ann
@@ -133,6 +134,11 @@ def _gpus(info: NodeInfo, base: Node | None, warn: NodeWarnings) -> tuple[Gpu, .
     when the topology knows it and by index otherwise; without a topology, the register's GPUs;
     without either, ``nvidia.com/gpu`` anonymous GPUs described by the GPU feature labels."""
     registered = _registered(info, warn)
+    unhealthy = _unhealthy_indices(info, warn)
+    if unhealthy:
+        registered = [
+            dataclasses.replace(r, healthy=False) if r.index in unhealthy else r for r in registered
+        ]
     labels = info.labels
     label_model = labels.get(PRODUCT_LABEL, "")
     label_memory = int(labels.get(MEMORY_LABEL, "0") or 0) if labels.get(MEMORY_LABEL, "0").isdigit() else 0
@@ -149,7 +155,9 @@ def _gpus(info: NodeInfo, base: Node | None, warn: NodeWarnings) -> tuple[Gpu, .
                         "model": (reg.model if reg and reg.model else gpu.model) or label_model,
                         "memory_mib": (reg.memory_mib if reg and reg.memory_mib else gpu.memory_mib)
                         or label_memory,
-                        "healthy": gpu.healthy and (reg.healthy if reg else True),
+                        "healthy": gpu.healthy
+                        and (reg.healthy if reg else True)
+                        and gpu.index not in unhealthy,
                         "numa": gpu.numa if gpu.numa is not None else (reg.numa if reg else None),
                     }
                 )
@@ -169,7 +177,22 @@ def _gpus(info: NodeInfo, base: Node | None, warn: NodeWarnings) -> tuple[Gpu, .
             for r in sorted(registered, key=lambda r: r.index)
         )
     count = int(info.allocatable.scalar(GPU))
-    return tuple(Gpu(id=f"GPU{i}", index=i, model=label_model, memory_mib=label_memory) for i in range(count))
+    return tuple(
+        Gpu(id=f"GPU{i}", index=i, model=label_model, memory_mib=label_memory, healthy=i not in unhealthy)
+        for i in range(count)
+    )
+
+
+def _unhealthy_indices(info: NodeInfo, warn: NodeWarnings) -> set[int]:
+    """GPU indices Volcano's gpushare marks unhealthy on the node (``volcano.sh/gpu-unhealthy-ids``)."""
+    value = info.annotations.get(ann.VGPU_UNHEALTHY, "")
+    if not value.strip():
+        return set()
+    try:
+        return ann.parse_unhealthy_ids(value, info.name)
+    except ann.AnnotationError as err:
+        warn.add(str(err))
+        return set()
 
 
 @dataclass
@@ -432,18 +455,50 @@ def _node_selector(task: Task) -> dict[str, str]:
     return {str(k): str(v) for k, v in selector.items()} if isinstance(selector, dict) else {}
 
 
-def container_gpu_counts(task: Task) -> list[int]:
-    """GPUs each GPU-requesting container asks for, in order (for ``volcano.sh/vgpu-ids-new``)."""
-    counts = []
+def device_hand_off(
+    task: Task, node_notes: Mapping[str, str], devices: Sequence[ann.ContainerDevice]
+) -> tuple[ann.DevicePlugin, ann.Containers]:
+    """Which device plugin serves ``task`` on a node with annotations ``node_notes``, and the task's
+    ``devices`` split over its containers as that plugin expects them: each container asking for
+    GPUs takes as many as it asks for, in ``spec.containers`` order (the last one the rest)."""
+    vgpu = _asks_vgpu(task)
+    plugin = ann.device_plugin(node_notes, vgpu_resources=vgpu)
+    requests = _container_requests(task, vgpu=vgpu)
+    asking = [i for i, count in enumerate(requests) if count is not None]
+    if not asking:  # no container names the resource (Volcano's Resreq only): the first takes all
+        requests, asking = [0, *requests[1:]] if requests else [0], [0]
+    containers: list[list[ann.ContainerDevice] | None] = [None] * len(requests)
+    start = 0
+    for i in asking:
+        end = len(devices) if i == asking[-1] else start + (requests[i] or 0)
+        containers[i] = list(devices[start:end])
+        start = end
+    return plugin, containers
+
+
+def _asks_vgpu(task: Task) -> bool:
+    """The pod asks for ``volcano.sh/vgpu-*`` (served by volcano-vgpu-device-plugin)."""
+    return task.resreq.scalar(VGPU) > 0 or task.resreq.scalar(VGPU_MEM) > 0
+
+
+def _container_requests(task: Task, *, vgpu: bool) -> list[int | None]:
+    """Per container, in order: the devices it asks for of the plugin's resources, None for none.
+    Volcano's vGPU code reads ``limits`` only; HAMi reads limits, then requests. A memory (or core)
+    request without a count is one device, as both plugins count it."""
+    count_name, others = (VGPU, (VGPU_MEM,)) if vgpu else (GPU, (GPU_MEM, GPU_MEM_PCT, GPU_CORES))
+    counts: list[int | None] = []
     for container in task.containers:
         resources = container.get("resources") or {}
-        limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-        value = next((limits[r] for r in (*COUNT_RESOURCES, GPU_MEM, VGPU_MEM) if r in limits), None)
-        if value is None:
-            continue
-        count = limits.get(GPU, limits.get(VGPU, "1"))
-        try:
-            counts.append(max(1, int(str(count))))
-        except ValueError:
+        limits = dict(resources.get("limits") or {})
+        if not vgpu:
+            limits = {**(resources.get("requests") or {}), **limits}
+        if count_name in limits:
+            try:
+                counts.append(max(0, int(str(limits[count_name]))))
+            except ValueError:
+                counts.append(1)
+        elif any(name in limits for name in others):
             counts.append(1)
+        else:
+            counts.append(None)
     return counts

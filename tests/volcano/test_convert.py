@@ -221,7 +221,7 @@ def test_shared_gpus_reach_the_pod(body: dict[str, Any], hypernodes: tuple[hn.Hy
     task = {**task, "NodeName": assignment.node, "Status": wire.ALLOCATED}
     extender.allocate({"task": task})
     notes = patcher.current("Pod", "team-s", "share-0")
-    devices = ann.decode_pod_devices(notes[ann.VGPU_IDS], "share-0")
+    devices = ann.decode_pod_devices(notes[ann.HAMI_TO_ALLOCATE], "share-0")
     assert [(d.used_mem_mib, d.used_cores) for c in devices for d in c] == [(30000, 50)]
     assert json.loads(notes[ann.DEVICES])["gpus"][0]["milli"] == 500
 
