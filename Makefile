@@ -43,6 +43,8 @@ test-go-decode: setup
 proto: setup
 	$(BIN)/python -m grpc_tools.protoc -I proto --python_out=proto --pyi_out=proto \
 		--grpc_python_out=proto proto/topoplace/v1/placement.proto proto/topoplace/v1/whatif.proto
+	$(BIN)/python -m grpc_tools.protoc -I proto --python_out=proto --pyi_out=proto \
+		--grpc_python_out=proto proto/topoplace/kubelet/deviceplugin/v1beta1/api.proto
 
 # Benchmarks (long; figures go to bench/RESULTS.md by hand, with commit and machine).
 bench: setup

@@ -353,6 +353,7 @@ class DeviceAnnotation(BaseModel):
     aligned: bool = True
     planned: bool = True
     hypernode: str = ""
+    at: int = 0  # when allocateFunc wrote it, ms since the epoch: the RDMA plugin serves the earliest first
 
     def value(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True)
@@ -422,7 +423,9 @@ def pod_annotations(
     now: float | None = None,
 ) -> dict[str, str]:
     """Every annotation allocateFunc writes for one placed task."""
-    return {DEVICES: device.value(), **hand_off(plugin, device.node, containers, now)}
+    moment = time.time() if now is None else now
+    stamped = device.model_copy(update={"at": int(moment * 1000)})
+    return {DEVICES: stamped.value(), **hand_off(plugin, device.node, containers, moment)}
 
 
 def hami_node_lock(namespace: str, name: str, now: float | None = None) -> str:

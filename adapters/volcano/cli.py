@@ -87,6 +87,44 @@ def add_node_report(subparsers: argparse._SubParsersAction) -> None:
     report.set_defaults(run=run_node_report)
 
 
+def add_rdma_plugin(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``rdma-device-plugin`` to the ``topoplace`` parser."""
+    plugin = subparsers.add_parser(
+        "rdma-device-plugin",
+        help="kubelet device plugin handing each pod the RDMA NICs its plan named (run as a DaemonSet)",
+    )
+    plugin.add_argument("--node", required=True, help="this node's name (in a pod: spec.nodeName)")
+    plugin.add_argument("--resource", default="topoplace.io/rdma", help="the resource pods ask for")
+    plugin.add_argument("--plugin-dir", type=Path, default=Path("/var/lib/kubelet/device-plugins"))
+    plugin.add_argument("--sysfs", type=Path, default=Path("/sys"), help="where class/infiniband is")
+    plugin.add_argument("--dev-dir", type=Path, default=Path("/dev/infiniband"))
+    plugin.set_defaults(run=run_rdma_plugin)
+
+
+def run_rdma_plugin(args: argparse.Namespace) -> int:
+    from adapters.volcano import rdma_plugin
+
+    if not args.plugin_dir.is_dir():
+        raise InvalidRequest(
+            [Problem(path="--plugin-dir", message=f"{args.plugin_dir} is not a directory (the kubelet's)")]
+        )
+    try:
+        pods = rdma_plugin.KubernetesPods()
+    except Exception as err:  # ImportError, no in-cluster or kube config
+        print(f"error: cannot reach the Kubernetes API: {err}", file=sys.stderr)
+        return EXIT_INTERNAL
+    plugin = rdma_plugin.RdmaDevicePlugin(node=args.node, pods=pods, sysfs=args.sysfs, dev_dir=args.dev_dir)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    rdma_plugin.run(plugin, args.plugin_dir, resource=args.resource, stop=stop)
+    return EXIT_OK
+
+
 def _duration(text: str) -> float:
     """A Go duration as Volcano writes it: ``500ms``, ``1s``, ``1.5s``, ``2m``."""
     units = {"ms": 0.001, "s": 1.0, "m": 60.0}
