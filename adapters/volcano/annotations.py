@@ -32,9 +32,11 @@ when the kubelet calls its ``Allocate`` (:func:`hand_off`):
       oldest), ``volcano.sh/bind-phase: allocating``, ``volcano.sh/bind-time``
   HAMi device plugin           ``hami.io/vgpu-devices-to-allocate`` and ``hami.io/vgpu-devices-allocated``
       (every container followed by ``;``, empty for containers without GPUs), ``hami.io/vgpu-node``,
-      ``hami.io/vgpu-time``, ``hami.io/bind-phase: allocating``, ``hami.io/bind-time``; its
-      GetPendingPod picks the pod named by the node lock ``hami.io/mutex.lock``
-      (``RFC3339,namespace,name``), else a Pending pod bound to the node in bind-phase allocating
+      ``hami.io/vgpu-time``, ``hami.io/bind-phase: allocating``, ``hami.io/bind-time``. Its
+      GetPendingPod takes the pod named by the node lock ``hami.io/mutex.lock`` (which HAMi's own
+      scheduler sets while it binds, one pod per node at a time), else the first Pending pod bound to
+      the node in bind-phase allocating. Volcano binds, not HAMi, so no lock is written: a lock
+      naming one pod while the kubelet admits another would hand the first pod's GPUs to the second.
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any
@@ -72,7 +73,6 @@ HAMI_NODE = "hami.io/vgpu-node"
 HAMI_TIME = "hami.io/vgpu-time"
 HAMI_BIND_PHASE = "hami.io/bind-phase"
 HAMI_BIND_TIME = "hami.io/bind-time"
-HAMI_NODE_LOCK = "hami.io/mutex.lock"
 BIND_ALLOCATING = "allocating"
 NVIDIA = "NVIDIA"  # the device type both plugins match (GetNextDeviceRequest compares it exactly)
 JOB_HYPERNODE = "volcano.sh/job-allocated-hypernode"
@@ -426,26 +426,6 @@ def pod_annotations(
     moment = time.time() if now is None else now
     stamped = device.model_copy(update={"at": int(moment * 1000)})
     return {DEVICES: stamped.value(), **hand_off(plugin, device.node, containers, moment)}
-
-
-def hami_node_lock(namespace: str, name: str, now: float | None = None) -> str:
-    """The value of ``hami.io/mutex.lock`` naming a pod: Go's ``time.RFC3339`` then namespace and
-    name, comma-separated (``nodelock.GenerateNodeLockKeyByPod``)."""
-    moment = datetime.fromtimestamp(time.time() if now is None else now, UTC)
-    return f"{moment.strftime('%Y-%m-%dT%H:%M:%SZ')},{namespace},{name}"
-
-
-def parse_hami_node_lock(value: str) -> tuple[datetime, str, str]:
-    """(time, namespace, name) of a ``hami.io/mutex.lock`` value; namespace and name are empty in
-    the older time-only form (``nodelock.ParseNodeLock``)."""
-    parts = value.split(",")
-    if len(parts) not in (1, 3):
-        raise AnnotationError(f"{HAMI_NODE_LOCK}: {value!r} is not TIME or TIME,namespace,name")
-    try:
-        moment = datetime.fromisoformat(parts[0].replace("Z", "+00:00"))
-    except ValueError:
-        raise AnnotationError(f"{HAMI_NODE_LOCK}: {parts[0]!r} is not an RFC 3339 time") from None
-    return (moment, parts[1], parts[2]) if len(parts) == 3 else (moment, "", "")
 
 
 def removal(keys: Iterable[str] = POD_KEYS) -> dict[str, str | None]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -165,17 +164,6 @@ def test_device_plugin_follows_register_and_resource() -> None:
     assert ann.device_plugin(hami, vgpu_resources=True) is ann.DevicePlugin.NONE
     assert ann.device_plugin(vgpu, vgpu_resources=False) is ann.DevicePlugin.NONE
     assert ann.device_plugin({}, vgpu_resources=False) is ann.DevicePlugin.NONE
-
-
-def test_hami_node_lock_round_trips() -> None:
-    value = ann.hami_node_lock("team-a", "train-0", now=1_800_000_000)
-    assert value == "2027-01-15T08:00:00Z,team-a,train-0"
-    assert ann.parse_hami_node_lock(value) == (datetime(2027, 1, 15, 8, 0, tzinfo=UTC), "team-a", "train-0")
-    assert ann.parse_hami_node_lock("2027-01-15T08:00:00+00:00")[1:] == ("", "")
-    with pytest.raises(ann.AnnotationError, match="RFC 3339"):
-        ann.parse_hami_node_lock("yesterday,ns,name")
-    with pytest.raises(ann.AnnotationError, match="TIME"):
-        ann.parse_hami_node_lock("a,b")
 
 
 def test_hami_nodes_get_hamis_hand_off_per_container(
