@@ -25,7 +25,8 @@ def regenerated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("proto")
     command = [
         sys.executable, "-m", "grpc_tools.protoc", "-I", "proto",
-        f"--python_out={out}", f"--pyi_out={out}", f"--grpc_python_out={out}", *(str("proto" / p) for p in PROTOS),
+        f"--python_out={out}", f"--pyi_out={out}", f"--grpc_python_out={out}",
+        *(str("proto" / p) for p in PROTOS),
     ]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, f"protoc failed: {done.stderr}"
