@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -286,3 +287,29 @@ def test_a_forged_session_cannot_patch_a_system_pod(
         running.stop()
         extender.close()
     assert "namespace 'kube-system'" in reply["errorMessage"] and core.patches == []
+
+
+def test_deployment_is_least_privilege_and_loopback() -> None:
+    """What the operator applies keeps the promises: sidecar on loopback and Volcano pointed at it,
+    RBAC no wider than get/patch on pods and PodGroups, a NetworkPolicy for the separate layout."""
+    import yaml
+
+    deploy = Path(__file__).resolve().parents[2] / "deploy" / "volcano"
+    sidecar = yaml.safe_load((deploy / "extender-sidecar.yaml").read_text())
+    (container,) = sidecar["spec"]["template"]["spec"]["containers"]
+    assert "--host=127.0.0.1" in container["args"]
+    assert "extender.urlPrefix: http://127.0.0.1:8888" in (deploy / "volcano-scheduler.conf").read_text()
+    rules = [
+        rule
+        for f in ("extender-rbac.yaml", "extender.yaml")
+        for doc in yaml.safe_load_all((deploy / f).read_text())
+        if doc and doc["kind"] == "ClusterRole"
+        for rule in doc["rules"]
+    ]
+    assert rules and all(set(r["verbs"]) <= {"get", "patch"} for r in rules)
+    assert {res for r in rules for res in r["resources"]} == {"pods", "podgroups"}
+    separate = list(yaml.safe_load_all((deploy / "extender.yaml").read_text()))
+    (policy,) = [d for d in separate if d["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["ingress"][0]["from"] == [
+        {"podSelector": {"matchLabels": {"app": "volcano-scheduler"}}}
+    ]
