@@ -324,7 +324,7 @@ def is_gpu_task(task: Task) -> bool:
     return count > 0 or memory > 0
 
 
-def member_shape(task: Task, models: Iterable[str]) -> MemberShape:
+def member_shape(task: Task, models: Iterable[str], eligible: Mapping[str, str] | None = None) -> MemberShape:
     """The member a pending GPU task is. HAMi/Volcano vGPU requests map to a share of one GPU
     (``gpucores`` % → milli, ``gpumem`` MiB → memory); a whole GPU otherwise.
 
@@ -358,7 +358,7 @@ def member_shape(task: Task, models: Iterable[str]) -> MemberShape:
         ),
         cpu_milli=int(task.resreq.milli_cpu),
         memory_mib=task.resreq.memory_mib,
-        node_selector=_node_selector(task),
+        node_selector={**_node_selector(task), **(eligible or {})},
     )
 
 
