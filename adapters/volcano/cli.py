@@ -54,6 +54,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         help="connections served at once; more are answered 503 (default 64)",
     )
     serve.add_argument(
+        "--scheduler-name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a schedulerName whose pods may be patched (repeatable; default volcano)",
+    )
+    serve.add_argument(
         "--namespaces",
         default="",
         metavar="NS,NS",
@@ -199,7 +206,12 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     hypernodes = HyperNodeFiles(args.hypernodes).hypernodes if args.hypernodes else tuple
     namespaces = NamespacePolicy.parse(args.namespaces)
-    patcher: PodPatcher = RecordingPatcher() if args.dry_run else KubernetesPatcher(namespaces=namespaces)
+    schedulers = frozenset(args.scheduler_name or ["volcano"])
+    patcher: PodPatcher = (
+        RecordingPatcher()
+        if args.dry_run
+        else KubernetesPatcher(namespaces=namespaces, scheduler_names=schedulers)
+    )
     extender = Extender(
         solve=remote_solve(args.solver) if args.solver else local_solve,
         patcher=patcher,

@@ -166,7 +166,7 @@ class KubernetesPatcher:
             )
         elif meta.deletion_timestamp is not None:
             problem = "it is being deleted"
-        elif (status.phase if status else "Pending") != "Pending":
+        elif ((status.phase if status else None) or "Pending") != "Pending":
             problem = f"it is {status.phase}, not Pending"
         elif all(v is None for v in annotations.values()):
             if spec.node_name:

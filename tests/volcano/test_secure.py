@@ -256,6 +256,11 @@ def test_patch_preconditions_and_conflict_retry() -> None:
     assert body["metadata"]["uid"] == "uid-p" and body["metadata"]["resourceVersion"] == "1"
     with pytest.raises(PatchError, match="404"):
         KubernetesPatcher(core=core, custom=object()).patch_pod("team", "gone", _devices("n1"))
+    fresh = _pod("team", "new")
+    fresh.status = V1PodStatus()  # a pod the kubelet has not reported on yet: no phase, still Pending
+    core.pods[("team", "new")] = fresh
+    KubernetesPatcher(core=core, custom=object()).patch_pod("team", "new", _devices("n1"))
+    assert core.patches[-1][1] == "new"
     only = KubernetesPatcher(core=core, custom=object(), namespaces=NamespacePolicy.parse("ml"))
     with pytest.raises(PatchError, match="namespace 'team'"):
         only.patch_pod("team", "p", _devices("n1"))
