@@ -130,7 +130,7 @@ def allocate(body: dict[str, Any] | None = None) -> Allocated:
     node, and apply the recorded patches to the pods."""
     body = body if body is not None else session()
     patcher = RecordingPatcher()
-    extender = Extender(solve=local_solve, patcher=patcher, config=Config(http_timeout_s=5.0, margin_s=0.5))
+    extender = Extender(solve=local_solve, patcher=patcher, config=Config(http_timeout_s=20.0, margin_s=0.5))
     extender.on_session_open(body)
     plan = extender.plan
     if plan is None:

@@ -117,7 +117,7 @@ def test_session_on_colon_registers_places_what_json_registers_place(
                 notes[ann.HAMI_REGISTER] = _colon_register(notes[ann.HAMI_REGISTER])
         extender = Extender(
             solve=CapturingSolve(), patcher=RecordingPatcher(), hypernodes=lambda: hypernodes,
-            config=Config(http_timeout_s=3.0, margin_s=0.5),
+            config=Config(http_timeout_s=20.0, margin_s=0.5),
         )  # fmt: skip
         extender.on_session_open(session)
         placed.append(sorted(extender.status.placed_jobs))
@@ -180,7 +180,7 @@ def test_hami_nodes_get_hamis_hand_off_per_container(
     patcher = RecordingPatcher()
     extender = Extender(
         solve=CapturingSolve(), patcher=patcher, hypernodes=lambda: hypernodes,
-        config=Config(http_timeout_s=3.0, margin_s=0.5),
+        config=Config(http_timeout_s=20.0, margin_s=0.5),
     )  # fmt: skip
     extender.on_session_open(body)
     plan = extender.plan

@@ -86,7 +86,7 @@ def test_the_plan_keeps_off_tainted_and_unaffine_nodes(
     session["Jobs"]["team-z/pinned"] = build.job_info(build.GroupSpec("team-z", "pinned", 1), [task])
     extender = Extender(
         solve=CapturingSolve(), patcher=RecordingPatcher(), hypernodes=lambda: hypernodes,
-        config=Config(http_timeout_s=10.0, margin_s=0.5),
+        config=Config(http_timeout_s=20.0, margin_s=0.5),
     )  # fmt: skip
     try:
         extender.on_session_open(session)

@@ -85,7 +85,7 @@ def planned(body: dict[str, Any], hypernodes: tuple[HyperNode, ...]) -> tuple[li
     patcher = RecordingPatcher()
     extender = Extender(
         solve=CapturingSolve(), patcher=patcher, hypernodes=lambda: hypernodes,
-        config=Config(http_timeout_s=60.0, margin_s=0.5),
+        config=Config(http_timeout_s=20.0, margin_s=0.5),
     )  # fmt: skip
     extender.on_session_open(body)
     plan = extender.plan

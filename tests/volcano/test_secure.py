@@ -126,7 +126,10 @@ def test_one_large_body_at_a_time(small: RunningServer) -> None:
     """Volcano sends one snapshot per session; a second large body while one is being read is refused."""
     first = _connect(small)
     first.sendall(b"POST /onSessionOpen HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{")
-    time.sleep(0.1)  # the server is now reading the first body
+    deadline = time.monotonic() + 5
+    while not small.server.large.locked() and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the server is reading the first body
+    assert small.server.large.locked()
     code, reply = Client(small.url).post("onSessionOpen", None, raw=b"{" + b" " * 2000 + b"}")
     assert code == 503 and "large request" in reply["error"]
     first.close()
@@ -280,7 +283,7 @@ def test_a_forged_session_cannot_patch_a_system_pod(
         solve=CapturingSolve(),
         patcher=KubernetesPatcher(core=core, custom=object()),
         hypernodes=lambda: hypernodes,
-        config=Config(http_timeout_s=5.0, margin_s=0.5),
+        config=Config(http_timeout_s=20.0, margin_s=0.5),
     )
     running = serve(extender, port=0)
     try:
