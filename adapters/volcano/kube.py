@@ -42,6 +42,7 @@ VGPU_MEM = "volcano.sh/vgpu-memory"
 VGPU_MEM_PCT = "volcano.sh/vgpu-memory-percentage"
 VGPU_CORES = "volcano.sh/vgpu-cores"
 COUNT_RESOURCES = (GPU, VGPU)
+RDMA = "topoplace.io/rdma"  # NICs handed by topoplace's RDMA device plugin (adapters/volcano/rdma_plugin.py)
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MEMORY_LABEL = "nvidia.com/gpu.memory"
@@ -350,7 +351,7 @@ def member_shape(task: Task, models: Iterable[str], eligible: Mapping[str, str] 
         gpu_models=gpu_models,
         avoid_gpu_models=avoid,
         mutex=_mutex(notes),
-        nics=_nics(notes, count),
+        nics=_nics(notes, count, round(task.resreq.scalar(RDMA))),
         alignment=_alignment(notes),
         numa=_requirement(notes, NUMA, Requirement.PREFERRED if "numa" in policy else Requirement.NONE),
         nvlink=_requirement(
@@ -387,15 +388,34 @@ def _alignment(notes: Mapping[str, str]) -> Alignment:
     return Alignment(mode=mode, distance=Distance[word])
 
 
-def _nics(notes: Mapping[str, str], gpus: int) -> NicRequest:
+def _nics(notes: Mapping[str, str], gpus: int, rdma: int = 0) -> NicRequest:
+    """``topoplace.io/nics`` and the ``topoplace.io/rdma`` units the pod asks the RDMA device plugin
+    for: the plugin hands exactly that many, so the plan must name as many. Without the annotation,
+    ``rdma`` NICs, one per GPU when they are as many as the GPUs (aligned pairs)."""
     value = notes.get(NICS, "").strip().lower()
-    if not value or value == "none":
-        return NicRequest()
-    if value == "per-gpu":
-        return NicRequest(mode=NicMode.PER_GPU) if gpus else NicRequest(mode=NicMode.PER_MEMBER, count=1)
-    if value.isdigit() and int(value) > 0:
-        return NicRequest(mode=NicMode.PER_MEMBER, count=int(value))
-    raise PodRefused(f"annotation {NICS}: {value!r} is not per-gpu, none or a positive count")
+    if not value:
+        if not rdma:
+            return NicRequest()
+        return (
+            NicRequest(mode=NicMode.PER_GPU)
+            if rdma == gpus
+            else NicRequest(mode=NicMode.PER_MEMBER, count=rdma)
+        )
+    if value == "none":
+        request, planned = NicRequest(), 0
+    elif value == "per-gpu":
+        request = NicRequest(mode=NicMode.PER_GPU) if gpus else NicRequest(mode=NicMode.PER_MEMBER, count=1)
+        planned = gpus or 1
+    elif value.isdigit() and int(value) > 0:
+        request, planned = NicRequest(mode=NicMode.PER_MEMBER, count=int(value)), int(value)
+    else:
+        raise PodRefused(f"annotation {NICS}: {value!r} is not per-gpu, none or a positive count")
+    if rdma and planned != rdma:
+        raise PodRefused(
+            f"the pod asks for {rdma} {RDMA} but annotation {NICS}: {value} plans {planned} NIC(s); "
+            f"the RDMA device plugin hands exactly {rdma}"
+        )
+    return request
 
 
 def _models(notes: Mapping[str, str], models: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

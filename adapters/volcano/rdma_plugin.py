@@ -40,6 +40,7 @@ import grpc
 import structlog
 
 from adapters.volcano import annotations as ann
+from adapters.volcano import kube
 from topoplace.kubelet.deviceplugin.v1beta1 import api_pb2 as api
 from topoplace.kubelet.deviceplugin.v1beta1 import api_pb2_grpc as api_grpc
 
@@ -47,7 +48,7 @@ API_VERSION = "v1beta1"
 PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 KUBELET_SOCKET = "kubelet.sock"
 ENDPOINT = "topoplace-rdma.sock"
-RESOURCE = "topoplace.io/rdma"
+RESOURCE = kube.RDMA
 RDMA_ALLOCATED = "topoplace.io/rdma-allocated"
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
 

@@ -23,11 +23,13 @@ import grpc
 import pytest
 
 from adapters.volcano import annotations as ann
+from adapters.volcano import kube, wire
 from adapters.volcano import rdma_plugin as rp
-from adapters.volcano import wire
 from adapters.volcano.extender import Config, Extender
 from adapters.volcano.hypernodes import HyperNode
 from adapters.volcano.patcher import RecordingPatcher
+from fixtures.volcano import build
+from solver.domain.model import NicMode
 from topoplace.kubelet.deviceplugin.v1beta1 import api_pb2 as api
 from topoplace.kubelet.deviceplugin.v1beta1 import api_pb2_grpc as api_grpc
 
@@ -278,3 +280,24 @@ def test_a_planned_nic_the_node_lacks_is_refused(tmp_path: Path, kubelet: tuple[
         assert "mlx5_77" in (err.value.details() or "") and "ns/p" in (err.value.details() or "")
     finally:
         running.stop()
+
+
+def _rdma_task(rdma: int, gpus: int = 8, nics: str = "") -> Any:
+    spec = build.PodSpec("ns", "p-0", "p", "worker", gpus=gpus, annotations={kube.NICS: nics} if nics else {})
+    info = build.task_info(spec)
+    info["Resreq"]["ScalarResources"][kube.RDMA] = rdma * 1000.0  # Volcano's milli-values
+    return wire.task(info, "task")
+
+
+def test_the_rdma_resource_sets_how_many_nics_are_planned() -> None:
+    """The plugin hands exactly the ``topoplace.io/rdma`` units the pod asks for: the plan names as
+    many NICs (one per GPU when they match the GPUs), and an annotation that plans another count is
+    refused with the reason rather than planned wrong."""
+    assert kube.member_shape(_rdma_task(8), []).nics.mode == NicMode.PER_GPU
+    two = kube.member_shape(_rdma_task(2), []).nics
+    assert (two.mode, two.count) == (NicMode.PER_MEMBER, 2)
+    assert kube.member_shape(_rdma_task(8, nics="per-gpu"), []).nics.mode == NicMode.PER_GPU
+    with pytest.raises(
+        kube.PodRefused, match=r"asks for 4 topoplace\.io/rdma but annotation topoplace\.io/nics: 2"
+    ):
+        kube.member_shape(_rdma_task(4, nics="2"), [])
