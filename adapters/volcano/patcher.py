@@ -17,6 +17,10 @@ from adapters.volcano import annotations as ann
 
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL = "scheduling.volcano.sh", "v1beta1", "podgroups"
 
+# API answers worth another try: a conflict (the object changed since it was read: read and check it
+# again), throttling, a momentarily unavailable API server. Anything else fails at once.
+RETRIED_STATUSES = frozenset({409, 429, 500, 502, 503, 504})
+
 
 class PatchError(RuntimeError):
     """A patch the API server refused or never answered."""
@@ -106,7 +110,8 @@ class KubernetesPatcher:
     Pending and not being deleted, and be unbound or bound to the node the plan names (a removal only
     while unbound: a bound pod's devices are its ledger). The patch carries the pod's ``uid`` and
     ``resourceVersion`` as preconditions, so it applies to exactly the object checked; a conflict
-    (the pod changed in between) is checked and tried once more.
+    (the pod changed in between), throttling or an unavailable API server is read, checked and tried
+    again, up to ``attempts`` in all.
     """
 
     def __init__(
@@ -117,6 +122,7 @@ class KubernetesPatcher:
         custom: Any = None,
         namespaces: NamespacePolicy = NamespacePolicy(),
         scheduler_names: frozenset[str] = frozenset({"volcano"}),
+        attempts: int = 2,
     ) -> None:
         if core is None or custom is None:
             from kubernetes import client, config  # imported here: only a deployment needs it
@@ -129,6 +135,7 @@ class KubernetesPatcher:
             custom = custom or client.CustomObjectsApi()
         self._core, self._custom, self._timeout = core, custom, timeout_s
         self._namespaces, self._schedulers = namespaces, scheduler_names
+        self._attempts = max(1, attempts)
 
     def patch_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
         where = f"pod {namespace}/{name}"
@@ -136,10 +143,12 @@ class KubernetesPatcher:
             raise PatchError(
                 f"refused to patch {where}: namespace {namespace!r} is not one topoplace may patch"
             )
-        for attempt in (1, 2):
+        for attempt in range(1, self._attempts + 1):
             try:
                 pod = self._core.read_namespaced_pod(name, namespace, _request_timeout=self._timeout)
             except Exception as err:
+                if attempt < self._attempts and getattr(err, "status", None) in RETRIED_STATUSES:
+                    continue
                 raise PatchError(f"reading {where}: {_short(err)}") from err
             self._check_pod(pod, where, annotations)
             meta = {
@@ -153,8 +162,8 @@ class KubernetesPatcher:
                 )
                 return
             except Exception as err:  # ApiException, urllib3 errors: all mean "not written"
-                if getattr(err, "status", None) == 409 and attempt == 1:
-                    continue  # changed since read: check again
+                if attempt < self._attempts and getattr(err, "status", None) in RETRIED_STATUSES:
+                    continue  # read and check it again
                 raise PatchError(f"patching {where}: {_short(err)}") from err
 
     def _check_pod(self, pod: Any, where: str, annotations: Mapping[str, str | None]) -> None:
@@ -185,7 +194,7 @@ class KubernetesPatcher:
                 f"refused to patch {where}: namespace {namespace!r} is not one topoplace may patch"
             )
         group = (PODGROUP_GROUP, PODGROUP_VERSION, namespace, PODGROUP_PLURAL, name)
-        for attempt in (1, 2):
+        for attempt in range(1, self._attempts + 1):
             try:
                 current = self._custom.get_namespaced_custom_object(*group, _request_timeout=self._timeout)
                 meta = dict(current.get("metadata") or {})
@@ -199,7 +208,7 @@ class KubernetesPatcher:
                 self._custom.patch_namespaced_custom_object(*group, body, _request_timeout=self._timeout)
                 return
             except Exception as err:
-                if getattr(err, "status", None) == 409 and attempt == 1:
+                if attempt < self._attempts and getattr(err, "status", None) in RETRIED_STATUSES:
                     continue
                 raise PatchError(f"patching {where}: {_short(err)}") from err
 
