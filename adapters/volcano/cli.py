@@ -196,6 +196,9 @@ def run_serve(args: argparse.Namespace) -> int:
     from adapters.volcano.hypernodes import HyperNodeFiles
     from adapters.volcano.patcher import KubernetesPatcher, NamespacePolicy, PodPatcher, RecordingPatcher
     from adapters.volcano.server import VERBS, Limits, serve
+    from solver.service.logging import configure_logging
+
+    configure_logging()  # JSON lines; an exception logs its plain traceback, not its frames' locals
     from solver.domain.model import BatchOrder, Packing
 
     aliases = dict(v.split("=", 1) for v in args.verb if "=" in v)

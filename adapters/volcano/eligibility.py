@@ -44,7 +44,7 @@ def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]
 
 def _requirement(expr: Mapping[str, Any], value: str | None) -> bool:
     """One ``NodeSelectorRequirement`` against a label (or field) value, None when absent."""
-    operator, values = expr.get("operator"), [str(v) for v in expr.get("values") or ()]
+    operator, values = expr.get("operator"), [str(v) for v in _list(expr.get("values"))]
     if operator == "In":
         return value is not None and value in values
     if operator == "NotIn":
@@ -62,9 +62,11 @@ def _requirement(expr: Mapping[str, Any], value: str | None) -> bool:
     return False  # an operator Kubernetes would reject: the term selects nothing
 
 
-def _term(term: Mapping[str, Any], labels: Mapping[str, str], name: str) -> bool:
-    exprs = term.get("matchExpressions") or ()
-    fields = term.get("matchFields") or ()
+def _term(term: Any, labels: Mapping[str, str], name: str) -> bool:
+    if not isinstance(term, dict):
+        return False
+    exprs = [e for e in _list(term.get("matchExpressions")) if isinstance(e, dict)]
+    fields = [f for f in _list(term.get("matchFields")) if isinstance(f, dict)]
     if not exprs and not fields:
         return False  # an empty term matches no node (Kubernetes' NodeSelectorTerm semantics)
     fields_ok = all(_requirement(f, name if f.get("key") == "metadata.name" else None) for f in fields)
@@ -73,25 +75,30 @@ def _term(term: Mapping[str, Any], labels: Mapping[str, str], name: str) -> bool
 
 def affinity_allows(affinity: Mapping[str, Any], labels: Mapping[str, str], name: str) -> bool:
     """The pod's required node affinity admits the node (no requirement admits every node)."""
-    required = (
-        (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    ) or {}
-    terms = required.get("nodeSelectorTerms")
+    node = affinity.get("nodeAffinity")
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node, dict) else None
+    terms = _list(required.get("nodeSelectorTerms")) if isinstance(required, dict) else []
     if not terms:
         return True
     return any(_term(t, labels, name) for t in terms)
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _hard_taints(node: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    spec = node.get("spec") or {}
-    return [t for t in spec.get("taints") or () if isinstance(t, dict) and t.get("effect") in HARD_EFFECTS]
+    spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
+    taints = spec.get("taints") if isinstance(spec.get("taints"), list) else []
+    return [t for t in taints if isinstance(t, dict) and t.get("effect") in HARD_EFFECTS]
 
 
 def _rules(task: Task) -> tuple[list[Mapping[str, Any]], Mapping[str, Any]]:
-    spec = task.pod.get("spec") or {}
-    tolerations = [t for t in spec.get("tolerations") or () if isinstance(t, dict)]
+    spec = task.pod.get("spec") if isinstance(task.pod.get("spec"), dict) else {}
+    listed = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+    tolerations = [t for t in listed if isinstance(t, dict)]
     affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else {}
-    return tolerations, affinity or {}
+    return tolerations, affinity
 
 
 class Eligibility:

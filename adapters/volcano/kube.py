@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from adapters.volcano import annotations as ann
-from adapters.volcano.wire import NodeInfo, Task
+from adapters.volcano.wire import NodeInfo, Task, as_object
 from solver.domain.model import (
     Alignment,
     Allocation,
@@ -507,11 +507,12 @@ def _container_requests(task: Task, *, vgpu: bool) -> list[int | None]:
     request without a count is one device, as both plugins count it."""
     count_name, others = (VGPU, (VGPU_MEM,)) if vgpu else (GPU, (GPU_MEM, GPU_MEM_PCT, GPU_CORES))
     counts: list[int | None] = []
-    for container in task.containers:
-        resources = container.get("resources") or {}
-        limits = dict(resources.get("limits") or {})
+    for i, container in enumerate(task.containers):
+        where = f"{task.key}.Pod.spec.containers[{i}].resources"
+        resources = as_object(container.get("resources"), where)
+        limits = dict(as_object(resources.get("limits"), f"{where}.limits"))
         if not vgpu:
-            limits = {**(resources.get("requests") or {}), **limits}
+            limits = {**as_object(resources.get("requests"), f"{where}.requests"), **limits}
         if count_name in limits:
             try:
                 counts.append(max(0, int(str(limits[count_name]))))

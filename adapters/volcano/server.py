@@ -27,6 +27,7 @@ import json
 import socket
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -111,7 +112,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         except Exception:
-            _log.exception("internal error", verb=verb)
+            # A plain traceback, never a rendering of the frames' locals (which hold the whole
+            # snapshot and took seconds per request).
+            _log.error("internal error", verb=verb, traceback=traceback.format_exc(limit=20))
             self._reply(500, {"error": "internal error"})
             return
         self._reply(200, reply)

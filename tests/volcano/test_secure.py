@@ -9,6 +9,7 @@ with the ``kubernetes`` client's real models.
 from __future__ import annotations
 
 import copy
+import random
 import socket
 import threading
 import time
@@ -23,7 +24,7 @@ from adapters.volcano import annotations as ann
 from adapters.volcano import cli, wire
 from adapters.volcano.extender import Config, Extender
 from adapters.volcano.hypernodes import HyperNode
-from adapters.volcano.patcher import KubernetesPatcher, NamespacePolicy, PatchError
+from adapters.volcano.patcher import KubernetesPatcher, NamespacePolicy, PatchError, RecordingPatcher
 from adapters.volcano.server import LOOPBACK, Limits, RunningServer, serve
 
 from .conftest import CapturingSolve, Client
@@ -321,3 +322,75 @@ def test_deployment_is_least_privilege_and_loopback() -> None:
     assert policy["spec"]["ingress"][0]["from"] == [
         {"podSelector": {"matchLabels": {"app": "volcano-scheduler"}}}
     ]
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        yield from _paths(item, (*path, key))
+
+
+def test_mutated_bodies_are_answered_200_or_400_never_500(
+    body: dict[str, Any], hypernodes: tuple[HyperNode, ...]
+) -> None:
+    """300 seeded mutations of real per-task bodies (one value replaced by another JSON type): every
+    answer is 200 or 400. A fuzz run found a 500 that also held the server for seconds — a container's
+    ``resources`` not an object, and the traceback rendered with its frames' locals (the whole
+    snapshot) — kept below as its own case."""
+    extender = Extender(
+        solve=CapturingSolve(), patcher=RecordingPatcher(), hypernodes=lambda: hypernodes,
+        config=Config(http_timeout_s=20.0, margin_s=0.5),
+    )  # fmt: skip
+    running = serve(extender, port=0)
+    client = Client(running.url)
+    try:
+        client.ok("onSessionOpen", body)
+        job = body["Jobs"]["team-b/notebook"]
+        task = next(iter(job["Tasks"].values()))
+        planned = extender.plan.assignments[task["UID"]].node
+        node = body["Nodes"][planned]
+        allocated = {**task, "NodeName": planned, "Status": wire.ALLOCATED}
+        bodies = [
+            ("predicate", {"task": task, "node": node}),
+            ("prioritize", {"task": task, "nodes": [node]}),
+            ("allocateFunc", {"task": allocated}),
+            ("deallocateFunc", {"task": allocated}),
+            ("jobReady", {"job": job}),
+        ]
+        values: list[Any] = [
+            None,
+            1,
+            -1,
+            1.5,
+            "x",
+            "",
+            True,
+            [],
+            {},
+            [1],
+            {"a": 1},
+            10**30,
+            "GPU-a,NVIDIA,1,1:",
+        ]
+        rng = random.Random(7)
+        answers: dict[int, list[str]] = {}
+        for _ in range(300):
+            verb, original = rng.choice(bodies)
+            mutated = copy.deepcopy(original)
+            path = rng.choice(list(_paths(mutated))[1:])
+            parent = mutated
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = rng.choice(values)
+            code, _ = client.post(verb, mutated)
+            answers.setdefault(code, []).append(f"{verb} {'.'.join(map(str, path))}")
+        assert set(answers) <= {200, 400}, {c: v[:5] for c, v in answers.items() if c not in (200, 400)}
+        found = copy.deepcopy(allocated)
+        found["Pod"]["spec"]["containers"][0]["resources"]["requests"] = "x"
+        started = time.monotonic()
+        code, reply = client.post("allocateFunc", {"task": found})
+        assert code == 400 and "resources.requests" in reply["error"] and time.monotonic() - started < 2
+    finally:
+        running.stop()
+        extender.close()
