@@ -301,3 +301,18 @@ def test_the_rdma_resource_sets_how_many_nics_are_planned() -> None:
         kube.PodRefused, match=r"asks for 4 topoplace\.io/rdma but annotation topoplace\.io/nics: 2"
     ):
         kube.member_shape(_rdma_task(4, nics="2"), [])
+
+
+def test_cli_refuses_a_missing_plugin_directory(tmp_path: Path) -> None:
+    import argparse
+
+    from adapters.volcano import cli
+    from solver.domain.errors import InvalidRequest
+
+    parser = argparse.ArgumentParser()
+    cli.add_rdma_plugin(parser.add_subparsers())
+    args = parser.parse_args(["rdma-device-plugin", "--node", "n", "--plugin-dir", str(tmp_path / "none")])
+    assert args.resource == kube.RDMA and args.sysfs == Path("/sys")
+    with pytest.raises(InvalidRequest) as err:
+        args.run(args)
+    assert "--plugin-dir" in str(err.value.problems[0]) and "not a directory" in str(err.value.problems[0])
