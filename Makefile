@@ -3,7 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: setup demo test lint proto bench system-deps
+.PHONY: setup demo test lint proto bench system-deps test-go-decode
+
+# Go: the decode test runs the device plugins' decoders from Volcano's own Go module (go.mod pins it).
+GO ?= $(or $(shell command -v go 2>/dev/null),/usr/local/go/bin/go)
+DECODE_CASES ?= $(CURDIR)/.cache/godecode-cases
 
 setup: $(VENV)/.installed system-deps
 
@@ -28,11 +32,20 @@ lint: setup
 
 test: setup lint
 	$(BIN)/python -m pytest
+	$(MAKE) test-go-decode
+
+# The pod annotations the extender writes, decoded by Volcano's vGPU package (tests/volcano/godecode):
+# a Python run of the real extender writes the cases, `go test` reads them. GOFLAGS=-p=1 spares CPU.
+test-go-decode: setup
+	PYTHONPATH=$(CURDIR):$(CURDIR)/proto $(BIN)/python -m tests.volcano.device_cases $(DECODE_CASES)
+	cd tests/volcano/godecode && GOFLAGS=-p=1 TOPOPLACE_DECODE_CASES=$(DECODE_CASES) $(GO) test -count=1 ./...
 
 # Regenerate the Python code of the wire contract (tests fail when it is stale).
 proto: setup
 	$(BIN)/python -m grpc_tools.protoc -I proto --python_out=proto --pyi_out=proto \
 		--grpc_python_out=proto proto/topoplace/v1/placement.proto proto/topoplace/v1/whatif.proto
+	$(BIN)/python -m grpc_tools.protoc -I proto --python_out=proto --pyi_out=proto \
+		--grpc_python_out=proto proto/topoplace/kubelet/deviceplugin/v1beta1/api.proto
 
 # Benchmarks (long; figures go to bench/RESULTS.md by hand, with commit and machine).
 bench: setup

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from adapters.volcano import kube
+from adapters.volcano.eligibility import Eligibility
 from adapters.volcano.hypernodes import HyperNodeTree
 from adapters.volcano.wire import Job, NetworkTopology, NodeInfo, Snapshot, SubGroupPolicy, Task
 from solver.domain.model import (
@@ -75,6 +76,8 @@ class Batch:
     refused: dict[str, str] = field(default_factory=dict)  # task uid → why its annotations are refused
     left_to_volcano: dict[str, str] = field(default_factory=dict)  # task uid → why not modelled
     nodes: dict[str, Node] = field(default_factory=dict)
+    node_notes: dict[str, dict[str, str]] = field(default_factory=dict)  # node → its annotations
+    eligibility: Eligibility = field(default_factory=lambda: Eligibility(()))  # taints, node affinity
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -90,12 +93,23 @@ def build(snapshot: Snapshot, fabric: HyperNodeTree, policy: Policy, *, plan_pen
     models = {g.model for n in nodes for g in n.gpus if g.model}
     batch = Batch(request=SolveRequest(inventory=Inventory(nodes=tuple(nodes), switches=switches)))
     batch.nodes = {n.name: n for n in nodes}
+    batch.eligibility = Eligibility(snapshot.nodes)
+    batch.node_notes = {info.name: info.annotations for info in snapshot.nodes}  # which device plugin
     phases = PLANNED_PHASES | ({"Pending", ""} if plan_pending else set())
     jobs: list[SolverJob] = []
     for job in snapshot.jobs:
         if job.podgroup is not None and job.podgroup.phase not in phases:
             continue
         jobs += job_entries(job, batch, fabric if switches else HyperNodeTree(), models)
+    if batch.eligibility.labels:  # the eligible-node labels of tasks that cannot use every node
+        extra = batch.eligibility.labels
+        nodes = [
+            n.model_copy(update={"labels": {**n.labels, **extra[n.name]}}) if n.name in extra else n
+            for n in nodes
+        ]
+        batch.nodes = {n.name: n for n in nodes}
+        inventory = batch.request.inventory.model_copy(update={"nodes": tuple(nodes)})
+        batch.request = batch.request.model_copy(update={"inventory": inventory})
     batch.warnings = warn.items
     batch.request = batch.request.model_copy(update={"jobs": tuple(jobs), "policy": policy})
     return batch
@@ -128,7 +142,7 @@ def job_entries(job: Job, batch: Batch, fabric: HyperNodeTree, models: set[str])
     apart: dict[str, tuple[AntiAffinity, ...]] = {}
     for task in pending_gpu:
         try:
-            shapes[task.uid] = kube.member_shape(task, models)
+            shapes[task.uid] = kube.member_shape(task, models, batch.eligibility.selector(task))
             apart[task.uid] = kube.pod_anti_affinity(task)
         except kube.PodRefused as err:
             batch.refused[task.uid] = str(err)

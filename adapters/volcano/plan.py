@@ -153,7 +153,7 @@ class Plan:
             self.allocated[uid] = Assignment(task.node_name, (), (), {}, None, False, False)
             return {}, {}, error
         self.allocated[uid] = got
-        pod_notes = ann.pod_annotations(self._device_annotation(task, got, vjob), self._vgpu_ids(task, got))
+        pod_notes = ann.pod_annotations(self._device_annotation(task, got, vjob), *self._hand_off(task, got))
         group_notes: dict[str, str | None] = {}
         hypernode = self.hypernode.get(vjob, "")
         if hypernode and vjob not in self.hypernode_written:
@@ -233,8 +233,10 @@ class Plan:
             hypernode=self.hypernode.get(vjob, ""),
         )
 
-    def _vgpu_ids(self, task: Task, got: Assignment) -> str:
-        """``volcano.sh/vgpu-ids-new``: the devices split over the GPU containers in order."""
+    def _hand_off(self, task: Task, got: Assignment) -> tuple[ann.DevicePlugin, ann.Containers]:
+        """The node's device plugin and the task's devices per container, in the plugin's terms: a
+        whole GPU is all its memory and 100 % of its cores (exclusive in HAMi's and Volcano's
+        ledgers), a share the memory and cores planned."""
         node = self.batch.nodes.get(got.node)
         by_id = {g.id: g for g in node.gpus} if node else {}
         devices = []
@@ -242,21 +244,15 @@ class Plan:
             gpu = by_id.get(gid)
             devices.append(
                 ann.ContainerDevice(
-                    gpu.uuid if gpu and gpu.uuid else gid, "NVIDIA", gpu.memory_mib if gpu else 0, 100
+                    gpu.uuid if gpu and gpu.uuid else gid, ann.NVIDIA, gpu.memory_mib if gpu else 0, 100
                 )
             )
         for gid, (milli, memory) in got.shares.items():
             gpu = by_id.get(gid)
             devices.append(
-                ann.ContainerDevice(gpu.uuid if gpu and gpu.uuid else gid, "NVIDIA", memory, milli // 10)
+                ann.ContainerDevice(gpu.uuid if gpu and gpu.uuid else gid, ann.NVIDIA, memory, milli // 10)
             )
-        counts = kube.container_gpu_counts(task) or [len(devices)]
-        containers, start = [], 0
-        for i, count in enumerate(counts):
-            end = len(devices) if i == len(counts) - 1 else start + count
-            containers.append(devices[start:end])
-            start = end
-        return ann.encode_pod_devices(containers)
+        return kube.device_hand_off(task, self.batch.node_notes.get(got.node, {}), devices)
 
     def _fallback(self, task: Task) -> Assignment | None:
         """The first free whole GPUs (and their paired NICs) on the node Volcano chose."""

@@ -146,10 +146,13 @@ def test_whole_session_follows_the_solvers_verified_plan(service: Service, body:
         assert device.nics == member.nics
         uuids = [next(g.uuid for g in nodes[node].gpus if g.id == gid) for gid in member.gpus]
         assert [g.uuid for g in device.gpus] == uuids
-        vgpu = ann.decode_pod_devices(notes[ann.VGPU_IDS], task.key)
-        assert [d.uuid for c in vgpu for d in c] == uuids
-        assert all(d.used_cores == 100 and d.type == "NVIDIA" for c in vgpu for d in c)
-        assert notes[ann.VGPU_NODE] == node and notes[ann.VGPU_BIND_PHASE] == "allocating"
+        # the fixture's nodes run HAMi's device plugin (hami.io/node-nvidia-register): its hand-off
+        assert notes[ann.HAMI_TO_ALLOCATE] == notes[ann.HAMI_ALLOCATED]
+        handed = ann.decode_pod_devices(notes[ann.HAMI_TO_ALLOCATE], task.key)
+        assert [d.uuid for c in handed for d in c] == uuids
+        assert all(d.used_cores == 100 and d.type == "NVIDIA" for c in handed for d in c)
+        assert notes[ann.HAMI_NODE] == node and notes[ann.HAMI_BIND_PHASE] == "allocating"
+        assert ann.VGPU_IDS not in notes  # volcano-vgpu-device-plugin's keys only where it runs
     # aligned gangs got one NIC per GPU
     for task in tasks_of(body, "team-a/train-16"):
         device = json.loads(service.patcher.current("Pod", "team-a", task["Name"])[ann.DEVICES])
