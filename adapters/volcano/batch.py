@@ -1,7 +1,8 @@
 """One session's snapshot → one solver batch, and the index that maps solver members back to pods.
 
 Which work is in the batch: every job (PodGroup) in phase Inqueue, Running or Unknown — the phases
-Volcano's allocate action places (Pending as well with ``plan_pending``) — with pending tasks that
+Volcano's allocate action places, and Pending unless ``plan_pending`` is off (enqueue admits a new
+PodGroup and allocate places it within one session) — with pending tasks that
 ask for GPUs. Each such task is one member; members are grouped into roles by Volcano task role
 (``volcano.sh/task-spec``), by sub-group (``subGroupPolicy``) and by shape, and numbered by pod name.
 
@@ -73,7 +74,7 @@ class Batch:
         return bool(self.request.jobs)
 
 
-def build(snapshot: Snapshot, fabric: Fabric, policy: Policy, *, plan_pending: bool = False) -> Batch:
+def build(snapshot: Snapshot, fabric: Fabric, policy: Policy, *, plan_pending: bool = True) -> Batch:
     """The batch for ``snapshot``: inventory from its nodes, jobs from its pending GPU work."""
     warn = kube.NodeWarnings(list(fabric.warnings))
     nodes = [inventory_node(info, fabric, warn) for info in snapshot.nodes]

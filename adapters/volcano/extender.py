@@ -40,7 +40,7 @@ class Config:
     http_timeout_s: float = 1.0  # Volcano's extender.httpTimeout
     margin_s: float = 0.25  # kept back for parsing, the reply and the network
     planned_score: float = 100.0
-    plan_pending: bool = False  # also plan PodGroups still in phase Pending
+    plan_pending: bool = True  # also plan PodGroups still in phase Pending (enqueued in this session)
     packing: Packing = Packing.BINPACK
     batch_order: BatchOrder = BatchOrder.JOINT  # the session's PodGroups as one model, or one at a time
     order_shuffles: int = 3  # BEST_OF_ORDERS: seeded shuffles besides the fixed orders

@@ -1,0 +1,193 @@
+package gosched
+
+// Scenarios: Volcano's own scheduler (enqueue, allocate and backfill actions; priority, gang,
+// conformance, drf, predicates, proportion, nodeorder, binpack and the real extender plugin, as
+// deploy/volcano/volcano-scheduler.conf enables them) against the real `topoplace volcano serve`.
+// Every assertion is on what Volcano's binder was asked to bind.
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// planTimeout: a generous extender.httpTimeout for the scenarios that check the plan is followed,
+// so a loaded CI machine does not turn a test of behaviour into one of speed (bench/ measures that).
+const planTimeout = "20s"
+
+// fourNodes: two leaves of two nodes under one spine.
+func fourNodes() []gpuNode {
+	return []gpuNode{{name: "n0", rack: "a"}, {name: "n1", rack: "a"}, {name: "n2", rack: "b"}, {name: "n3", rack: "b"}}
+}
+
+var twoLeaves = map[string][]string{"leaf-a": {"n0", "n1"}, "leaf-b": {"n2", "n3"}}
+
+func leafOf(node string) string {
+	for leaf, nodes := range twoLeaves {
+		for _, n := range nodes {
+			if n == node {
+				return leaf
+			}
+		}
+	}
+	return ""
+}
+
+// holding is the volcano-vgpu-device-plugin annotation (volcano.sh/vgpu-ids-new) of a pod holding
+// whole GPUs `indices` of `node`: UUID,type,memory MiB,cores %, ':' between devices.
+func holding(node string, indices ...int) map[string]string {
+	var devices []string
+	for _, i := range indices {
+		devices = append(devices, fmt.Sprintf("%s,NVIDIA,%d,100", gpuUUID(node, i), gpuMemoryMiB))
+	}
+	return map[string]string{vgpuIDs: strings.Join(devices, ":") + ";"}
+}
+
+// busy is a running job holding GPUs 0-3 of each of `nodes`.
+func busy(name string, nodes ...string) gang {
+	g := gang{name: name, members: len(nodes), gpus: 4, runningOn: nodes}
+	for _, n := range nodes {
+		g.podNotes = append(g.podNotes, holding(n, 0, 1, 2, 3))
+	}
+	return g
+}
+
+func boundNodes(t *testing.T, r sessionResult, g gang) []string {
+	t.Helper()
+	var nodes []string
+	for _, key := range podsOf(g) {
+		if n, ok := r.binds[key]; ok {
+			nodes = append(nodes, n)
+		}
+	}
+	sort.Strings(nodes)
+	return nodes
+}
+
+func requireBound(t *testing.T, tp *topoplace, r sessionResult, g gang) []string {
+	t.Helper()
+	nodes := boundNodes(t, r, g)
+	if len(nodes) != len(podsOf(g)) {
+		msg := fmt.Sprintf("Volcano bound %d of %d pods of %s: binds %v", len(nodes), len(podsOf(g)), g.name, r.binds)
+		if tp != nil {
+			msg += fmt.Sprintf("\ntopoplace status: %v\ntopoplace log:\n%s", tp.status(), tp.log())
+		}
+		t.Fatal(msg)
+	}
+	return nodes
+}
+
+// requirePlanned: topoplace's last session planned the gang (so the binds checked are its plan,
+// not Volcano's choice by luck).
+func requirePlanned(t *testing.T, tp *topoplace, g gang) {
+	t.Helper()
+	s := tp.status()
+	for _, job := range s.PlacedJobs {
+		if job == testNamespace+"/"+g.name {
+			return
+		}
+	}
+	t.Fatalf("topoplace did not plan %s\n%s", g.name, tp.explain())
+}
+
+func TestHardTierGangStaysInOneLeaf(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	train := gang{name: "train", members: 2, gpus: 8, annotations: map[string]string{modeKey: "hard", tierKey: "1"}}
+	// n0 half full: Volcano alone may pair n1 with n2 or n3 (across leaves); only leaf-b has two free nodes.
+	r := runSession(t, extenderSettings{url: tp.url(), httpTimeout: planTimeout}, fourNodes(), []gang{busy("busy", "n0"), train})
+	nodes := requireBound(t, tp, r, train)
+	requirePlanned(t, tp, train)
+	if nodes[0] == nodes[1] || leafOf(nodes[0]) != "leaf-b" || leafOf(nodes[1]) != "leaf-b" {
+		t.Fatalf("hard tier 1: the gang must be on two nodes of leaf-b, Volcano bound it on %v\n%s", nodes, tp.explain())
+	}
+}
+
+func TestHardTierWithoutRoomBindsNothingSoftSpreads(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
+	// n0 and n3 half full: one free node per leaf, so no leaf holds the 2×8-GPU gang.
+	hard := gang{name: "hard", members: 2, gpus: 8, annotations: map[string]string{modeKey: "hard", tierKey: "1"}}
+	r := runSession(t, settings, fourNodes(), []gang{busy("busy", "n0", "n3"), hard})
+	if nodes := boundNodes(t, r, hard); len(nodes) != 0 {
+		t.Fatalf("hard tier 1 has no leaf with room, yet Volcano bound %v", nodes)
+	}
+	if s := tp.status(); len(s.UnplacedJobs) != 1 {
+		t.Fatalf("topoplace should report the hard gang unplaced with its reason: %v", s)
+	}
+
+	soft := gang{name: "soft", members: 2, gpus: 8, annotations: map[string]string{modeKey: "soft", tierKey: "1"}}
+	r = runSession(t, settings, fourNodes(), []gang{busy("busy", "n0", "n3"), soft})
+	nodes := requireBound(t, tp, r, soft)
+	requirePlanned(t, tp, soft)
+	if strings.Join(nodes, ",") != "n1,n2" {
+		t.Fatalf("soft tier: the gang spreads over the two free nodes n1,n2; Volcano bound %v", nodes)
+	}
+}
+
+// A share lands on a GPU with the memory left for it. Volcano counts vGPUs per node, not memory
+// per GPU, so on its own it could pick any of the four nodes.
+func TestShareJobGoesWhereAGPUHasTheMemory(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	// n0, n3 full; n1 has GPU7 free; n2 has a 40 GiB share on GPU0 and GPUs 1-7 taken.
+	full := gang{name: "full", members: 4, gpus: 8, runningOn: []string{"n0", "n3", "n1", "n2"},
+		podNotes: []map[string]string{holding("n0", all...), holding("n3", all...), holding("n1", all[:7]...), holding("n2", all[1:]...)}}
+	full.gpus = 7 // what each pod asked for does not matter here: the annotations name the GPUs
+	shared := gang{name: "infer-old", members: 1, share: 40000, runningOn: []string{"n2"},
+		podNotes: []map[string]string{{vgpuIDs: gpuUUID("n2", 0) + ",NVIDIA,40000,50;"}}}
+	// 50 GiB: more than n2's shared GPU0 has left (80 - 40 GiB), so only n1's GPU7 holds it.
+	newShare := gang{name: "infer", members: 1, share: 50000}
+	r := runSession(t, extenderSettings{url: tp.url(), httpTimeout: planTimeout}, fourNodes(), []gang{full, shared, newShare})
+	nodes := requireBound(t, tp, r, newShare)
+	requirePlanned(t, tp, newShare)
+	if nodes[0] != "n1" {
+		t.Fatalf("only n1's GPU7 has 50 GiB free; Volcano bound the share on %v\n%s", nodes, tp.explain())
+	}
+}
+
+// A job asking for a NIC per GPU lands where the NICs are healthy, though Volcano cannot see NICs.
+func TestNICJobAvoidsNodeWithDeadNICs(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	nodes := fourNodes()
+	for i := range nodes {
+		nodes[i].deadNICs = nodes[i].name != "n1"
+	}
+	job := gang{name: "allreduce", members: 1, gpus: 4, nics: "per-gpu"}
+	r := runSession(t, extenderSettings{url: tp.url(), httpTimeout: planTimeout}, nodes, []gang{job})
+	got := requireBound(t, tp, r, job)
+	requirePlanned(t, tp, job)
+	if got[0] != "n1" {
+		t.Fatalf("only n1 has healthy RDMA NICs; Volcano bound the NIC job on %v", got)
+	}
+}
+
+// GPUs that disappear from the device plugin's count (nvidia.com/gpu allocatable drops) while the
+// topology annotation still lists them must not be planned: Volcano would refuse the planned node
+// and topoplace every other one, every session.
+func TestNodeLosingGPUsIsNotPlanned(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
+	job := gang{name: "job", members: 1, gpus: 4}
+	// n0 runs 4 GPUs: binpack wants the new 4-GPU job there.
+	r := runSession(t, settings, fourNodes(), []gang{busy("busy", "n0"), job})
+	if got := requireBound(t, tp, r, job); got[0] != "n0" {
+		t.Fatalf("healthy cluster: binpack puts the job beside the running one on n0; bound on %v", got)
+	}
+
+	// Four of n0's GPUs fail: the device plugin now advertises 4, the annotation is not yet refreshed.
+	nodes := fourNodes()
+	nodes[0].advertised = 4
+	r = runSession(t, settings, nodes, []gang{busy("busy", "n0"), job})
+	if got := requireBound(t, tp, r, job); got[0] == "n0" {
+		t.Fatalf("n0 has no free GPU left, yet the job was bound there")
+	}
+
+	// Reported unhealthy in the topology annotation, with the count still 8 (the register lags).
+	nodes = fourNodes()
+	nodes[0].unhealthy = map[int]bool{0: true, 1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true}
+	r = runSession(t, settings, nodes, []gang{job})
+	if got := requireBound(t, tp, r, job); got[0] == "n0" {
+		t.Fatalf("every GPU of n0 is unhealthy, yet the job was bound there")
+	}
+}
