@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from bench.scenario import scenario
+from solver.domain.model import SolveRequest, SolveStatus
 from solver.ingest.files import load_request
-from solver.model import SolveRequest, SolveStatus
 from solver.solve import solve
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "requests" / "twotier-64.json"

@@ -48,15 +48,15 @@ from typing import NoReturn
 import numpy as np
 
 from bench import openb
-from bench.baselines.fgd import FGD, TIES
-from bench.baselines.fragmentation import Workload
-from bench.baselines.gorand import GoRand, load_cooked
-from bench.baselines.gpupacking import GpuPacking
-from bench.baselines.random_fit import RandomFit
-from bench.baselines.sharebestfit import BestFitShare
-from bench.baselines.sharing import MILLI, Choice, ClusterState, PodSpec, Policy
-from solver.model import Allocation, BatchOrder, GpuShare, Inventory, Node, SolveRequest, SolveResult
-from solver.model import Policy as SolvePolicy
+from solver.baselines.fgd import FGD, TIES
+from solver.baselines.fragmentation import Workload
+from solver.baselines.gorand import GoRand, load_cooked
+from solver.baselines.gpupacking import GpuPacking
+from solver.baselines.random_fit import RandomFit
+from solver.baselines.sharebestfit import BestFitShare
+from solver.baselines.sharing import MILLI, Choice, ClusterState, PodSpec, Policy
+from solver.domain.model import Allocation, BatchOrder, GpuShare, Inventory, Node, SolveRequest, SolveResult
+from solver.domain.model import Policy as SolvePolicy
 
 TARGET_RATIO = 1.3
 HEADLINE_PERCENT = 130
@@ -163,7 +163,7 @@ class SortedWindows:
 
 class BestOfOrders:
     """A greedy policy over windows of W pods, each window placed in the orders the solver's
-    ``BatchOrder.BEST_OF_ORDERS`` tries (``solver.sequence.candidate_orders``), keeping the plan that
+    ``BatchOrder.BEST_OF_ORDERS`` tries (``solver.search.sequence.candidate_orders``), keeping the plan that
     places the most work, then leaves the least fragmentation, then comes first.
 
     Judged as the solver judges: the fragmentation compared is the total over the nodes the solver's
@@ -175,7 +175,7 @@ class BestOfOrders:
         self.name, self.policy, self.window = name, policy, window
 
     def decide(self, state: ClusterState, batch: Sequence[openb.PodRow], seed: int) -> list[Choice | None]:
-        from solver.sequence import candidate_orders
+        from solver.search.sequence import candidate_orders
 
         specs = [pod.spec() for pod in batch]
         held = np.flatnonzero(np.logical_or.reduce([state.feasible(spec) for spec in specs])).tolist()
@@ -256,7 +256,7 @@ def make_policy(
             return FGD(workload, tight_gpu=True)
         return FGD(workload, tie=variant) if variant in TIES else _unknown(name)
     if name.startswith("place:"):  # any in-project baseline through its place(request), e.g. place:fgd:16
-        from bench.baselines import placer
+        from solver.baselines import placer
 
         _, baseline, *window = name.split(":")
         return RequestPolicy(name, placer(baseline), int(window[0]) if window else 1)
@@ -314,7 +314,7 @@ def solver_policy(workload: Workload, order: Sequence[str] = (), *, fill: bool =
     workload profile FGD uses (CPU, GPU models and CPU-only shapes included), then FILL packing
     (``fill``; without it the solver makes FGD's own choices), then the run's node order (the
     simulator's seeded node ranks: first fit over a fixed order)."""
-    from solver.model import ObjectiveTier, Packing, WorkloadShape
+    from solver.domain.model import ObjectiveTier, Packing, WorkloadShape
 
     shapes = tuple(
         WorkloadShape(

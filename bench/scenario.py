@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from solver.model import (
+from solver.domain.model import (
     Alignment,
     Allocation,
     Distance,

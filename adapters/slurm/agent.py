@@ -37,8 +37,8 @@ from adapters.slurm.nodetypes import TopoDir
 from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, parse_plan_comment, to_slurm_plan
 from adapters.slurm.scontrol import SlurmNode, parse_show_node
 from adapters.slurm.topology_conf import Fabric, parse_topology_conf, parse_topology_yaml
-from solver.errors import InvalidRequest
-from solver.model import Allocation, Inventory, Policy, Requirement, SolveRequest, SolveResult
+from solver.domain.errors import InvalidRequest
+from solver.domain.model import Allocation, Inventory, Policy, Requirement, SolveRequest, SolveResult
 
 _log = structlog.get_logger("topoplace.slurm.agent")
 MAX_BODY_BYTES = 1 << 20

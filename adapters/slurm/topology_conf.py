@@ -17,7 +17,7 @@ import yaml
 
 from adapters.slurm.hostlist import HostlistError, expand
 from adapters.slurm.problems import Problems, key_values, logical_lines
-from solver.model import FabricSwitch
+from solver.domain.model import FabricSwitch
 
 TREE_KEYS = {"switchname", "nodes", "switches", "linkspeed"}
 BLOCK_KEYS = {"blockname", "nodes", "blocksizes"}

@@ -28,8 +28,17 @@ from dataclasses import dataclass, field
 from adapters.volcano import kube
 from adapters.volcano.hypernodes import Fabric
 from adapters.volcano.wire import Job, NetworkTopology, NodeInfo, Snapshot, SubGroupPolicy, Task
-from solver.model import AntiAffinity, Inventory, Locality, Node, Policy, Requirement, Role, SolveRequest
-from solver.model import Job as SolverJob
+from solver.domain.model import (
+    AntiAffinity,
+    Inventory,
+    Locality,
+    Node,
+    Policy,
+    Requirement,
+    Role,
+    SolveRequest,
+)
+from solver.domain.model import Job as SolverJob
 
 PLANNED_PHASES = frozenset({"Inqueue", "Running", "Unknown"})
 MAX_PRIORITY = 1_000_000

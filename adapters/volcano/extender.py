@@ -26,8 +26,8 @@ from adapters.volcano import hypernodes as hn
 from adapters.volcano import wire
 from adapters.volcano.patcher import PatchError, PodPatcher
 from adapters.volcano.plan import Plan
-from solver.errors import InvalidRequest, VerificationFailed
-from solver.model import BatchOrder, Packing, Policy, SolveRequest, SolveResult, SolveStatus
+from solver.domain.errors import InvalidRequest, VerificationFailed
+from solver.domain.model import BatchOrder, Packing, Policy, SolveRequest, SolveResult, SolveStatus
 
 SolveFn = Callable[[SolveRequest, float], SolveResult]
 """``solve(request, deadline_s)``: in process (``solver.solve.solve``) or over gRPC."""

@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from solver.errors import InvalidRequest, Problem
-from solver.model import FabricSwitch
+from solver.domain.errors import InvalidRequest, Problem
+from solver.domain.model import FabricSwitch
 
 API_VERSION = "topology.volcano.sh/v1alpha1"
 SUFFIXES = (".yaml", ".yml", ".json")

@@ -26,7 +26,7 @@ from adapters.volcano.wire import (
     CODE_UNSCHEDULABLE,
     Task,
 )
-from solver.model import JobResult, MemberPlacement, Node, SolveResult, SolveStatus
+from solver.domain.model import JobResult, MemberPlacement, Node, SolveResult, SolveStatus
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Scenario and report ⇄ proto ⇄ JSON/YAML, by the same generic walk as ``solver.wire``.
+"""Scenario and report ⇄ proto ⇄ JSON/YAML, by the same generic walk as ``solver.service.wire``.
 
 A scenario file is the canonical JSON mapping of ``topoplace.v1.Scenario`` written as YAML or JSON
 (proto field names or lowerCamelCase, enums by name). Loading goes text → data → proto message →
@@ -18,8 +18,8 @@ import yaml
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from solver import wire
-from solver.errors import InvalidRequest, Problem
+from solver.domain.errors import InvalidRequest, Problem
+from solver.service import wire
 from solver.whatif.report import WhatIfReport
 from solver.whatif.scenario import Edit, Scenario
 from topoplace.v1 import whatif_pb2
