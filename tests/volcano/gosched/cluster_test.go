@@ -228,6 +228,7 @@ type extenderSettings struct {
 	ignorable   *bool             // nil: as shipped
 	extraVerbs  map[string]string // e.g. {"extender.jobReadyVerb": "jobReady"}: a configuration to compare with
 	without     bool              // drop the extender plugin: Volcano alone
+	afterOpen   func()            // runs between OnSessionOpen and the actions (e.g. stop topoplace)
 }
 
 // shippedConf is deploy/volcano/volcano-scheduler.conf, read with Volcano's own loader.
@@ -262,6 +263,7 @@ func shippedExtenderArgs(t *testing.T) map[string]interface{} {
 type sessionResult struct {
 	binds    map[string]string // ns/pod → node, as Volcano's binder was asked
 	duration time.Duration     // open + actions + close
+	panicked string            // what an action panicked with (the real vc-scheduler would crash)
 }
 
 // runSession opens one Volcano session over the cluster, runs the shipped actions and closes it.
@@ -325,11 +327,10 @@ func runSession(t *testing.T, ext extenderSettings, nodes []gpuNode, gangs []gan
 	started := time.Now()
 	ssn := framework.OpenSession(sc, kept, configurations)
 	sc.Run(stop)
-	for _, a := range actions {
-		a.Initialize()
-		a.Execute(ssn)
-		a.UnInitialize()
+	if ext.afterOpen != nil {
+		ext.afterOpen()
 	}
+	panicked := runActions(actions, ssn)
 	framework.CloseSession(ssn)
 	elapsed := time.Since(started)
 	// Binding is asynchronous (the cache's bind worker runs every 20 ms): wait until it settles.
@@ -341,7 +342,23 @@ func runSession(t *testing.T, ext extenderSettings, nodes []gpuNode, gangs []gan
 			break
 		}
 	}
-	return sessionResult{binds: binder.Binds(), duration: elapsed}
+	return sessionResult{binds: binder.Binds(), duration: elapsed, panicked: panicked}
+}
+
+// runActions runs the actions in order; a panic is returned, not raised, so that a test can show
+// which configuration crashes Volcano's scheduler.
+func runActions(actions []framework.Action, ssn *framework.Session) (panicked string) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = fmt.Sprint(r)
+		}
+	}()
+	for _, a := range actions {
+		a.Initialize()
+		a.Execute(ssn)
+		a.UnInitialize()
+	}
+	return ""
 }
 
 // podsOn lists ns/pod keys of a gang, for comparing binds.
