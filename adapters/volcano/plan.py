@@ -132,24 +132,28 @@ class Plan:
 
     def allocate(self, task: Task) -> tuple[dict[str, str | None], dict[str, str | None], str]:
         """Record ``task`` allocated on ``task.node_name``; returns (pod annotations, PodGroup
-        annotations, error). Empty annotations mean nothing to write."""
+        annotations, off-plan note). Empty annotations mean nothing to write.
+
+        Volcano's choice is final: an off-plan placement is recorded in the ledger (its planned
+        devices released, the devices it got held) and noted, never refused — any error returned to
+        Volcano's allocateFunc rolls the task back, and the next session would plan it again."""
         uid = task.uid
         vjob = self.batch.task_job.get(uid)
         if vjob is None or not task.node_name:
             return {}, {}, ""
         planned = self.assignments.get(uid)
-        error = ""
+        note = ""
         if planned is not None and planned.node == task.node_name:
             got: Assignment | None = planned
         else:
             got = self._fallback(task)
             where = f"planned on {planned.node}" if planned else "not in the plan"
-            error = f"{task.key} allocated on {task.node_name} but {where}" + (
+            note = f"{task.key} allocated on {task.node_name} but {where}" + (
                 "" if got else "; no free devices known there, devices left to the node"
             )
         if got is None:
             self.allocated[uid] = Assignment(task.node_name, (), (), {}, None, False, False)
-            return {}, {}, error
+            return {}, {}, note
         self.allocated[uid] = got
         pod_notes = ann.pod_annotations(self._device_annotation(task, got, vjob), self._vgpu_ids(task, got))
         group_notes: dict[str, str | None] = {}
@@ -157,7 +161,7 @@ class Plan:
         if hypernode and vjob not in self.hypernode_written:
             self.hypernode_written.add(vjob)
             group_notes = {ann.JOB_HYPERNODE: hypernode}
-        return dict(pod_notes), group_notes, error
+        return dict(pod_notes), group_notes, note
 
     def deallocate(self, task: Task) -> dict[str, str | None]:
         """Undo an allocation (Volcano discarded the statement): the annotations to remove."""

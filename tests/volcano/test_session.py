@@ -64,6 +64,19 @@ def plan_members(service: Service) -> dict[tuple[str, str, int], Any]:
     return {(j.job_id, m.role, m.index): m for j in result.jobs if j.placed for m in j.members}
 
 
+def test_pending_podgroups_are_planned_by_default(service: Service, body: dict[str, Any]) -> None:
+    """Volcano's enqueue action admits a newly submitted (Pending) PodGroup and allocate places it
+    in the same session: left out of the plan, every new job would be placed by Volcano alone."""
+    service.client.ok("onSessionOpen", body)
+    request, _ = service.solve.calls[0]
+    assert "team-g/not-enqueued" in {j.id for j in request.jobs}
+    assert "team-g/not-enqueued" in service.client.get("status")["placedJobs"]
+
+
+INQUEUE_ONLY = Config(http_timeout_s=3.0, margin_s=0.5, plan_pending=False)
+
+
+@pytest.mark.parametrize("config", [INQUEUE_ONLY], indirect=True)
 def test_whole_session_follows_the_solvers_verified_plan(service: Service, body: dict[str, Any]) -> None:
     assert service.client.ok("onSessionOpen", body) == {}
     assert len(service.solve.calls) == 1, "one solve per session"
@@ -72,7 +85,7 @@ def test_whole_session_follows_the_solvers_verified_plan(service: Service, body:
     placed = {j.job_id for j in result.jobs if j.placed}
     assert {"team-a/train-16", "team-a/train-32", "team-b/pd-serve", "team-b/notebook"} <= placed
     assert "team-c/giant" not in placed
-    assert "team-g/not-enqueued" not in {j.id for j in request.jobs}, "Pending PodGroups are not planned"
+    assert "team-g/not-enqueued" not in {j.id for j in request.jobs}, "--no-plan-pending: Pending PodGroups are not planned"
 
     plan = service.extender.plan
     assert plan is not None
@@ -223,7 +236,9 @@ def test_task_placed_elsewhere_is_handled(service: Service, body: dict[str, Any]
     # gpu-09 is full (a running 8-GPU pod); gpu-00 has GPU4-7 free (GPU0-3 held via vgpu-ids-new)
     elsewhere = "gpu-00" if planned != "gpu-00" else "gpu-02"
     reply = service.client.ok("allocateFunc", {"task": allocated(task, elsewhere)})
-    assert f"planned on {planned}" in reply["errorMessage"]
+    # Volcano's choice stands: any errorMessage would make Volcano roll the task back.
+    assert reply == {"errorMessage": ""}
+    assert any(f"planned on {planned}" in note for note in service.client.get("status")["offPlan"])
     device = ann.parse_device_annotation(
         service.patcher.current("Pod", "team-b", task["Name"])[ann.DEVICES], "notebook"
     )
@@ -241,7 +256,8 @@ def test_task_placed_elsewhere_is_handled(service: Service, body: dict[str, Any]
     # a full node: no devices known, said so, nothing written
     if planned != "gpu-09":
         reply = service.client.ok("allocateFunc", {"task": allocated(task, "gpu-09")})
-        assert "no free devices" in reply["errorMessage"]
+        assert reply == {"errorMessage": ""}
+        assert any("no free devices" in note for note in service.client.get("status")["offPlan"])
         assert service.patcher.current("Pod", "team-b", task["Name"]) == {}
 
 
