@@ -199,7 +199,7 @@ def test_kubernetes_patcher_retries_a_conflict_once() -> None:
         patcher.patch_podgroup("ns", "g", {"x": "y"})
     answers[:] = [_ApiError(404, "Not Found")]
     calls.clear()
-    with pytest.raises(PatchError, match="404 Not Found$"):
+    with pytest.raises(PatchError, match=r"404 Not Found$"):
         patcher.patch_podgroup("ns", "g", {"x": "y"})
     assert calls == ["g"]
 

@@ -85,7 +85,7 @@ def test_whole_session_follows_the_solvers_verified_plan(service: Service, body:
     placed = {j.job_id for j in result.jobs if j.placed}
     assert {"team-a/train-16", "team-a/train-32", "team-b/pd-serve", "team-b/notebook"} <= placed
     assert "team-c/giant" not in placed
-    assert "team-g/not-enqueued" not in {j.id for j in request.jobs}, "--no-plan-pending: Pending PodGroups are not planned"
+    assert "team-g/not-enqueued" not in {j.id for j in request.jobs}, "--no-plan-pending: Pending not planned"
 
     plan = service.extender.plan
     assert plan is not None
