@@ -3,7 +3,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: setup demo test lint proto bench system-deps
+.PHONY: setup demo test test-volcano-go lint proto bench system-deps
+
+# Go runs Volcano's own scheduler in the tests (tests/volcano/gosched): the one on PATH, else the
+# usual install location.
+GO ?= $(or $(shell command -v go 2>/dev/null),$(wildcard /usr/local/go/bin/go))
+# -count=1: the Go tests drive the Python extender, which Go's test cache does not see change.
+GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
 setup: $(VENV)/.installed system-deps
 
@@ -28,6 +34,19 @@ lint: setup
 
 test: setup lint
 	$(BIN)/python -m pytest
+	$(MAKE) test-volcano-go
+
+# Volcano's own scheduler (volcano.sh/volcano v1.10.0: enqueue/allocate, gang, predicates, the
+# extender plugin) against `topoplace volcano serve` on loopback. Modules and builds are cached in
+# Go's usual places ($$(go env GOMODCACHE), $$(go env GOCACHE)), so a later run on the machine only
+# relinks.
+test-volcano-go: setup
+	@if [ -z "$(GO)" ]; then \
+		echo "make test-volcano-go: no Go toolchain found (not on PATH, not at /usr/local/go/bin/go)." >&2; \
+		echo "  Install Go 1.22 or newer (e.g. apt-get install golang-go) or run make GO=/path/to/go test." >&2; \
+		exit 1; \
+	fi
+	cd tests/volcano/gosched && TOPOPLACE_PYTHON=$(abspath $(BIN)/python) $(GO) test $(GO_TEST_FLAGS) ./...
 
 # Regenerate the Python code of the wire contract (tests fail when it is stale).
 proto: setup
