@@ -85,7 +85,7 @@ def test_hypernode_errors_name_file_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "hn.yaml"
     bad.write_text(
         "apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata: {name: s0}\n"
-        "spec:\n  tier: 0\n  members:\n  - type: Node\n"
+        "spec:\n  tier: -1\n  members:\n  - type: Node\n"
         "    selector: {exactMatch: {name: a}, regexMatch: {pattern: b}}\n"
         "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
     )
