@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.core import commit, machine
+from bench.provenance import commit, machine
 from solver.answer.verify import verify
 from solver.baselines import volcano
 from solver.domain.model import (

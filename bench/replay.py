@@ -26,7 +26,7 @@ Filter stage passed, the solver's requests hold only the nodes some pod of the r
 CLI::
 
     python -m bench.replay --policies random,bestfit,gpupacking,fgd --seeds 42-51 \
-        --out bench/replay-results.json
+        --out bench/results/replay-results.json
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from solver.baselines.gorand import GoRand, load_cooked
 from solver.baselines.gpupacking import GpuPacking
 from solver.baselines.random_fit import RandomFit
 from solver.baselines.sharebestfit import BestFitShare
-from solver.baselines.sharing import MILLI, Choice, ClusterState, PodSpec, Policy
+from solver.baselines.sharing import MILLI, Choice, ClusterState, PodPlacer, PodSpec
 from solver.domain.model import Allocation, BatchOrder, GpuShare, Inventory, Node, SolveRequest, SolveResult
 from solver.domain.model import Policy as SolvePolicy
 
@@ -134,7 +134,7 @@ class RequestPolicy:
         *,
         filtered: bool = False,
         endgame: int = 0,
-        before_endgame: Policy | None = None,
+        before_endgame: PodPlacer | None = None,
     ) -> None:
         self.name = name
         self.place = place
@@ -153,7 +153,7 @@ class SortedWindows:
     """A greedy policy over windows of W pods, each window's pods taken largest GPU request first (a
     batch's freedom of order, as ``solver-sortedN`` uses it)."""
 
-    def __init__(self, name: str, policy: Policy | RequestPolicy, window: int) -> None:
+    def __init__(self, name: str, policy: PodPlacer | RequestPolicy, window: int) -> None:
         if isinstance(policy, RequestPolicy | SortedWindows):
             raise ValueError(
                 f"{name!r}: only a greedy policy takes -sortedN here (the solver: solver-sortedN)"
@@ -208,7 +208,7 @@ class BestOfOrders:
 
 @contextmanager
 def placed_in_order(
-    policy: Policy, state: ClusterState, specs: Sequence[PodSpec], order: Sequence[int]
+    policy: PodPlacer, state: ClusterState, specs: Sequence[PodSpec], order: Sequence[int]
 ) -> Iterator[list[Choice | None]]:
     """The greedy's choices for the pods taken in ``order`` (listed by pod), each bound for the next
     while the block runs and undone after it: the caller binds what it keeps, in arrival order."""
@@ -227,7 +227,7 @@ def placed_in_order(
 
 def make_policy(
     name: str, workload: Workload, rng: GoRand, order: Sequence[str] = (), *, filtered: bool = True
-) -> Policy | RequestPolicy | SortedWindows | BestOfOrders:
+) -> PodPlacer | RequestPolicy | SortedWindows | BestOfOrders:
     """A fresh policy object by CLI name; ``order`` is the node names in the run's tie-break order;
     ``filtered``: the solver's requests hold only the nodes that pass the filter stage."""
     if name == "random":
@@ -477,7 +477,7 @@ def run(
 
 
 def _decide(
-    policy: Policy | RequestPolicy | SortedWindows | BestOfOrders,
+    policy: PodPlacer | RequestPolicy | SortedWindows | BestOfOrders,
     state: ClusterState,
     mirror: InventoryMirror | None,
     batch: Sequence[openb.PodRow],

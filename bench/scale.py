@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from bench.core import commit, machine
+from bench.provenance import commit, machine
 from bench.scenario import scenario
 from solver.baselines import bestfit
 from solver.domain.model import SolveResult

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import openb, replay
-from bench.core import commit, machine
+from bench.provenance import commit, machine
 from bench.scenario import batch, cluster
 from solver.domain.errors import InvalidRequest
 from solver.domain.model import ObjectiveTier, Packing

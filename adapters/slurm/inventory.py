@@ -18,7 +18,7 @@ from adapters.slurm.gres import GresConf, NodeDevices, node_devices
 from adapters.slurm.nodetypes import NodeType, TopoDir
 from adapters.slurm.problems import Problems
 from adapters.slurm.scontrol import SlurmNode
-from adapters.slurm.topology_conf import Fabric
+from adapters.slurm.topology_conf import SlurmTopology
 from solver.domain.errors import InvalidRequest, Problem
 from solver.domain.model import Allocation, Inventory, Node
 
@@ -150,7 +150,7 @@ def build_inventory(
     *,
     topo_dir: TopoDir,
     gres_conf: GresConf | None = None,
-    fabric: Fabric | None = None,
+    fabric: SlurmTopology | None = None,
     extra: dict[str, list[Allocation]] | None = None,
     source: str = "scontrol",
 ) -> SlurmInventory:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from adapters.volcano import kube
-from adapters.volcano.hypernodes import Fabric
+from adapters.volcano.hypernodes import HyperNodeTree
 from adapters.volcano.wire import Job, NetworkTopology, NodeInfo, Snapshot, SubGroupPolicy, Task
 from solver.domain.model import (
     AntiAffinity,
@@ -83,7 +83,7 @@ class Batch:
         return bool(self.request.jobs)
 
 
-def build(snapshot: Snapshot, fabric: Fabric, policy: Policy, *, plan_pending: bool = True) -> Batch:
+def build(snapshot: Snapshot, fabric: HyperNodeTree, policy: Policy, *, plan_pending: bool = True) -> Batch:
     """The batch for ``snapshot``: inventory from its nodes, jobs from its pending GPU work."""
     warn = kube.NodeWarnings(list(fabric.warnings))
     nodes = [inventory_node(info, fabric, warn) for info in snapshot.nodes]
@@ -96,20 +96,20 @@ def build(snapshot: Snapshot, fabric: Fabric, policy: Policy, *, plan_pending: b
     for job in snapshot.jobs:
         if job.podgroup is not None and job.podgroup.phase not in phases:
             continue
-        jobs += job_entries(job, batch, fabric if switches else Fabric(), models)
+        jobs += job_entries(job, batch, fabric if switches else HyperNodeTree(), models)
     batch.warnings = warn.items
     batch.request = batch.request.model_copy(update={"jobs": tuple(jobs), "policy": policy})
     return batch
 
 
-def inventory_node(info: NodeInfo, fabric: Fabric, warn: kube.NodeWarnings) -> Node:
+def inventory_node(info: NodeInfo, fabric: HyperNodeTree, warn: kube.NodeWarnings) -> Node:
     return kube.inventory_node(info, fabric.leaf_of.get(info.name, ""), warn)
 
 
 # --------------------------------------------------------------------------- jobs
 
 
-def job_entries(job: Job, batch: Batch, fabric: Fabric, models: set[str]) -> list[SolverJob]:
+def job_entries(job: Job, batch: Batch, fabric: HyperNodeTree, models: set[str]) -> list[SolverJob]:
     """The solver jobs for one Volcano job (none if it has no pending GPU work), recorded in ``batch``."""
     pending_gpu: list[Task] = []
     pending_other = 0
@@ -233,7 +233,7 @@ def gang_minimums(job: Job, roles: list[RoleSpec], pending_other: int) -> list[i
     return minimums
 
 
-def sub_groups(job: Job, tasks: Iterable[Task], fabric: Fabric) -> dict[str, tuple[str, Locality]]:
+def sub_groups(job: Job, tasks: Iterable[Task], fabric: HyperNodeTree) -> dict[str, tuple[str, Locality]]:
     """task uid → (sub-group key, its locality) for tasks a ``subGroupPolicy`` selects."""
     policies = job.podgroup.sub_groups if job.podgroup else ()
     found: dict[str, tuple[str, Locality]] = {}
@@ -249,12 +249,12 @@ def sub_groups(job: Job, tasks: Iterable[Task], fabric: Fabric) -> dict[str, tup
     return found
 
 
-def _group_locality(policy: SubGroupPolicy, fabric: Fabric) -> Locality:
+def _group_locality(policy: SubGroupPolicy, fabric: HyperNodeTree) -> Locality:
     rule = _mode_and_tier(policy.topology, fabric) if policy.topology is not None else None
     return Locality() if rule is None else Locality(mode=rule[0], highest_tier=rule[1])
 
 
-def job_locality(job: Job, fabric: Fabric, entry: JobEntry) -> tuple[Locality, str]:
+def job_locality(job: Job, fabric: HyperNodeTree, entry: JobEntry) -> tuple[Locality, str]:
     """The job's locality and the rule in Volcano's words (e.g. ``networkTopology hard,
     highestTierAllowed 1``); no rule when the cluster has no HyperNodes (noted)."""
     topology = job.podgroup.topology if job.podgroup else None
@@ -288,7 +288,7 @@ def job_locality(job: Job, fabric: Fabric, entry: JobEntry) -> tuple[Locality, s
     return Locality(mode=mode, highest_tier=tier), words
 
 
-def _mode_and_tier(topology: NetworkTopology, fabric: Fabric) -> tuple[Requirement, int] | None:
+def _mode_and_tier(topology: NetworkTopology, fabric: HyperNodeTree) -> tuple[Requirement, int] | None:
     """(mode, the solver's highest tier), or None where Volcano applies no tier limit.
 
     As Volcano's scheduler reads a network topology: a ``highestTierName`` becomes the tier of the

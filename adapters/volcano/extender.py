@@ -120,7 +120,7 @@ class Extender:
         )
         self._warming: Future[None] | None = None
         self._last_open: (
-            tuple[str, Any, batch_mod.Batch, SolveResult | None, hn.Fabric, SessionStatus] | None
+            tuple[str, Any, batch_mod.Batch, SolveResult | None, hn.HyperNodeTree, SessionStatus] | None
         ) = None
         if solver_process:
             self._warming = self._executor.submit(_load_solver)  # OR-Tools loads now, not in a session

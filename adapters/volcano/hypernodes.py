@@ -215,7 +215,7 @@ def _member(value: Any, where: str, problems: list[Problem]) -> Member | None:
 
 
 @dataclass(frozen=True)
-class Fabric:
+class HyperNodeTree:
     """The HyperNodes resolved against one session's nodes."""
 
     switches: tuple[FabricSwitch, ...] = ()
@@ -241,7 +241,7 @@ class Fabric:
         return next((s for s in chains[0] if s in shared), "")
 
 
-def resolve(hypernodes: Iterable[HyperNode], node_labels: Mapping[str, Mapping[str, str]]) -> Fabric:
+def resolve(hypernodes: Iterable[HyperNode], node_labels: Mapping[str, Mapping[str, str]]) -> HyperNodeTree:
     """Switches with parents, and each node's leaf, for the nodes of this session."""
     nodes = sorted(hypernodes, key=lambda h: h.name)
     by_name = {h.name: h for h in nodes}
@@ -284,7 +284,7 @@ def resolve(hypernodes: Iterable[HyperNode], node_labels: Mapping[str, Mapping[s
     switches = tuple(
         FabricSwitch(id=h.name, tier=h.tier + offset, parent=parent.get(h.name, "")) for h in nodes
     )
-    return Fabric(
+    return HyperNodeTree(
         switches=switches,
         leaf_of=leaf_of,
         tier_names=tier_names,

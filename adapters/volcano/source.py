@@ -26,7 +26,7 @@ def read_inventory(sources: Any, resolve: Callable[[str], Path]) -> Inventory:
         snapshot = volcano_wire.snapshot(data)
     except volcano_wire.BadPayload as exc:
         raise InvalidRequest([Problem(path=str(path), message=str(exc))]) from None
-    fabric = hypernodes.Fabric()
+    fabric = hypernodes.HyperNodeTree()
     if sources.hypernodes:
         objects = hypernodes.load(resolve(sources.hypernodes))
         fabric = hypernodes.resolve(objects, {n.name: n.labels for n in snapshot.nodes})

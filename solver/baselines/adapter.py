@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 from solver.answer.measures import cluster_metrics
 from solver.baselines.fragmentation import TypicalPod, Workload, typical_pods
-from solver.baselines.sharing import MILLI, UNTRACKED, ClusterState, PodSpec, Policy
-from solver.baselines.topology import Fabric
+from solver.baselines.sharing import MILLI, UNTRACKED, ClusterState, PodPlacer, PodSpec
+from solver.baselines.topology import LocalityIndex
 from solver.domain.model import (
     GpuShare,
     Job,
@@ -146,7 +146,12 @@ def _placement(
 
 
 def place_job(
-    state: ClusterState, nodes: list[Node], job: Job, policy: Policy, models: set[str], fabric: Fabric
+    state: ClusterState,
+    nodes: list[Node],
+    job: Job,
+    policy: PodPlacer,
+    models: set[str],
+    fabric: LocalityIndex,
 ) -> JobResult:
     """One gang: members one at a time; kept only if every role reaches its minimum."""
     bound: list[tuple[int, PodSpec, tuple[int, ...]]] = []
@@ -190,14 +195,14 @@ def place_job(
     return JobResult(job_id=job.id, placed=True, members=tuple(members), **fabric.report(job, members))
 
 
-def place_with(request: SolveRequest, make_policy: Callable[[Workload], Policy]) -> SolveResult:
+def place_with(request: SolveRequest, make_policy: Callable[[Workload], PodPlacer]) -> SolveResult:
     """Run a sharing policy over a whole request (jobs by priority, then request order)."""
     started = time.perf_counter()
     state, nodes = state_of(request)
     policy = make_policy(workload_of(request))
     models = {g.model for n in nodes for g in n.gpus}
     order = sorted(range(len(request.jobs)), key=lambda j: (-request.jobs[j].priority, j))
-    fabric = Fabric(request.inventory)
+    fabric = LocalityIndex(request.inventory)
     results: dict[int, JobResult] = {
         j: place_job(state, nodes, request.jobs[j], policy, models, fabric) for j in order
     }

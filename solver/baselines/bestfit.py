@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from solver.baselines.topology import Fabric, Free, Greedy, Pick, first_aligned_pick
+from solver.baselines.topology import Free, Greedy, LocalityIndex, Pick, first_aligned_pick
 from solver.domain.model import MemberShape, SolveRequest, SolveResult
 
 
 def fewest_free_after(
-    free: Free, shape: MemberShape, pick: Pick, used: Sequence[str], fabric: Fabric
+    free: Free, shape: MemberShape, pick: Pick, used: Sequence[str], fabric: LocalityIndex
 ) -> float:
     """Best fit: the fewer GPUs the node keeps free after this member, the better."""
     return -float(len(free.gpus) - len(pick.gpus))

@@ -54,7 +54,7 @@ class PodSpec:
 Choice = tuple[int, tuple[int, ...]]  # (node index, GPU indices on it)
 
 
-class Policy(Protocol):
+class PodPlacer(Protocol):
     """A greedy placer: the node and GPUs for one pod, or None if it fits nowhere."""
 
     name: str

@@ -202,7 +202,7 @@ def take(free: Free, shape: MemberShape, pick: Pick) -> None:
 # --------------------------------------------------------------------------- the fabric
 
 
-class Fabric:
+class LocalityIndex:
     """Switch tiers above the nodes: which nodes sit under which switch, and locality of a node set."""
 
     def __init__(self, inventory: Inventory) -> None:
@@ -310,7 +310,7 @@ def job_locality(job: Job) -> tuple[Requirement, int]:
 # --------------------------------------------------------------------------- the greedy loop
 
 PickFn = Callable[[Free, MemberShape], Pick | None]
-NodeScoreFn = Callable[[Free, MemberShape, Pick, Sequence[str], Fabric], float]  # higher is better
+NodeScoreFn = Callable[[Free, MemberShape, Pick, Sequence[str], LocalityIndex], float]  # higher is better
 DomainKeyFn = Callable[[Sequence[Free]], float]  # a domain's nodes -> key; lower is tried first
 
 
@@ -323,11 +323,11 @@ class Greedy:
     node_score: NodeScoreFn
     domain_key: DomainKeyFn
     domains_from_start: bool = False  # judge a domain's room from the free capacity at the start (Volcano)
-    _fabric: Fabric | None = None
+    _fabric: LocalityIndex | None = None
 
     def place(self, request: SolveRequest) -> SolveResult:
         started = time.perf_counter()
-        fabric = self._fabric = Fabric(request.inventory)
+        fabric = self._fabric = LocalityIndex(request.inventory)
         free = {n.name: Free.of(n) for n in request.inventory.nodes if n.schedulable}
         start_free = {name: len(f.gpus) for name, f in free.items()}
         order = sorted(range(len(request.jobs)), key=lambda j: (-request.jobs[j].priority, j))
@@ -341,7 +341,9 @@ class Greedy:
             metrics=cluster_metrics(request, jobs),
         )
 
-    def _job(self, job: Job, free: dict[str, Free], fabric: Fabric, start_free: dict[str, int]) -> JobResult:
+    def _job(
+        self, job: Job, free: dict[str, Free], fabric: LocalityIndex, start_free: dict[str, int]
+    ) -> JobResult:
         mode, highest = job_locality(job)
         need = sum(r.minimum * r.member.gpus for r in job.roles)
         candidates: list[tuple[str, list[str]]] = []
@@ -427,7 +429,13 @@ class Greedy:
         return role.replicas
 
     def _reason(
-        self, job: Job, mode: Requirement, highest: int, need: int, free: dict[str, Free], fabric: Fabric
+        self,
+        job: Job,
+        mode: Requirement,
+        highest: int,
+        need: int,
+        free: dict[str, Free],
+        fabric: LocalityIndex,
     ) -> Reason:
         total = sum(len(f.gpus) for f in free.values())
         if mode == Requirement.REQUIRED and highest and total >= need:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from solver.baselines.topology import Fabric, Free, Greedy, Pick, first_free_pick
+from solver.baselines.topology import Free, Greedy, LocalityIndex, Pick, first_free_pick
 from solver.domain.model import MemberShape, SolveRequest, SolveResult
 
 BINPACK_MAX = 100.0
@@ -38,7 +38,7 @@ def binpack(free: Free, shape: MemberShape, pick: Pick) -> float:
     return BINPACK_MAX * sum(terms) / len(terms) if terms else 0.0
 
 
-def network_topology(node: str, used: Sequence[str], fabric: Fabric) -> float:
+def network_topology(node: str, used: Sequence[str], fabric: LocalityIndex) -> float:
     """How close ``node`` is to the job's tasks so far: 1 under the same leaf (or no task yet), falling
     linearly with the tier of their lowest common switch."""
     if not used:
@@ -52,7 +52,9 @@ def network_topology(node: str, used: Sequence[str], fabric: Fabric) -> float:
     return BINPACK_MAX * max(0.0, (top + 1 - tier) / top)
 
 
-def node_score(free: Free, shape: MemberShape, pick: Pick, used: Sequence[str], fabric: Fabric) -> float:
+def node_score(
+    free: Free, shape: MemberShape, pick: Pick, used: Sequence[str], fabric: LocalityIndex
+) -> float:
     return binpack(free, shape, pick) + network_topology(free.node.name, used, fabric)
 
 

@@ -87,7 +87,7 @@ def request_to_proto(request: SolveRequest) -> placement_pb2.SolveRequest:
     try:
         return _to_proto(request, placement_pb2.SolveRequest())
     except json_format.ParseError as exc:
-        location, reason = _split_parse_error(str(exc))
+        location, reason = split_parse_error(str(exc))
         raise InvalidRequest([Problem(path=location or "request", message=reason)]) from None
 
 
@@ -361,30 +361,32 @@ def _parse_dict(data: Any, msg: Message, source_name: str) -> Any:
     try:
         json_format.ParseDict(data, msg)
     except json_format.ParseError as exc:
-        location, reason = _split_parse_error(str(exc))
+        location, reason = split_parse_error(str(exc))
         message = f"{location}: {reason}" if location else reason
         raise InvalidRequest([Problem(path=source_name, message=message)]) from None
     return msg
 
 
 _CHAIN_STEP = re.compile(r"^Failed to parse (\w+) field: ")
-_LOCATION = re.compile(r' at "?(?:SolveRequest|SolveResponse)\.?([\w.\[\]]*)"?')
 _AVAILABLE = re.compile(r'\.?\s*Available Fields\(except extensions\): "\[(.*?)\]"', re.DOTALL)
 
 
-def _split_parse_error(text: str) -> tuple[str, str]:
+def split_parse_error(
+    text: str, roots: tuple[str, ...] = ("SolveRequest", "SolveResponse")
+) -> tuple[str, str]:
     """Split a ``json_format.ParseError`` message into (field path, reason).
 
     Its messages nest one "Failed to parse X field: " per level and usually end in
-    ``at SolveRequest.jobs[0].roles[0]...``; the path with indexes wins when present, else the
-    chain of field names.
+    ``at SolveRequest.jobs[0].roles[0]...`` (``roots``: the message types a path may start at); the
+    path with indexes wins when present, else the chain of field names.
     """
+    location_re = re.compile(rf' at "?(?:{"|".join(roots)})\.?([\w.\[\]]*)"?')
     chain: list[str] = []
     while match := _CHAIN_STEP.match(text):
         chain.append(match.group(1))
         text = text[match.end() :]
     location = ".".join(chain)
-    if found := _LOCATION.search(text):
+    if found := location_re.search(text):
         location = found.group(1).rstrip(".") or location
         text = text[: found.start()] + text[found.end() :]
     text = _AVAILABLE.sub(lambda m: "; known fields: " + m.group(1).replace("'", ""), text)

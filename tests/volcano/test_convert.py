@@ -288,7 +288,7 @@ def test_pod_anti_affinity_at_hostname_becomes_a_node_rule() -> None:
 
 def test_a_gang_with_anti_affinity_to_itself_gets_one_node_per_pod() -> None:
     from adapters.volcano import batch as batches
-    from adapters.volcano.hypernodes import Fabric
+    from adapters.volcano.hypernodes import HyperNodeTree
     from solver.domain.model import Policy
     from solver.solve import solve
 
@@ -301,7 +301,7 @@ def test_a_gang_with_anti_affinity_to_itself_gets_one_node_per_pod() -> None:
         for j in snapshot.jobs
     )
     snapshot = dataclasses.replace(snapshot, jobs=jobs)
-    made = batches.build(snapshot, Fabric(), Policy())
+    made = batches.build(snapshot, HyperNodeTree(), Policy())
     (gang,) = made.request.jobs
     assert gang.labels["app"] == "g" and [r.labels for r in gang.anti_affinity] == [{"app": "g"}]
     result = solve(made.request)
