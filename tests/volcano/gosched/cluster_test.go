@@ -229,6 +229,8 @@ type extenderSettings struct {
 	extraVerbs  map[string]string // e.g. {"extender.jobReadyVerb": "jobReady"}: a configuration to compare with
 	without     bool              // drop the extender plugin: Volcano alone
 	afterOpen   func()            // runs between OnSessionOpen and the actions (e.g. stop topoplace)
+	// afterActions runs before the session closes (topoplace still holds the session's plan).
+	afterActions func(ssn *framework.Session)
 }
 
 // shippedConf is deploy/volcano/volcano-scheduler.conf, read with Volcano's own loader.
@@ -331,6 +333,9 @@ func runSession(t *testing.T, ext extenderSettings, nodes []gpuNode, gangs []gan
 		ext.afterOpen()
 	}
 	panicked := runActions(actions, ssn)
+	if ext.afterActions != nil {
+		ext.afterActions(ssn)
+	}
 	framework.CloseSession(ssn)
 	elapsed := time.Since(started)
 	// Binding is asynchronous (the cache's bind worker runs every 20 ms): wait until it settles.

@@ -6,10 +6,16 @@ package gosched
 // Every assertion is on what Volcano's binder was asked to bind.
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
+
+	"volcano.sh/volcano/pkg/scheduler/api"
+	"volcano.sh/volcano/pkg/scheduler/framework"
 )
 
 // planTimeout: a generous extender.httpTimeout for the scenarios that check the plan is followed,
@@ -189,5 +195,75 @@ func TestNodeLosingGPUsIsNotPlanned(t *testing.T) {
 	r = runSession(t, settings, nodes, []gang{job})
 	if got := requireBound(t, tp, r, job); got[0] == "n0" {
 		t.Fatalf("every GPU of n0 is unhealthy, yet the job was bound there")
+	}
+}
+
+// eventHandlerRequest is the body newer Volcano releases (v1.13.3+) post to allocateFuncVerb
+// (extender.EventHandlerRequest); v1.10.0 has no such verb, so the test posts it itself, with the
+// TaskInfo of a task v1.10.0 just allocated, marshalled by encoding/json as the plugin does.
+type eventHandlerRequest struct {
+	Task *api.TaskInfo `json:"task"`
+}
+
+type eventHandlerResponse struct {
+	ErrorMessage string `json:"errorMessage"`
+}
+
+func postAllocate(t *testing.T, tp *topoplace, task *api.TaskInfo) eventHandlerResponse {
+	t.Helper()
+	body, err := json.Marshal(&eventHandlerRequest{Task: task})
+	if err != nil {
+		t.Fatalf("marshal TaskInfo: %v", err)
+	}
+	resp, err := http.Post(tp.url()+"/allocateFunc", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("allocateFunc: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("allocateFunc answered %d (Volcano counts that as a failure)", resp.StatusCode)
+	}
+	var out eventHandlerResponse
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("allocateFunc reply: %v", err)
+	}
+	return out
+}
+
+// Volcano's choice stands: allocateFunc for a task Volcano put elsewhere than planned answers no
+// error (any errorMessage makes Volcano roll the task back) and shows up in /status.
+func TestAllocateFuncNeverRollsVolcanosChoiceBack(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	train := gang{name: "train", members: 2, gpus: 8, annotations: map[string]string{modeKey: "hard", tierKey: "1"}}
+	checked := false
+	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout, afterActions: func(ssn *framework.Session) {
+		job := ssn.Jobs[api.JobID(testNamespace+"/"+train.name)]
+		if job == nil {
+			t.Fatalf("job %s not in the session", train.name)
+		}
+		for _, task := range job.Tasks {
+			if task.NodeName == "" {
+				continue
+			}
+			if got := postAllocate(t, tp, task); got.ErrorMessage != "" {
+				t.Fatalf("allocateFunc on the planned node %s: %q", task.NodeName, got.ErrorMessage)
+			}
+			moved := task.Clone()
+			moved.NodeName = "n1" // leaf-a: not where the plan put it
+			if got := postAllocate(t, tp, moved); got.ErrorMessage != "" {
+				t.Fatalf("allocateFunc off plan answered %q: Volcano would roll the task back", got.ErrorMessage)
+			}
+			checked = true
+			break
+		}
+	}}
+	r := runSession(t, settings, fourNodes(), []gang{busy("busy", "n0"), train})
+	requireBound(t, tp, r, train)
+	if !checked {
+		t.Fatalf("no allocated task of %s to post", train.name)
+	}
+	s := tp.status()
+	if len(s.OffPlan) != 1 || !strings.Contains(s.OffPlan[0], "allocated on n1 but planned on n") {
+		t.Fatalf("/status should record the one off-plan allocation: %v", s)
 	}
 }

@@ -203,6 +203,7 @@ type status struct {
 	UnplacedJobs map[string]string `json:"unplacedJobs"`
 	Error        string            `json:"error"`
 	Warnings     []string          `json:"warnings"`
+	OffPlan      []string          `json:"offPlan"`
 }
 
 func (tp *topoplace) status() status {
