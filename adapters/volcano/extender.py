@@ -327,7 +327,7 @@ class Extender:
         plan = self._plan
         if plan is None:
             return wire.predicate_reply()
-        code, reason = plan.predicate(task, node)
+        code, reason = plan.predicate(task, node, wire.body_node_task_uids(body))
         return wire.predicate_reply(code, reason)
 
     def prioritize(self, body: Any) -> dict[str, Any]:

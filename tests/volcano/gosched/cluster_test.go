@@ -37,6 +37,7 @@ const (
 	topologyKey   = "topoplace.io/topology"
 	nicsKey       = "topoplace.io/nics"
 	vgpuIDs       = "volcano.sh/vgpu-ids-new"
+	taskSpecKey   = "volcano.sh/task-spec"
 	modeKey       = "volcano.sh/network-topology-mode"
 	tierKey       = "volcano.sh/network-topology-highest-tier"
 	gpuMemoryMiB  = 81920
@@ -206,6 +207,9 @@ func (g gang) objects() ([]*v1.Pod, *schedulingv1beta1.PodGroup) {
 			node, podPhase = g.runningOn[i], v1.PodRunning
 		}
 		pod := util.BuildPod(testNamespace, fmt.Sprintf("%s-%d", g.name, i), node, podPhase, req, g.name, map[string]string{"job": g.name}, nil)
+		// As Volcano's job controller creates a vcjob's pods: the task (role) they belong to. It also
+		// turns on the allocate action's per-role predicate error cache.
+		pod.Annotations[taskSpecKey] = "worker"
 		if g.nics != "" {
 			pod.Annotations[nicsKey] = g.nics
 		}

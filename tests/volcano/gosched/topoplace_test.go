@@ -9,6 +9,7 @@ package gosched
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -78,18 +79,44 @@ func startTopoplace(t *testing.T, hypernodes string, extra ...string) *topoplace
 		tp.args = append(tp.args, "--hypernodes", hypernodes)
 	}
 	tp.logPath = filepath.Join(t.TempDir(), "topoplace.log")
-	tp.start()
 	t.Cleanup(tp.stop)
-	return tp
+	// The port was free a moment ago; on a busy machine another process may take it before Python
+	// binds it: then another port.
+	for attempt := 1; ; attempt++ {
+		err := tp.tryStart()
+		if err == nil {
+			return tp
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
+			t.Fatalf("%v; its log:\n%s", err, tp.log())
+		}
+		tp.port = freePort(t)
+	}
 }
+
+var errPortTaken = errors.New("the port was taken")
 
 func (tp *topoplace) url() string { return fmt.Sprintf("http://127.0.0.1:%d", tp.port) }
 
+// start runs topoplace on its port (a restart: the same one, waiting for it to be free again).
 func (tp *topoplace) start() {
 	tp.t.Helper()
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		if err = tp.tryStart(); !errors.Is(err, errPortTaken) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		tp.t.Fatalf("%v; its log:\n%s", err, tp.log())
+	}
+}
+
+func (tp *topoplace) tryStart() error {
 	log, err := os.OpenFile(tp.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		tp.t.Fatalf("topoplace log: %v", err)
+		return fmt.Errorf("topoplace log: %w", err)
 	}
 	args := append([]string{"-m", "solver.cli", "volcano", "serve",
 		"--host", "127.0.0.1", "--port", fmt.Sprint(tp.port)}, tp.args...)
@@ -99,11 +126,11 @@ func (tp *topoplace) start() {
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+tp.root+string(os.PathListSeparator)+filepath.Join(tp.root, "proto"))
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		tp.t.Fatalf("start topoplace: %v", err)
-	}
+	startErr := cmd.Start()
 	log.Close()
+	if startErr != nil {
+		return fmt.Errorf("start topoplace: %w", startErr)
+	}
 	tp.cmd = cmd
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -112,7 +139,10 @@ func (tp *topoplace) start() {
 		select {
 		case err := <-exited:
 			tp.cmd = nil
-			tp.t.Fatalf("topoplace exited before serving (%v); its log:\n%s", err, tp.log())
+			if strings.Contains(tp.log(), "Address already in use") {
+				return fmt.Errorf("topoplace on port %d: %w", tp.port, errPortTaken)
+			}
+			return fmt.Errorf("topoplace exited before serving (%v)", err)
 		default:
 		}
 		resp, err := http.Get(tp.url() + "/healthz")
@@ -120,13 +150,13 @@ func (tp *topoplace) start() {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				go func() { <-exited }()
-				return
+				return nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	tp.stop()
-	tp.t.Fatalf("topoplace did not answer /healthz within 90 s; its log:\n%s", tp.log())
+	return fmt.Errorf("topoplace did not answer /healthz within 90 s")
 }
 
 // stop ends the process group this test started (SIGTERM, SIGKILL after 10 s) and waits until
@@ -204,6 +234,8 @@ type status struct {
 	Error        string            `json:"error"`
 	Warnings     []string          `json:"warnings"`
 	OffPlan      []string          `json:"offPlan"`
+	OpenMs       float64           `json:"openMs"`
+	Reused       bool              `json:"reused"`
 }
 
 func (tp *topoplace) status() status {
