@@ -5,6 +5,7 @@ go 1.22.0
 require (
 	k8s.io/api v0.30.2
 	k8s.io/apimachinery v0.30.2
+	k8s.io/klog/v2 v2.120.1
 	volcano.sh/apis v1.10.0
 	volcano.sh/volcano v1.10.0
 )
@@ -67,7 +68,6 @@ require (
 	k8s.io/component-base v0.30.2 // indirect
 	k8s.io/component-helpers v0.30.2 // indirect
 	k8s.io/csi-translation-lib v0.30.2 // indirect
-	k8s.io/klog/v2 v2.120.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20240620174524-b456828f718b // indirect
 	k8s.io/kube-scheduler v0.0.0 // indirect
 	k8s.io/kubernetes v1.30.2 // indirect
