@@ -57,6 +57,7 @@ type gpuNode struct {
 	rack        string
 	notReady    bool
 	extraLabels map[string]string
+	badTopology bool // two GPUs with one id in the annotation: the solver refuses the batch
 }
 
 func gpuUUID(node string, i int) string { return fmt.Sprintf("GPU-%s-%d", node, i) }
@@ -101,7 +102,11 @@ func (g gpuNode) topologyAnnotation() string {
 		topo.NICs = append(topo.NICs, nic{Name: fmt.Sprintf("mlx5_%d", j), PCIeSwitch: fmt.Sprintf("sw%d", j), Numa: j / 2, RDMA: true, Healthy: !g.deadNICs, Bandwidth: 200})
 	}
 	for i := 0; i < gpusPerNode; i++ {
-		topo.GPUs = append(topo.GPUs, gpu{ID: fmt.Sprintf("GPU%d", i), Index: i, UUID: gpuUUID(g.name, i), Model: "NVIDIA-H100-80GB",
+		id := fmt.Sprintf("GPU%d", i)
+		if g.badTopology && i == 1 {
+			id = "GPU0"
+		}
+		topo.GPUs = append(topo.GPUs, gpu{ID: id, Index: i, UUID: gpuUUID(g.name, i), Model: "NVIDIA-H100-80GB",
 			MemoryMiB: gpuMemoryMiB, Numa: i / 4, PCIeSwitch: fmt.Sprintf("sw%d", i/2), Healthy: !g.unhealthy[i]})
 	}
 	b, _ := json.Marshal(topo)

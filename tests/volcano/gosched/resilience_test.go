@@ -93,6 +93,19 @@ func stopAfterOpen(t *testing.T, tp *topoplace) func() {
 	}
 }
 
+// The solver refuses the batch (here: a node annotation naming one GPU twice): topoplace answers
+// onSessionOpen with no plan, every predicate admits, and Volcano schedules by its own rules.
+func TestTopoplaceRefusingTheBatchVolcanoSchedulesByItsOwnRules(t *testing.T) {
+	tp := startTopoplace(t, "", "--http-timeout", planTimeout)
+	nodes, gangs, g := ownRulesCluster()
+	nodes[0].badTopology = true
+	r := runSession(t, extenderSettings{url: tp.url(), httpTimeout: planTimeout}, nodes, gangs)
+	requireOwnRules(t, "topoplace refusing the batch", r, g)
+	if s := tp.status(); !strings.Contains(s.Error, "refused the batch") {
+		t.Fatalf("topoplace should say it refused the batch: %v", s)
+	}
+}
+
 // Stopped between onSessionOpen and the allocate action: the predicate calls fail, and with
 // ignorable: false Volcano refuses the nodes for that session only. The next session's
 // onSessionOpen fails, the plugin registers nothing, and the gang binds by Volcano's own rules.
