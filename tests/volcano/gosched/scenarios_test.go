@@ -267,3 +267,25 @@ func TestAllocateFuncNeverRollsVolcanosChoiceBack(t *testing.T) {
 		t.Fatalf("/status should record the one off-plan allocation: %v", s)
 	}
 }
+
+// A node going NotReady leaves Volcano's snapshot; the next session is planned on what is left
+// (not on the plan of the session before, which topoplace reuses only for an identical cluster).
+func TestNodeGoingNotReadyIsPlannedAround(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
+	train := gang{name: "train", members: 2, gpus: 8, annotations: map[string]string{modeKey: "hard", tierKey: "1"}}
+	r := runSession(t, settings, fourNodes(), []gang{busy("busy", "n0"), train})
+	if got := requireBound(t, tp, r, train); strings.Join(got, ",") != "n2,n3" {
+		t.Fatalf("healthy cluster: the gang fits only in leaf-b (n2,n3); bound %v", got)
+	}
+
+	// n3 goes NotReady; n0's job has finished: only leaf-a (n0, n1) holds the gang now.
+	nodes := fourNodes()
+	nodes[3].notReady = true
+	r = runSession(t, settings, nodes, []gang{train})
+	got := requireBound(t, tp, r, train)
+	requirePlanned(t, tp, train)
+	if strings.Join(got, ",") != "n0,n1" {
+		t.Fatalf("with n3 NotReady the gang belongs in leaf-a (n0,n1); bound %v\n%s", got, tp.explain())
+	}
+}
