@@ -99,7 +99,7 @@ func TestTopoplaceRefusingTheBatchVolcanoSchedulesByItsOwnRules(t *testing.T) {
 	tp := startTopoplace(t, "", "--http-timeout", planTimeout)
 	nodes, gangs, g := ownRulesCluster()
 	nodes[0].badTopology = true
-	r := runSession(t, extenderSettings{url: tp.url(), httpTimeout: planTimeout}, nodes, gangs)
+	r := runPlanned(t, tp, extenderSettings{url: tp.url(), httpTimeout: planTimeout}, nodes, gangs)
 	requireOwnRules(t, "topoplace refusing the batch", r, g)
 	if s := tp.status(); !strings.Contains(s.Error, "refused the batch") {
 		t.Fatalf("topoplace should say it refused the batch: %v", s)
@@ -140,7 +140,7 @@ func TestTopoplaceRestartedMidSession(t *testing.T) {
 	// Next session: planned again by the new process (hard tier 1: n2,n3 of leaf-b is the only room).
 	settings.afterOpen = nil
 	train := gang{name: "train", members: 2, gpus: 8, annotations: map[string]string{modeKey: "hard", tierKey: "1"}}
-	r = runSession(t, settings, nodes, []gang{busy("busy", "n0", "n1"), train})
+	r = runPlanned(t, tp, settings, nodes, []gang{busy("busy", "n0", "n1"), train})
 	bound := requireBound(t, tp, r, train)
 	requirePlanned(t, tp, train)
 	if strings.Join(bound, ",") != "n2,n3" {
