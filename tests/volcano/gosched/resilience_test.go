@@ -66,11 +66,14 @@ func TestTopoplaceHungPastTimeoutVolcanoSchedulesByItsOwnRules(t *testing.T) {
 	defer tp.resume()
 	nodes, gangs, g := ownRulesCluster()
 
+	alone := runSession(t, extenderSettings{without: true}, nodes, gangs).duration
 	r := runSession(t, extenderSettings{url: tp.url(), httpTimeout: "500ms"}, nodes, gangs)
 	requireOwnRules(t, "shipped configuration, topoplace hung", r, g)
-	// One timeout (onSessionOpen), then nothing registered: no call waits again.
-	if r.duration > 3*time.Second {
-		t.Fatalf("shipped configuration: a hung topoplace cost the session %v, expected about one 500ms timeout", r.duration)
+	// One timeout for onSessionOpen, then nothing registered (onSessionClose is still sent: a second
+	// one). Bounded by four, so a loaded machine does not fail it: no per-task call waits.
+	if r.duration > alone+4*500*time.Millisecond {
+		t.Fatalf("shipped configuration: a hung topoplace cost the session %v (Volcano alone: %v), "+
+			"expected about two 500ms timeouts more", r.duration, alone)
 	}
 	t.Logf("session with topoplace hung, shipped configuration: %v", r.duration.Round(time.Millisecond))
 
