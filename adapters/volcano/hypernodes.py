@@ -223,6 +223,7 @@ class HyperNodeTree:
     tier_names: Mapping[str, int] = field(default_factory=dict)  # Volcano's tier numbers
     warnings: tuple[str, ...] = ()
     tier_offset: int = 0  # solver tier = Volcano tier + offset (1 where Volcano's tiers start at 0)
+    own_leaves: frozenset[str] = frozenset()  # switches made for nodes held by no lowest-tier HyperNode
 
     def ancestors(self, switch: str) -> list[str]:
         parent = {s.id: s.parent for s in self.switches}
@@ -238,7 +239,7 @@ class HyperNodeTree:
         if not chains or any(not c for c in chains):
             return ""
         shared = set(chains[0]).intersection(*map(set, chains[1:]))
-        return next((s for s in chains[0] if s in shared), "")
+        return next((s for s in chains[0] if s in shared and s not in self.own_leaves), "")
 
 
 def resolve(hypernodes: Iterable[HyperNode], node_labels: Mapping[str, Mapping[str, str]]) -> HyperNodeTree:
@@ -281,15 +282,25 @@ def resolve(hypernodes: Iterable[HyperNode], node_labels: Mapping[str, Mapping[s
                         )
     tier_names = {h.tier_name: h.tier for h in nodes if h.tier_name}
     offset = 1 if any(h.tier == 0 for h in nodes) else 0
-    switches = tuple(
-        FabricSwitch(id=h.name, tier=h.tier + offset, parent=parent.get(h.name, "")) for h in nodes
-    )
+    switches = [FabricSwitch(id=h.name, tier=h.tier + offset, parent=parent.get(h.name, "")) for h in nodes]
+    # Volcano lets a node hang under a HyperNode of any tier (e.g. NVLink domains of tier 0 for some
+    # nodes, plain tier-1 leaves for others); the solver hangs nodes under tier-1 switches. A node
+    # whose lowest HyperNode is higher gets a tier-1 switch of its own under it: alone there, as in
+    # Volcano no lower-tier HyperNode holds it with any other node.
+    own: set[str] = set()
+    for node, leaf in sorted(leaf_of.items()):
+        if by_name[leaf].tier + offset > 1:
+            mine = f"{leaf}/{node}"
+            switches.append(FabricSwitch(id=mine, tier=1, parent=leaf))
+            leaf_of[node] = mine
+            own.add(mine)
     return HyperNodeTree(
-        switches=switches,
+        switches=tuple(switches),
         leaf_of=leaf_of,
         tier_names=tier_names,
         warnings=tuple(warnings),
         tier_offset=offset,
+        own_leaves=frozenset(own),
     )
 
 

@@ -65,9 +65,17 @@ def test_tier_zero_hypernodes_load_and_keep_their_order() -> None:
         ),
         NODES,
     )
-    tiers = {s.id: s.tier for s in fabric.switches}
-    assert tiers == {"nvl-0": 1, "leaf-0": 2} and fabric.tier_offset == 1
-    assert fabric.leaf_of == {"gpu-0": "nvl-0", "gpu-1": "nvl-0", "gpu-2": "leaf-0"}
+    tiers = {s.id: (s.tier, s.parent) for s in fabric.switches}
+    # gpu-2 hangs right under leaf-0 (Volcano tier 1 = solver tier 2); the solver hangs nodes under
+    # tier-1 switches (it refused the whole batch before), so gpu-2 gets one of its own under leaf-0
+    assert tiers == {"nvl-0": (1, "leaf-0"), "leaf-0": (2, ""), "leaf-0/gpu-2": (1, "leaf-0")}
+    assert fabric.tier_offset == 1
+    assert fabric.leaf_of == {"gpu-0": "nvl-0", "gpu-1": "nvl-0", "gpu-2": "leaf-0/gpu-2"}
+    # the HyperNode written on a PodGroup is a real one, never the made-up switch
+    assert (
+        fabric.lowest_common(["gpu-2"]) == "leaf-0" and fabric.lowest_common(["gpu-0", "gpu-2"]) == "leaf-0"
+    )
+    assert fabric.lowest_common(["gpu-0", "gpu-1"]) == "nvl-0"
 
     entry = JobEntry("ns/pg", "ns", "pg")
     locality, words = job_locality(job_with(NetworkTopology("hard", 0, "")), fabric, entry)

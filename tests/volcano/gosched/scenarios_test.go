@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -308,5 +310,43 @@ func TestNodeGoingNotReadyIsPlannedAround(t *testing.T) {
 	requirePlanned(t, tp, train)
 	if strings.Join(got, ",") != "n0,n1" {
 		t.Fatalf("with n3 NotReady the gang belongs in leaf-a (n0,n1); bound %v\n%s", got, tp.explain())
+	}
+}
+
+// HyperNodes as Volcano reads them, end to end: tier 0 (the CRD's minimum), a regexMatch and a
+// labelMatch leaf, an empty labelMatch (selects no node) and a HyperNode member by regexMatch
+// (ignored). A hard tier-0 gang goes to the one tier-0 HyperNode with room.
+func TestHyperNodeEdgeCasesAsVolcanoReadsThem(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hypernodes.yaml")
+	doc := func(name string, tier int, members string) string {
+		return fmt.Sprintf("apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata:\n  name: %s\nspec:\n  tier: %d\n  members:\n%s", name, tier, members)
+	}
+	yaml := strings.Join([]string{
+		doc("nvl-b", 0, "  - type: Node\n    selector:\n      regexMatch:\n        pattern: ^n[23]$\n"),
+		doc("leaf-a", 1, "  - type: Node\n    selector:\n      labelMatch:\n        matchLabels:\n          rack: a\n"),
+		doc("leaf-b", 1, "  - type: HyperNode\n    selector:\n      exactMatch:\n        name: nvl-b\n"),
+		doc("nothing", 1, "  - type: Node\n    selector:\n      labelMatch: {}\n"),
+		doc("spine", 2, "  - type: HyperNode\n    selector:\n      exactMatch:\n        name: leaf-a\n"+
+			"  - type: HyperNode\n    selector:\n      exactMatch:\n        name: leaf-b\n"+
+			"  - type: HyperNode\n    selector:\n      regexMatch:\n        pattern: noth.*\n"),
+	}, "---\n")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tp := startTopoplace(t, path, "--http-timeout", planTimeout)
+	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
+	nvl := gang{name: "nvl", members: 2, gpus: 8, annotations: map[string]string{modeKey: "hard", tierKey: "0"}}
+	// n0 half full: n1, n2, n3 are free, but only n2, n3 share a tier-0 HyperNode.
+	r := runPlanned(t, tp, settings, fourNodes(), []gang{busy("busy", "n0"), nvl})
+	got := requireBound(t, tp, r, nvl)
+	requirePlanned(t, tp, nvl)
+	if strings.Join(got, ",") != "n2,n3" {
+		t.Fatalf("hard tier 0: the gang belongs in nvl-b (n2,n3); bound %v\n%s", got, tp.explain())
+	}
+	warned := strings.Join(tp.status().Warnings, "\n")
+	for _, want := range []string{"nothing: an empty labelMatch selects no node", "spine: a HyperNode member not chosen by exactMatch"} {
+		if !strings.Contains(warned, want) {
+			t.Fatalf("topoplace should warn %q; its warnings:\n%s", want, warned)
+		}
 	}
 }
