@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from solver.answer.decode import decode, unpool
+from solver.answer.decode import decode
 from solver.answer.explain import explain
 from solver.answer.measures import cluster_metrics
 from solver.answer.verify import verify
@@ -31,7 +31,7 @@ from solver.domain.validate import validate
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import Normalised, normalise
 from solver.reduce.policy import apply_policy_chains
-from solver.reduce.pools import pool
+from solver.reduce.pools import pool, unpool
 from solver.reduce.rails import expand_rails
 from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, complete, portfolio, repack
 from solver.search.sequence import arrival_steps, candidate_orders, solve_in_order, step_size
@@ -132,7 +132,7 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
         jobs = decode(problem, compiled, solution)
     with clock.stage("explain"):
         jobs = explain(problem, compiled, jobs, timed_out=not outcomes)
-        jobs = unpool(problem, pools, request, jobs)
+        jobs = unpool(pools, request, jobs)
     metrics = cluster_metrics(request, jobs)
     result = SolveResult(
         request_id=request.request_id,

@@ -21,14 +21,10 @@ from solver.domain.model import (
     MemberShape,
     NicMode,
     Node,
-    Reason,
-    ReasonCode,
     Requirement,
-    SolveRequest,
 )
 from solver.reduce.intranode import Slot
 from solver.reduce.normalise import ConcreteNode, NodeShape, Normalised, alignment_distance, nic_demand
-from solver.reduce.pools import Pools
 
 
 def decode(problem: Normalised, compiled: Compiled, solution: dict[str, int] | None) -> tuple[JobResult, ...]:
@@ -219,43 +215,3 @@ def one_rail_set_per_role(members: Sequence[MemberPlacement], nodes: dict[str, N
         if seen.setdefault(m.role, rails) != rails:
             return False
     return True
-
-
-def unpool(
-    problem: Normalised, pools: Pools, request: SolveRequest, jobs: Sequence[JobResult]
-) -> tuple[JobResult, ...]:
-    """The pooling reduction inverted: results per job of ``request`` (the batch before pooling),
-    in its order. A pool's placed members go to its pods in the batch's order, one each; the pods
-    left over are told how many of their kind were placed, and a pool placed not at all passes its
-    reason to every pod."""
-    if all(len(m) == 1 for m in pools.members_of):
-        return tuple(jobs)
-    nodes = {n.name: n for n in request.inventory.nodes}
-    fabric = Fabric.of(request.inventory)
-    out: list[JobResult | None] = [None] * len(request.jobs)
-    for j, (result, batch) in enumerate(zip(jobs, pools.members_of, strict=True)):
-        if len(batch) == 1:
-            out[batch[0]] = result.model_copy(update={"job_id": request.jobs[batch[0]].id})
-            continue
-        members = sorted(result.members, key=lambda m: m.index) if result.placed else []
-        for k, b in enumerate(batch):
-            job = request.jobs[b]
-            if k < len(members):
-                member = members[k].model_copy(update={"role": job.roles[0].name, "index": 0})
-                out[b] = JobResult(
-                    job_id=job.id,
-                    placed=True,
-                    members=(member,),
-                    **where(problem, j, (member,), nodes, fabric, ()),
-                )
-            elif result.placed:
-                message = (
-                    f"{len(members)} of the batch's {len(batch)} pods of this shape and priority "
-                    f"({job.roles[0].member.gpus} GPU(s)) were placed; the room left holds no more"
-                )
-                reason = Reason(code=ReasonCode.INSUFFICIENT_CAPACITY, message=message)
-                out[b] = JobResult(job_id=job.id, placed=False, reason=reason)
-            else:
-                out[b] = JobResult(job_id=job.id, placed=False, reason=result.reason)
-    assert all(r is not None for r in out)
-    return tuple(r for r in out if r is not None)
