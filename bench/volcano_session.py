@@ -212,7 +212,8 @@ limit), and every later session with the same inventory and jobs uses that plan;
 is byte-identical to the last one skips parsing and conversion entirely (the steady-state column).
 A changed snapshot converts again (~0.6–1 s at this size on this machine) and starts a new solve.
 The first, cold session is over Volcano's 1 s default here: set `extender.httpTimeout: 3s` for
-clusters of this size (and keep `extender.ignorable: false`: docs/volcano.md). First session note: {a["first_error"] or "none"}.
+clusters of this size (and keep `extender.ignorable: false`: docs/volcano.md).
+First session note: {a["first_error"] or "none"}.
 """
 
 
