@@ -9,16 +9,11 @@ Patches are JSON merge patches of ``metadata.annotations``; a ``None`` value del
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL = "scheduling.volcano.sh", "v1beta1", "podgroups"
-
-# API answers worth one more try: a conflict (the PodGroup controller writes the same object's status
-# every session, and an admission webhook or a version skew can still answer 409 to a merge patch),
-# throttling, and a momentarily unavailable API server. Anything else fails at once.
-RETRIED_STATUSES = frozenset({409, 429, 500, 502, 503, 504})
 
 
 class PatchError(RuntimeError):
@@ -83,9 +78,7 @@ class KubernetesPatcher:
     ``timeout_s`` bounds each call: allocateFunc answers within Volcano's HTTP timeout.
     """
 
-    def __init__(
-        self, *, timeout_s: float = 0.3, core: Any = None, custom: Any = None, attempts: int = 2
-    ) -> None:
+    def __init__(self, *, timeout_s: float = 0.3, core: Any = None, custom: Any = None) -> None:
         if core is None or custom is None:
             from kubernetes import client, config  # imported here: only a deployment needs it
 
@@ -96,20 +89,18 @@ class KubernetesPatcher:
             core = core or client.CoreV1Api()
             custom = custom or client.CustomObjectsApi()
         self._core, self._custom, self._timeout = core, custom, timeout_s
-        self._attempts = max(1, attempts)
 
     def patch_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
         body = {"metadata": {"annotations": dict(annotations)}}
-        self._send(
-            f"pod {namespace}/{name}",
-            lambda: self._core.patch_namespaced_pod(name, namespace, body, _request_timeout=self._timeout),
-        )
+        try:
+            self._core.patch_namespaced_pod(name, namespace, body, _request_timeout=self._timeout)
+        except Exception as err:  # ApiException, urllib3 errors: all mean "not written"
+            raise PatchError(f"patching pod {namespace}/{name}: {_short(err)}") from err
 
     def patch_podgroup(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
         body = {"metadata": {"annotations": dict(annotations)}}
-        self._send(
-            f"podgroup {namespace}/{name}",
-            lambda: self._custom.patch_namespaced_custom_object(
+        try:
+            self._custom.patch_namespaced_custom_object(
                 PODGROUP_GROUP,
                 PODGROUP_VERSION,
                 namespace,
@@ -117,21 +108,9 @@ class KubernetesPatcher:
                 name,
                 body,
                 _request_timeout=self._timeout,
-            ),
-        )
-
-    def _send(self, what: str, call: Callable[[], Any]) -> None:
-        """``call`` once, and again (up to ``attempts`` in all) while the API answers a status of
-        :data:`RETRIED_STATUSES`; each try is bounded by ``timeout_s``."""
-        for attempt in range(1, self._attempts + 1):
-            try:
-                call()
-                return
-            except Exception as err:  # ApiException, urllib3 errors: all mean "not written"
-                if attempt < self._attempts and getattr(err, "status", None) in RETRIED_STATUSES:
-                    continue
-                tries = f" (after {attempt} tries)" if attempt > 1 else ""
-                raise PatchError(f"patching {what}: {_short(err)}{tries}") from err
+            )
+        except Exception as err:
+            raise PatchError(f"patching podgroup {namespace}/{name}: {_short(err)}") from err
 
 
 def _short(err: Exception) -> str:

@@ -170,40 +170,6 @@ def test_kubernetes_patcher_sends_merge_patches() -> None:
     assert calls[1][1:6] == ("scheduling.volcano.sh", "v1beta1", "ns", "podgroups", "g")
 
 
-class _ApiError(Exception):
-    """What the ``kubernetes`` client raises: an exception carrying the HTTP status."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status, self.reason = status, reason
-
-
-def test_kubernetes_patcher_retries_a_conflict_once() -> None:
-    answers: list[Exception | None] = [_ApiError(409, "Conflict"), None]
-    calls: list[str] = []
-
-    class Custom:
-        def patch_namespaced_custom_object(self, *args: Any, **kw: Any) -> None:
-            calls.append(args[4])
-            answer = answers.pop(0)
-            if answer is not None:
-                raise answer
-
-    patcher = KubernetesPatcher(core=object(), custom=Custom(), timeout_s=0.2)
-    patcher.patch_podgroup("ns", "g", {"x": "y"})
-    assert calls == ["g", "g"]
-
-    # a conflict twice: reported with the number of tries; a 404 is not retried
-    answers[:] = [_ApiError(409, "Conflict"), _ApiError(409, "Conflict")]
-    with pytest.raises(PatchError, match=r"409 Conflict \(after 2 tries\)"):
-        patcher.patch_podgroup("ns", "g", {"x": "y"})
-    answers[:] = [_ApiError(404, "Not Found")]
-    calls.clear()
-    with pytest.raises(PatchError, match=r"404 Not Found$"):
-        patcher.patch_podgroup("ns", "g", {"x": "y"})
-    assert calls == ["g"]
-
-
 def test_patch_failures_are_reported_not_raised(service: Service, body: dict[str, Any]) -> None:
     service.client.ok("onSessionOpen", body)
     service.patcher.fail = True
