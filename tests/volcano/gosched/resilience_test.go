@@ -84,14 +84,20 @@ func TestTopoplaceHungPastTimeoutVolcanoSchedulesByItsOwnRules(t *testing.T) {
 	t.Logf("session with topoplace hung, previously advised configuration: %v (every verb waits the timeout)", r.duration.Round(time.Millisecond))
 }
 
-// stopAfterOpen stops topoplace once it has answered onSessionOpen (so the plugin registered its
-// verbs for this session).
+// requireSessionOpen: topoplace answered this session's onSessionOpen with a plan (so the plugin
+// registered its verbs and they will be called).
+func requireSessionOpen(t *testing.T, tp *topoplace) {
+	t.Helper()
+	if !tp.status().SessionOpen {
+		t.Fatalf("topoplace holds no plan for the open session\n%s", tp.explain())
+	}
+}
+
+// stopAfterOpen stops topoplace once it has answered onSessionOpen with a plan.
 func stopAfterOpen(t *testing.T, tp *topoplace) func() {
 	return func() {
 		t.Helper()
-		if !strings.Contains(tp.log(), "session opened") {
-			t.Fatalf("topoplace did not open the session before it was to be stopped:\n%s", tp.log())
-		}
+		requireSessionOpen(t, tp)
 		tp.stop()
 	}
 }
@@ -115,6 +121,7 @@ func TestTopoplaceRefusingTheBatchVolcanoSchedulesByItsOwnRules(t *testing.T) {
 func TestTopoplaceDiesMidSessionCostsOneSession(t *testing.T) {
 	tp := startTopoplace(t, "", "--http-timeout", planTimeout)
 	nodes, gangs, g := ownRulesCluster()
+	runPlanned(t, tp, extenderSettings{url: tp.url(), httpTimeout: planTimeout}, nodes, gangs) // warm
 	r := runSession(t, extenderSettings{url: tp.url(), httpTimeout: planTimeout, afterOpen: stopAfterOpen(t, tp)}, nodes, gangs)
 	if r.panicked != "" {
 		t.Fatalf("Volcano's scheduler panicked: %s", r.panicked)
@@ -125,6 +132,34 @@ func TestTopoplaceDiesMidSessionCostsOneSession(t *testing.T) {
 	}
 	r = runSession(t, extenderSettings{url: tp.url(), httpTimeout: "1s"}, nodes, gangs)
 	requireOwnRules(t, "the session after topoplace died", r, g)
+}
+
+// Hung between onSessionOpen and allocate: every predicate call waits the timeout (Volcano makes
+// them 16 at a time, and skips the rest of a role once one member found no node), the session
+// binds nothing; the next session's onSessionOpen times out and Volcano schedules alone.
+func TestTopoplaceHungMidSessionCostsOneSession(t *testing.T) {
+	tp := startTopoplace(t, "", "--http-timeout", planTimeout)
+	nodes, gangs, g := ownRulesCluster()
+	// A first session warms the solver and leaves its result for the identical cluster, so the
+	// next onSessionOpen answers well within 500 ms and the plugin registers its verbs.
+	runPlanned(t, tp, extenderSettings{url: tp.url(), httpTimeout: planTimeout}, nodes, gangs)
+	pause := func() {
+		requireSessionOpen(t, tp)
+		tp.pause()
+	}
+	alone := runSession(t, extenderSettings{without: true}, nodes, gangs).duration
+	r := runSession(t, extenderSettings{url: tp.url(), httpTimeout: "500ms", afterOpen: pause}, nodes, gangs)
+	defer tp.resume()
+	if bound := boundNodes(t, r, g); len(bound) != 0 {
+		t.Fatalf("topoplace hung mid-session: expected the nodes refused for that session, bound %v", bound)
+	}
+	// 4 nodes: one round of parallel predicate calls per pending task, then the close.
+	if r.duration > alone+6*500*time.Millisecond {
+		t.Fatalf("a hang mid-session cost %v (Volcano alone %v): more than a few 500ms timeouts", r.duration, alone)
+	}
+	t.Logf("session with topoplace hung after onSessionOpen: %v (Volcano alone %v)", r.duration.Round(time.Millisecond), alone.Round(time.Millisecond))
+	r = runSession(t, extenderSettings{url: tp.url(), httpTimeout: "500ms"}, nodes, gangs)
+	requireOwnRules(t, "the session after topoplace hung", r, g)
 }
 
 // Restarted between onSessionOpen and allocate: the new process has no plan, answers neutrally,
