@@ -3,10 +3,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: setup demo test lint proto bench system-deps test-go-decode
+.PHONY: setup demo test test-volcano-go test-go-decode go-present lint proto bench system-deps
 
-# Go: the decode test runs the device plugins' decoders from Volcano's own Go module (go.mod pins it).
-GO ?= $(or $(shell command -v go 2>/dev/null),/usr/local/go/bin/go)
+# Go runs Volcano's own code in the tests: the scheduler (tests/volcano/gosched) and its vGPU decoder
+# (tests/volcano/godecode). The go on PATH, else the usual install location.
+GO ?= $(or $(shell command -v go 2>/dev/null),$(wildcard /usr/local/go/bin/go))
+# -count=1: the Go tests drive the Python extender, which Go's test cache does not see change.
+GO_TEST_FLAGS ?= -count=1 -timeout=20m
 DECODE_CASES ?= $(CURDIR)/.cache/godecode-cases
 
 setup: $(VENV)/.installed system-deps
@@ -33,12 +36,27 @@ lint: setup
 test: setup lint
 	$(BIN)/python -m pytest
 	$(MAKE) test-go-decode
+	$(MAKE) test-volcano-go
+
+go-present:
+	@if [ -z "$(GO)" ]; then \
+		echo "make: no Go toolchain found (not on PATH, not at /usr/local/go/bin/go)." >&2; \
+		echo "  Install Go 1.22 or newer (e.g. apt-get install golang-go) or run make GO=/path/to/go test." >&2; \
+		exit 1; \
+	fi
 
 # The pod annotations the extender writes, decoded by Volcano's vGPU package (tests/volcano/godecode):
 # a Python run of the real extender writes the cases, `go test` reads them. GOFLAGS=-p=1 spares CPU.
-test-go-decode: setup
+test-go-decode: setup go-present
 	PYTHONPATH=$(CURDIR):$(CURDIR)/proto $(BIN)/python -m tests.volcano.device_cases $(DECODE_CASES)
 	cd tests/volcano/godecode && GOFLAGS=-p=1 TOPOPLACE_DECODE_CASES=$(DECODE_CASES) $(GO) test -count=1 ./...
+
+# Volcano's own scheduler (volcano.sh/volcano v1.10.0: enqueue/allocate, gang, predicates, the
+# extender plugin) against `topoplace volcano serve` on loopback. Modules and builds are cached in
+# Go's usual places ($$(go env GOMODCACHE), $$(go env GOCACHE)), so a later run on the machine only
+# relinks.
+test-volcano-go: setup go-present
+	cd tests/volcano/gosched && TOPOPLACE_PYTHON=$(abspath $(BIN)/python) $(GO) test $(GO_TEST_FLAGS) ./...
 
 # Regenerate the Python code of the wire contract (tests fail when it is stale).
 proto: setup

@@ -1,7 +1,8 @@
 """One session's snapshot → one solver batch, and the index that maps solver members back to pods.
 
 Which work is in the batch: every job (PodGroup) in phase Inqueue, Running or Unknown — the phases
-Volcano's allocate action places (Pending as well with ``plan_pending``) — with pending tasks that
+Volcano's allocate action places, and Pending unless ``plan_pending`` is off (enqueue admits a new
+PodGroup and allocate places it within one session) — with pending tasks that
 ask for GPUs. Each such task is one member; members are grouped into roles by Volcano task role
 (``volcano.sh/task-spec``), by sub-group (``subGroupPolicy``) and by shape, and numbered by pod name.
 
@@ -85,7 +86,7 @@ class Batch:
         return bool(self.request.jobs)
 
 
-def build(snapshot: Snapshot, fabric: HyperNodeTree, policy: Policy, *, plan_pending: bool = False) -> Batch:
+def build(snapshot: Snapshot, fabric: HyperNodeTree, policy: Policy, *, plan_pending: bool = True) -> Batch:
     """The batch for ``snapshot``: inventory from its nodes, jobs from its pending GPU work."""
     warn = kube.NodeWarnings(list(fabric.warnings))
     nodes = [inventory_node(info, fabric, warn) for info in snapshot.nodes]
@@ -153,7 +154,7 @@ def job_entries(job: Job, batch: Batch, fabric: HyperNodeTree, models: set[str])
     planned = [t for t in pending_gpu if t.uid in shapes]
     if not planned:
         return []
-    groups = sub_groups(job, planned)
+    groups = sub_groups(job, planned, fabric)
     roles = group_roles(planned, shapes, groups)
     minimums = gang_minimums(job, roles, pending_other)
     locality, entry.rule = job_locality(job, fabric, entry)
@@ -246,7 +247,7 @@ def gang_minimums(job: Job, roles: list[RoleSpec], pending_other: int) -> list[i
     return minimums
 
 
-def sub_groups(job: Job, tasks: Iterable[Task]) -> dict[str, tuple[str, Locality]]:
+def sub_groups(job: Job, tasks: Iterable[Task], fabric: HyperNodeTree) -> dict[str, tuple[str, Locality]]:
     """task uid → (sub-group key, its locality) for tasks a ``subGroupPolicy`` selects."""
     policies = job.podgroup.sub_groups if job.podgroup else ()
     found: dict[str, tuple[str, Locality]] = {}
@@ -257,16 +258,14 @@ def sub_groups(job: Job, tasks: Iterable[Task]) -> dict[str, tuple[str, Locality
                 continue
             values = "/".join(labels.get(k, "") for k in policy.match_label_keys)
             key = policy.name + (f"={values}" if values else "")
-            found[task.uid] = (key, _group_locality(policy))
+            found[task.uid] = (key, _group_locality(policy, fabric))
             break
     return found
 
 
-def _group_locality(policy: SubGroupPolicy) -> Locality:
-    if policy.topology is None:
-        return Locality()
-    mode, tier = _mode_and_tier(policy.topology, {})
-    return Locality(mode=mode, highest_tier=tier)
+def _group_locality(policy: SubGroupPolicy, fabric: HyperNodeTree) -> Locality:
+    rule = _mode_and_tier(policy.topology, fabric) if policy.topology is not None else None
+    return Locality() if rule is None else Locality(mode=rule[0], highest_tier=rule[1])
 
 
 def job_locality(job: Job, fabric: HyperNodeTree, entry: JobEntry) -> tuple[Locality, str]:
@@ -286,16 +285,35 @@ def job_locality(job: Job, fabric: HyperNodeTree, entry: JobEntry) -> tuple[Loca
     if not fabric.switches:
         entry.notes.append("networkTopology ignored: no HyperNodes are known")
         return Locality(), ""
-    mode, tier = _mode_and_tier(topology, fabric.tier_names)
-    words = f"networkTopology {topology.mode}, highestTierAllowed {tier}"
+    rule = _mode_and_tier(topology, fabric)
+    if rule is None:
+        named = (
+            f" (no HyperNode tier is named {topology.highest_tier_name!r})"
+            if topology.highest_tier_name
+            else ""
+        )
+        entry.notes.append(
+            f"networkTopology hard without a highestTierAllowed{named}: no tier limit, as in Volcano"
+        )
+        return Locality(), ""
+    mode, tier = rule
+    shown = tier - fabric.tier_offset if tier else tier
+    words = f"networkTopology {topology.mode}, highestTierAllowed {shown}"
     return Locality(mode=mode, highest_tier=tier), words
 
 
-def _mode_and_tier(topology: NetworkTopology, tier_names: Mapping[str, int]) -> tuple[Requirement, int]:
+def _mode_and_tier(topology: NetworkTopology, fabric: HyperNodeTree) -> tuple[Requirement, int] | None:
+    """(mode, the solver's highest tier), or None where Volcano applies no tier limit.
+
+    As Volcano's scheduler reads a network topology: a ``highestTierName`` becomes the tier of the
+    HyperNodes of that name; a hard rule left without a tier (none given, or a name no HyperNode
+    has) is not hard at all (``JobInfo.IsHardTopologyMode`` needs ``HighestTierAllowed``); soft means
+    as low as possible. Volcano tiers start at 0 where HyperNodes of tier 0 exist; the solver's
+    start at 1, hence ``fabric.tier_offset``."""
     mode = Requirement.REQUIRED if topology.mode == "hard" else Requirement.PREFERRED
     tier = topology.highest_tier
     if tier is None and topology.highest_tier_name:
-        tier = tier_names.get(topology.highest_tier_name)
+        tier = fabric.tier_names.get(topology.highest_tier_name)
     if tier is None:
-        tier = 1 if mode == Requirement.REQUIRED else 0
-    return mode, tier
+        return None if mode == Requirement.REQUIRED else (mode, 0)
+    return mode, tier + fabric.tier_offset

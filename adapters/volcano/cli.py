@@ -83,7 +83,15 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--planned-score", type=float, default=100.0, help="prioritize score of the planned node"
     )
-    serve.add_argument("--plan-pending", action="store_true", help="also plan PodGroups in phase Pending")
+    # A newly submitted PodGroup is Pending when the session opens; the enqueue action admits it and
+    # allocate places it in that same session, so leaving Pending out would let Volcano place every
+    # new job on its own first.
+    serve.add_argument(
+        "--plan-pending",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="plan PodGroups still in phase Pending (default; --no-plan-pending: only Inqueue/Running)",
+    )
     serve.add_argument("--packing", choices=("binpack", "spread"), default="binpack")
     serve.add_argument(
         "--batch-order",

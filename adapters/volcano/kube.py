@@ -89,7 +89,7 @@ def inventory_node(info: NodeInfo, leaf: str, warn: NodeWarnings) -> Node:
     """The solver's view of one node: devices from the topology annotation and the device plugin's
     register, CPU and memory from Volcano's ``Allocatable``, holdings from the running tasks."""
     base = _topology(info, warn)
-    gpus = _gpus(info, base, warn)
+    gpus = _within_advertised(info, _gpus(info, base, warn), warn)
     node = (base or Node(name=info.name)).model_copy(
         update={
             "name": info.name,
@@ -103,6 +103,28 @@ def inventory_node(info: NodeInfo, leaf: str, warn: NodeWarnings) -> Node:
         }
     )
     return node.model_copy(update={"allocations": _allocations(info, node, warn)})
+
+
+def _within_advertised(info: NodeInfo, gpus: tuple[Gpu, ...], warn: NodeWarnings) -> tuple[Gpu, ...]:
+    """The GPUs Volcano will let a pod use: when the device plugin advertises fewer
+    ``nvidia.com/gpu`` than the annotations list healthy GPUs (a GPU failed or fell off the bus and
+    the annotations are not yet refreshed), Volcano's resource check refuses what the missing GPUs
+    would hold. Planning them would pin a task to a node Volcano refuses, every session. The
+    highest-index healthy GPUs are taken as the missing ones (which GPU is gone is not visible here;
+    only how many). Under HAMi's device split the count is GPUs x split and never runs short this
+    way; then only the register's health tells."""
+    if GPU not in info.allocatable.scalars:
+        return gpus
+    advertised = int(info.allocatable.scalar(GPU))
+    healthy = [g for g in sorted(gpus, key=lambda g: g.index) if g.healthy]
+    if advertised >= len(healthy):
+        return gpus
+    missing = {g.id for g in healthy[advertised:]}
+    warn.add(
+        f"{info.name}: the device plugin advertises {advertised} {GPU} but {len(healthy)} healthy GPUs "
+        f"are annotated; {', '.join(sorted(missing))} taken as missing"
+    )
+    return tuple(g.model_copy(update={"healthy": False}) if g.id in missing else g for g in gpus)
 
 
 def _topology(info: NodeInfo, warn: NodeWarnings) -> Node | None:

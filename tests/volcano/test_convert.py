@@ -85,7 +85,7 @@ def test_hypernode_errors_name_file_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "hn.yaml"
     bad.write_text(
         "apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata: {name: s0}\n"
-        "spec:\n  tier: 0\n  members:\n  - type: Node\n"
+        "spec:\n  tier: -1\n  members:\n  - type: Node\n"
         "    selector: {exactMatch: {name: a}, regexMatch: {pattern: b}}\n"
         "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
     )
@@ -192,7 +192,10 @@ def test_patch_failures_are_reported_not_raised(service: Service, body: dict[str
     sent = copy.deepcopy(task)
     sent["NodeName"], sent["Status"] = node, wire.ALLOCATED
     reply = service.client.ok("allocateFunc", {"task": sent})
-    assert "recorder set to fail" in reply["errorMessage"]
+    assert reply == {"errorMessage": ""}, "a failed patch must not roll Volcano's allocation back"
+    status = service.client.get("status")
+    assert any("recorder set to fail" in f for f in status["patchFailures"]), status
+    assert service.extender.plan is not None and task["UID"] in service.extender.plan.allocated
 
 
 @pytest.mark.needs_sharing
