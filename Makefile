@@ -1,19 +1,28 @@
-# The two commands of the README: `make demo` and `make test`. Both set everything up first.
+# The two commands of the README: `make demo` and `make test`.
+# `make demo` needs no root and no Slurm: a virtualenv with the package, then one solve.
+# `make test` also installs the test tools, the extras the tests cover and Debian's Slurm (root or sudo).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: setup demo test lint proto bench system-deps
+.PHONY: setup setup-dev demo test lint proto bench system-deps
 
-setup: $(VENV)/.installed system-deps
+setup: $(VENV)/.installed
 
-# Python: the package with its test tools, the Ray extra (what-if sweeps on Ray are tested) and the
-# Kubernetes client (the Volcano adapter's pod patches).
+# The package alone: enough to solve, serve, ingest and ask what-if questions.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+# Tests: the test tools, the Ray extra (what-if sweeps on Ray are tested) and the Kubernetes client
+# (the Volcano adapter's pod patches).
+$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,ray,volcano]'
 	touch $@
+
+setup-dev: $(VENV)/.installed-dev system-deps
 
 # Debian: Slurm and MUNGE for the Slurm adapter's end-to-end test (a no-op when present).
 system-deps:
@@ -22,19 +31,19 @@ system-deps:
 demo: setup
 	$(BIN)/topoplace solve fixtures/requests/dgx4-mixed.json --format table
 
-lint: setup
+lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 
-test: setup lint
+test: setup-dev lint
 	$(BIN)/python -m pytest
 
 # Regenerate the Python code of the wire contract (tests fail when it is stale).
-proto: setup
+proto: $(VENV)/.installed-dev
 	$(BIN)/python -m grpc_tools.protoc -I proto --python_out=proto --pyi_out=proto \
 		--grpc_python_out=proto proto/topoplace/v1/placement.proto proto/topoplace/v1/whatif.proto
 
 # Benchmarks (long; figures go to bench/RESULTS.md by hand, with commit and machine).
-bench: setup
+bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.core
 	$(BIN)/python -m bench.scale
 	$(BIN)/python -m bench.fabric
