@@ -337,7 +337,7 @@ class Policy(Frozen):
     seed: int = Field(default=0, ge=0)
     deterministic: bool = True
     workers: int = Field(default=0, ge=0, le=64, description="CP-SAT workers; 0 = one per core")
-    node_policy: str = ""  # HAMi-style chain, e.g. "binpack,numa"; see README
+    node_policy: str = ""  # HAMi-style chain, e.g. "binpack,numa"; see docs/model.md
     gpu_policy: str = ""  # e.g. "topology-aware,mutex"
     workload: tuple[WorkloadShape, ...] = ()  # for the fragmentation tier; empty = from the batch
     # For the NODE_ORDER tier: node names, most preferred first; nodes not named tie after them.
