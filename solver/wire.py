@@ -38,6 +38,7 @@ from pydantic import BaseModel, ValidationError
 
 from solver.errors import InvalidRequest, Problem
 from solver.model import Node, SolveRequest, SolveResult
+from solver.service.protojson import parse_dict
 from topoplace.v1 import placement_pb2
 
 M = TypeVar("M", bound=BaseModel)
@@ -358,13 +359,16 @@ def _parse_dict(data: Any, msg: Message, source_name: str) -> Any:
     if not isinstance(data, dict):
         kind = type(data).__name__
         raise InvalidRequest([Problem(path=source_name, message=f"top level must be an object, got {kind}")])
+    # Every wrong type, unknown field and enum value with its indexed path; short enum names (PXB).
     try:
-        json_format.ParseDict(data, msg)
-    except json_format.ParseError as exc:
+        return parse_dict(data, msg)
+    except InvalidRequest as exc:
+        where = [(f"{p.path}: " if p.path else "") + p.message for p in exc.problems]
+        raise InvalidRequest([Problem(path=source_name, message=m) for m in where]) from None
+    except json_format.ParseError as exc:  # what the walk does not check (bytes' base64)
         location, reason = _split_parse_error(str(exc))
         message = f"{location}: {reason}" if location else reason
         raise InvalidRequest([Problem(path=source_name, message=message)]) from None
-    return msg
 
 
 _CHAIN_STEP = re.compile(r"^Failed to parse (\w+) field: ")

@@ -20,6 +20,7 @@ from google.protobuf.message import Message
 
 from solver import wire
 from solver.errors import InvalidRequest, Problem
+from solver.service.protojson import parse_dict
 from solver.whatif.report import WhatIfReport
 from solver.whatif.scenario import Edit, Scenario
 from topoplace.v1 import whatif_pb2
@@ -118,7 +119,9 @@ def scenario_from_data(data: Any, source: str, lines: dict[str, int] | None = No
         raise InvalidRequest([Problem(path=source, message=f"must be a mapping (a scenario), got {kind}")])
     msg = whatif_pb2.Scenario()
     try:
-        json_format.ParseDict(data, msg)
+        parse_dict(data, msg)  # every problem at its indexed path; short enum names accepted
+    except InvalidRequest as exc:
+        raise InvalidRequest([_problem(source, p.path, p.message, lines) for p in exc.problems]) from None
     except json_format.ParseError as exc:
         where, reason = split_parse_error(str(exc))
         raise InvalidRequest([_problem(source, where, reason, lines)]) from None
@@ -247,7 +250,11 @@ def split_parse_error(text: str) -> tuple[str, str]:
 def message_from(data: Any, msg: Message, source: str) -> Message:
     """``ParseDict`` with the scenario's error style, for the other files a scenario names."""
     try:
-        json_format.ParseDict(data, msg)
+        parse_dict(data, msg)
+    except InvalidRequest as exc:
+        raise InvalidRequest(
+            [Problem(path=f"{source}:{p.path or '(top)'}", message=p.message) for p in exc.problems]
+        ) from None
     except json_format.ParseError as exc:
         where, reason = split_parse_error(str(exc))
         raise InvalidRequest([Problem(path=f"{source}:{where or '(top)'}", message=reason)]) from None
