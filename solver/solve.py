@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from solver.alone import AloneProbe
 from solver.compile import Compiled, Tier, compile_model
 from solver.decode import cluster_metrics, decode
 from solver.errors import InvalidRequest, VerificationFailed
@@ -60,6 +61,9 @@ DETERMINISTIC_UNITS_PER_SECOND = 1.0
 # search per tier cost more than the rest of its solve. Bigger models keep one search per tier,
 # where each tier's own objective guides the search better than a sum with huge weights.
 MERGE_MAX_VARIABLES = 2_000
+# Explanations search relaxed copies of unplaced jobs (solver.alone): this share of the time limit,
+# at least the minimum and at most the maximum, for all unplaced jobs of a request together.
+EXPLAIN_SHARE, EXPLAIN_MIN_S, EXPLAIN_MAX_S = 0.2, 0.25, 2.0
 # CP-SAT scales the objective through a double: sums beyond 2^53 would lose units.
 EXACT_OBJECTIVE = 2**50
 
@@ -138,7 +142,13 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
     with clock.stage("decode"):
         jobs = decode(problem, compiled, solution)
     with clock.stage("explain"):
-        jobs = explain(problem, compiled, jobs, timed_out=status == SolveStatus.UNKNOWN)
+        # Relaxations are checked by searches of the relaxed job alone: a small budget of its own,
+        # within what the caller's deadline leaves.
+        explain_s = min(EXPLAIN_MAX_S, max(EXPLAIN_MIN_S, EXPLAIN_SHARE * request.policy.time_limit_s))
+        if deadline_s is not None:
+            explain_s = min(explain_s, max(0.0, deadline_s - clock.elapsed() - DEADLINE_MARGIN_S))
+        probe = AloneProbe(request, explain_s, request.policy.deterministic)
+        jobs = explain(problem, compiled, jobs, timed_out=status == SolveStatus.UNKNOWN, probe=probe)
     metrics = cluster_metrics(request, jobs)
     result = SolveResult(
         request_id=request.request_id,
