@@ -140,7 +140,7 @@ def why_unplaced(
             return Reason(
                 code=ReasonCode.INSUFFICIENT_CAPACITY,
                 message=f"needs {needs}; the free cluster can host at most {most} {role.name} "
-                f"members{others_note}",
+                f"member{'' if most == 1 else 's'}{others_note}",
                 relaxation=f"lower min_replicas of {role.name} to {most}",
             ), with_role(job, role.name, min_replicas=most)
     gpus = sum(r.minimum * (r.member.gpus or (1 if r.member.gpu_share else 0)) for r in job.roles)
@@ -194,7 +194,7 @@ def member_blocked(problem: Normalised, ref: RoleRef, job: Job, ask: Probe) -> t
     ) -> tuple[Reason, Job | None]:
         # One member fitting somewhere is not the whole gang fitting: the relaxed job is searched.
         if relaxed is not None and ask(relaxed) is False:
-            change += " (one member would then fit, but not the whole job: free room too)"
+            change = "free capacity on the cluster (relaxing this alone would not place the whole job)"
             relaxed = None
         return Reason(code=code, message=message, relaxation=change), relaxed
 
@@ -202,8 +202,12 @@ def member_blocked(problem: Normalised, ref: RoleRef, job: Job, ask: Probe) -> t
         accept = [m for m in models if m not in member.avoid_gpu_models]
         change = f"accept {' or '.join(accept)}" if accept else "add nodes with the model"
         relaxed = with_member(job, role, gpu_models=tuple(accept)) if accept else None
+        anywhere = {g.model for n in inventory.nodes for g in n.gpus}
+        lacking = (
+            "no schedulable node has a healthy" if anywhere & set(member.gpu_models) else "no node has a"
+        )
         return reason(
-            f"{what}: no node has a GPU of model {' or '.join(member.gpu_models)}; "
+            f"{what}: {lacking} GPU of model {' or '.join(member.gpu_models)}; "
             f"nodes have {', '.join(models) or 'no GPUs'}",
             change,
             relaxed,
@@ -218,7 +222,7 @@ def member_blocked(problem: Normalised, ref: RoleRef, job: Job, ask: Probe) -> t
     if member.gpus > most:
         return reason(
             f"{what}: no node has {member.gpus} GPUs; the largest has {most}",
-            f"ask for at most {most} GPUs per member (and more members)",
+            f"ask for at most {_gpus(most)} per member (and more members)",
             with_member(job, role, gpus=most) if most else None,
         )
     capacity = largest_free(shapes, member)
@@ -266,9 +270,8 @@ def largest_free(
         free, where = best(idle)
         if member.gpus > free:
             yield (
-                f"no node has {member.gpus} free GPUs now; the most on one node is "
-                f"{free} ({where})",
-                f"ask for at most {free} GPUs per member, or free GPUs on a node" if free else "free GPUs",
+                f"no node has {member.gpus} free GPUs now; the most on one node is {free} ({where})",
+                f"ask for at most {_gpus(free)} per member, or free GPUs on a node" if free else "free GPUs",
                 {"gpus": free} if free else {},
             )
             return
@@ -398,7 +401,7 @@ def member_relaxations(shape: MemberShape) -> Iterator[MemberRelaxation]:
         yield MemberRelaxation(
             nff,
             f"gpu_models {models}",
-            f"no node with a {models} has room",
+            f"no node with free {models} GPUs has room",
             "with any GPU model",
             "accept any GPU model",
             shape.model_copy(update={"gpu_models": ()}),
@@ -619,6 +622,10 @@ def _localities(job: Job) -> Iterator[tuple[str, Locality, Callable[[Locality], 
             role.locality,
             lambda loc, name=role.name: with_role(job, name, locality=loc),
         )
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU" + ("" if n == 1 else "s")
 
 
 def describe(shape: MemberShape) -> str:
