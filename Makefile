@@ -33,6 +33,7 @@ demo: setup
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
+	PYTHONPATH=. $(BIN)/lint-imports
 
 test: setup-dev lint
 	$(BIN)/python -m pytest

@@ -7,11 +7,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from solver.alone import AloneProbe
+from solver.answer.explain import why_unplaced
 from solver.compile import compile_model
-from solver.explain import why_unplaced
-from solver.intranode import hosts_some_member
-from solver.model import (
+from solver.domain.model import (
     Alignment,
     Allocation,
     Distance,
@@ -32,11 +30,13 @@ from solver.model import (
     SolveRequest,
     SwitchKind,
 )
-from solver.normalise import normalise
-from solver.policy import apply_policy_chains
-from solver.rails import expand_rails
+from solver.domain.validate import validate
+from solver.reduce.intranode import hosts_some_member
+from solver.reduce.normalise import normalise
+from solver.reduce.policy import apply_policy_chains
+from solver.reduce.rails import expand_rails
+from solver.search.alone import AloneProbe
 from solver.solve import solve
-from solver.validate import validate
 from tests.builders import make_allocation, make_inventory, make_job, make_node, make_request
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from solver import wire
-from solver.errors import InvalidRequest
-from solver.model import BatchOrder, Distance, NicMode, ObjectiveTier, Packing, Requirement, SwitchKind
+from solver.domain.errors import InvalidRequest
+from solver.domain.model import BatchOrder, Distance, NicMode, ObjectiveTier, Packing, Requirement, SwitchKind
+from solver.service import wire
 from solver.whatif.convert import load_scenario_file
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from solver.errors import InvalidRequest, Problem
+from solver.domain.errors import InvalidRequest, Problem
 
 M = TypeVar("M", bound=Message)
 
