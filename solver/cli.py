@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
-from solver.domain.model import JobResult, SolveRequest, SolveResult, SolveStatus
+from solver.domain.model import JobResult, MemberPlacement, SolveRequest, SolveResult, SolveStatus
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -243,12 +243,23 @@ def _job_rows(job: JobResult) -> list[tuple[str, ...]]:
             f"{m.role}/{m.index}",
             m.node,
             ",".join(m.gpus) or "-",
-            ",".join(m.nics) or "-",
+            _nics_cell(m),
             "-" if m.numa is None else str(m.numa),
             "yes" if m.aligned else "no",
         )
         for m in job.members
     ]
+
+
+def _nics_cell(m: MemberPlacement) -> str:
+    """The NICs in pair order: with one NIC per GPU, the k-th NIC serves the k-th GPU of the GPUS
+    cell; NICs shared by a member's GPUs say which GPU each sits nearest (``mlx5_4@GPU4``)."""
+    if not m.pairs:
+        return ",".join(m.nics) or "-"
+    nic_of = {p.gpu: p.nic for p in m.pairs}
+    if len(m.pairs) == len(m.gpus) == len(set(nic_of.values())) and set(nic_of) == set(m.gpus):
+        return ",".join(nic_of[g] for g in m.gpus)
+    return ",".join(f"{p.nic}@{p.gpu}" for p in m.pairs)
 
 
 if __name__ == "__main__":

@@ -359,6 +359,14 @@ class SolveRequest(Frozen):
 # --------------------------------------------------------------------------- result
 
 
+class GpuNicPair(Frozen):
+    """One GPU and the NIC that serves it, with their PCIe distance class."""
+
+    gpu: str
+    nic: str
+    distance: Distance = Distance.UNSPECIFIED
+
+
 class MemberPlacement(Frozen):
     role: str
     index: int = Field(ge=0)
@@ -368,6 +376,7 @@ class MemberPlacement(Frozen):
     numa: int | None = None
     aligned: bool = True  # every GPU↔NIC pair at the asked distance or closer
     gpu_shares: tuple[GpuShare, ...] = ()  # for a share member: the GPU and the part it got
+    pairs: tuple[GpuNicPair, ...] = ()  # which NIC serves which GPU (see the proto)
 
 
 class Reason(Frozen):
