@@ -125,6 +125,7 @@ class ReasonCode(IntEnum):
     TIME_LIMIT = 4  # the solver ran out of time before placing it
     LOCALITY = 5  # capacity exists, but not within the locality the job requires
     MUTEX = 6  # anti-affinity or exclusivity rules leave no room
+    UNSUPPORTED = 7  # a baseline policy cannot express what the job asks (never the solver's answer)
 
 
 # --------------------------------------------------------------------------- inventory

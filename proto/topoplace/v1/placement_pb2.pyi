@@ -85,6 +85,7 @@ class ReasonCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_CODE_TIME_LIMIT: _ClassVar[ReasonCode]
     REASON_CODE_LOCALITY: _ClassVar[ReasonCode]
     REASON_CODE_MUTEX: _ClassVar[ReasonCode]
+    REASON_CODE_UNSUPPORTED: _ClassVar[ReasonCode]
 DISTANCE_UNSPECIFIED: Distance
 DISTANCE_PIX: Distance
 DISTANCE_PXB: Distance
@@ -134,6 +135,7 @@ REASON_CODE_OUTPRIORITISED: ReasonCode
 REASON_CODE_TIME_LIMIT: ReasonCode
 REASON_CODE_LOCALITY: ReasonCode
 REASON_CODE_MUTEX: ReasonCode
+REASON_CODE_UNSUPPORTED: ReasonCode
 
 class Gpu(_message.Message):
     __slots__ = ("id", "index", "uuid", "model", "memory_mib", "numa", "pcie_switch", "healthy")
