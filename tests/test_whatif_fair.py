@@ -18,7 +18,7 @@ from solver.domain.model import (
     ReasonCode,
     Role,
 )
-from solver.whatif.convert import scenario_from_data
+from solver.whatif.convert import report_from_proto, report_to_proto, scenario_from_data
 from solver.whatif.run import run_prepared
 from solver.whatif.scenario import BaseInventory
 from solver.whatif.table import render
@@ -109,3 +109,4 @@ def test_a_comparison_does_not_count_unsupported_jobs_as_the_solvers_win() -> No
     assert fgd.only_a == () and volcano.only_a == ()  # every job both sides tried, both placed
     table = render(report)
     assert "unsupported by fgd: " in table and "unsupported by volcano: " in table
+    assert report_from_proto(report_to_proto(report)) == report  # and over gRPC
