@@ -198,6 +198,8 @@ def member_blocked(problem: Normalised, ref: RoleRef, job: Job, ask: Probe) -> t
             relaxed = None
         return Reason(code=code, message=message, relaxation=change), relaxed
 
+    if not usable:
+        return reason(f"{what}: the cluster has no schedulable node", "add or uncordon nodes", None)
     if wants_gpu and member.gpu_models and not set(member.gpu_models) & set(models):
         accept = [m for m in models if m not in member.avoid_gpu_models]
         change = f"accept {' or '.join(accept)}" if accept else "add nodes with the model"
@@ -221,7 +223,7 @@ def member_blocked(problem: Normalised, ref: RoleRef, job: Job, ask: Probe) -> t
     most = max((sum(1 for g in n.gpus if g.healthy) for n in usable), default=0)
     if member.gpus > most:
         return reason(
-            f"{what}: no node has {member.gpus} GPUs; the largest has {most}",
+            f"{what}: no node has {_gpus(member.gpus)}; the largest has {most}",
             f"ask for at most {_gpus(most)} per member (and more members)",
             with_member(job, role, gpus=most) if most else None,
         )
