@@ -37,6 +37,7 @@ class AloneProbe:
     asked: int = 0
     _deadline: float = field(init=False)
     _memo: dict[str, bool] = field(init=False, default_factory=dict)
+    _last_cost: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
         self._deadline = time.perf_counter() + self.budget_s
@@ -45,11 +46,16 @@ class AloneProbe:
         key = job.model_dump_json()
         if key in self._memo:
             return self._memo[key]
-        left = self._deadline - time.perf_counter()
-        if left <= 0:
+        started = time.perf_counter()
+        left = self._deadline - started
+        # Building the model is not interruptible: a question is only asked when the time left
+        # covers what the last one cost, so the budget (and the caller's deadline) holds.
+        if left <= self._last_cost:
             return None
         self.asked += 1
-        answer = places_alone(self.request, job, min(PROBE_SECONDS, left), self.deterministic)
+        seconds = min(PROBE_SECONDS, left - self._last_cost)
+        answer = places_alone(self.request, job, seconds, self.deterministic)
+        self._last_cost = time.perf_counter() - started
         if answer is not None:
             self._memo[key] = answer
         return answer
