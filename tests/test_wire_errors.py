@@ -15,6 +15,7 @@ import yaml
 from solver.domain.errors import InvalidRequest
 from solver.domain.model import BatchOrder, Distance, NicMode, ObjectiveTier, Packing, Requirement, SwitchKind
 from solver.service import wire
+from solver.whatif import load_and_prepare
 from solver.whatif.convert import load_scenario_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,3 +150,23 @@ def test_a_scenario_takes_short_names_and_says_what_is_wrong_in_words(tmp_path: 
     (problem,) = caught.value.problems
     assert problem.path.endswith(":policies[0].solver.packing")
     assert problem.message.startswith("must be one of BINPACK, SPREAD, FILL, got an object")
+
+
+def test_a_change_job_patch_names_the_role_by_name_once(tmp_path: Path) -> None:
+    """Was: ``change_job.patch.patch:roles[0].min_replicas: invalid literal for int() ...``."""
+    demo = str(ROOT / "fixtures/requests/dgx4-mixed.json")
+    scenario = {
+        "base": {"file": demo},
+        "jobs_file": demo,
+        "edits": [
+            {"change_job": {"job": "pretrain-3x8", "patch": {"roles": {"worker": {"min_replicas": "two"}}}}}
+        ],
+        "policies": [{"name": "s", "solver": {"time_limit_s": 1}}],
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    with pytest.raises(InvalidRequest) as caught:
+        load_and_prepare(path)
+    (problem,) = caught.value.problems
+    assert problem.path.endswith("edits[0].change_job.patch.roles.worker.min_replicas")
+    assert problem.message.startswith("must be a whole number, got the text 'two'")
