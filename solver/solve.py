@@ -33,12 +33,17 @@ from solver.reduce.normalise import Normalised, normalise
 from solver.reduce.policy import apply_policy_chains
 from solver.reduce.pools import pool, unpool
 from solver.reduce.rails import expand_rails
+from solver.search.alone import AloneProbe
 from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, complete, portfolio, repack
 from solver.search.sequence import arrival_steps, candidate_orders, solve_in_order, step_size
 from solver.search.tiers import MERGE_MAX_VARIABLES, settle, solve_lexicographic
 
 # Time kept back from the caller's deadline for the reply.
 DEADLINE_MARGIN_S = 0.05
+# Explanations search relaxed copies of unplaced jobs (solver.search.alone): this share of the time
+# limit, at least the minimum and at most the maximum, for all unplaced jobs of a request together,
+# and never past the call's end-to-end deadline.
+EXPLAIN_SHARE, EXPLAIN_MIN_S, EXPLAIN_MAX_S = 0.2, 0.25, 2.0
 # Below this, CP-SAT would not even hand back its hint on a big model: the floor's plan is the answer.
 MIN_SEARCH_S = 0.05
 # What one pass of the floor (a greedy plan, completed and valued) costs per model variable: about
@@ -100,8 +105,11 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
         compiled = compile_model(problem, request.policy)
 
     # Decode, explain and verify grow with the problem as the stages before the search did: half
-    # of that time is kept back for them, out of the caller's end-to-end budget.
-    search_ends = deadline - 0.5 * clock.elapsed()
+    # of that time is kept back for them, out of the caller's end-to-end budget, and a part of the
+    # explanations' own search budget.
+    before_search = clock.elapsed()
+    explain_s = min(EXPLAIN_MAX_S, max(EXPLAIN_MIN_S, EXPLAIN_SHARE * request.policy.time_limit_s))
+    search_ends = deadline - 0.5 * before_search - min(explain_s, 0.1 * limit)
     with clock.stage("floor"):
         candidates = portfolio(
             problem,
@@ -132,7 +140,11 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
     with clock.stage("decode"):
         jobs = decode(problem, compiled, solution)
     with clock.stage("explain"):
-        jobs = explain(problem, compiled, jobs, timed_out=not outcomes)
+        # Relaxations are checked by searches of the relaxed job alone (on the pooled request the
+        # explanation's job indexes refer to): a small budget of its own, within the call's deadline.
+        explain_s = min(explain_s, max(0.0, deadline - 0.25 * before_search - time.perf_counter()))
+        probe = AloneProbe(problem.request, explain_s, request.policy.deterministic)
+        jobs = explain(problem, compiled, jobs, timed_out=not outcomes, probe=probe)
         jobs = unpool(pools, request, jobs)
     metrics = cluster_metrics(request, jobs)
     result = SolveResult(
