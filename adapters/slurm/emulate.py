@@ -134,8 +134,12 @@ class EmulatedCluster:
         conf = {"python": "/usr/bin/python3", "client": str(HERE / "place_client.py"), **(hook_conf or {})}
         self.write_hook_conf(conf)
         prolog = self.root / "etc" / "taskprolog"
+        # What an admin's wrapper sets: where slurm.conf (and gres.conf) and the captures are (no sysfs
+        # NIC names on emulated nodes), and a log of plan/allocation disagreements.
         prolog.write_text(
-            f"#!/bin/sh\nexport SLURM_CONF={self.conf}\nexec /bin/sh {HERE / 'taskprolog.sh'}\n"
+            f"#!/bin/sh\nexport SLURM_CONF={self.conf}\nexport TOPOPLACE_TOPO_DIR={self.topo_dir}\n"
+            f"export TOPOPLACE_PROLOG_LOG={self.root / 'log' / 'taskprolog.log'}\n"
+            f"exec /bin/sh {HERE / 'taskprolog.sh'}\n"
         )
         prolog.chmod(0o755)
         self.conf.write_text(self._slurm_conf(names, hostlist, gres_string(node_type)))

@@ -149,6 +149,7 @@ class Device:
     number: int | None  # trailing number of its File=, None for a count-only GRES
     file: str
     conf_line: int
+    links: tuple[int, ...] = ()  # gres.conf Links=: NVLink count to each GPU by IDX, -1 for itself
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,9 @@ def node_devices(conf: GresConf, node: str) -> NodeDevices:
             for file in record.files:
                 match = _TRAILING_NUMBER.search(file)
                 number = int(match.group(1)) if match else None
-                devices.append(Device(record.name, record.type, len(devices), number, file, record.line))
+                devices.append(
+                    Device(record.name, record.type, len(devices), number, file, record.line, record.links)
+                )
         else:
             for _ in range(record.count):
                 devices.append(Device(record.name, record.type, len(devices), None, "", record.line))

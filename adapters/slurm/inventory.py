@@ -6,6 +6,9 @@ node's gres.conf order back to the GPU it names, and becomes an :class:`~solver.
 together with the node's allocated CPUs and memory. Plans handed out for jobs that are still pending
 (``extra``) are added the same way, so two quick submits are not planned onto the same devices.
 
+NVLink counts are gres.conf's ``Links=`` where it gives them (what Slurm's cons_tres picks GPUs by
+inside one GRES type), else the capture's ``NV#``.
+
 Labels carry what job filters need: ``slurm/partition.<p>`` and ``slurm/feature.<f>`` set to "1".
 """
 
@@ -20,7 +23,7 @@ from adapters.slurm.problems import Problems
 from adapters.slurm.scontrol import SlurmNode
 from adapters.slurm.topology_conf import Fabric
 from solver.errors import InvalidRequest, Problem
-from solver.model import Allocation, Inventory, Node
+from solver.model import Allocation, Inventory, Node, NvLink
 
 PARTITION_LABEL = "slurm/partition."
 FEATURE_LABEL = "slurm/feature."
@@ -130,6 +133,30 @@ def _used(slurm: SlurmNode, device_map: DeviceMap, problems: Problems) -> tuple[
     return gpus, nics
 
 
+def _gres_links(
+    devices: NodeDevices | None, device_map: DeviceMap, problems: Problems, slurm: SlurmNode
+) -> tuple[NvLink, ...] | None:
+    """NVLink counts as Slurm sees them (gres.conf ``Links=``, what cons_tres picks GPUs by inside a
+    type); None when gres.conf gives none, and the capture's ``NV#`` stand."""
+    gpus = devices.get("gpu") if devices is not None else ()
+    if not gpus or not any(d.links for d in gpus):
+        return None
+    links: dict[tuple[str, str], int] = {}
+    for device in gpus:
+        if len(device.links) != len(gpus):
+            problems.add(
+                slurm.line,
+                f"node {slurm.name}: gres.conf line {device.conf_line}: Links= has {len(device.links)} "
+                f"values for {len(gpus)} GPUs",
+            )
+            return None
+        for other, count in enumerate(device.links):
+            if count > 0 and other != device.idx:
+                a, b = sorted((device_map.gpu_by_idx[device.idx], device_map.gpu_by_idx[other]))
+                links[(a, b)] = max(links.get((a, b), 0), count)
+    return tuple(NvLink(gpu_a=a, gpu_b=b, links=n) for (a, b), n in sorted(links.items()))
+
+
 def _not_yet_held(held: list[Allocation], extra: list[Allocation]) -> list[Allocation]:
     """Reservations minus devices Slurm already reports as used (a planned job that started since)."""
     gpus = {g for a in held for g in a.gpus}
@@ -190,6 +217,7 @@ def build_inventory(
             else []
         )
         allocations += _not_yet_held(allocations, (extra or {}).get(slurm.name, []))
+        nvlinks = _gres_links(devices, device_map, problems, slurm)
         labels = {PARTITION_LABEL + p: "1" for p in slurm.partitions}
         labels.update({FEATURE_LABEL + f: "1" for f in slurm.features})
         leaf = fabric.leaf_of.get(slurm.name, "") if fabric else ""
@@ -204,6 +232,7 @@ def build_inventory(
                     "leaf": leaf,
                     "allocations": tuple(allocations),
                     "schedulable": slurm.schedulable,
+                    **({"nvlinks": nvlinks} if nvlinks is not None else {}),
                 }
             )
         )

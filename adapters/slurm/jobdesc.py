@@ -174,10 +174,15 @@ def _locality(desc: dict[str, Any], nodes: int) -> Locality:
 
 
 def _nics(items: list[GresItem], gpus_per_node: int) -> NicRequest:
+    """The NICs the job asked for (``--gres=nic:k``); a GPU-only job gets none added: its
+    ``tres_per_node`` must stay what the user asked, and NICs it does not hold are no use to it.
+    As many NICs as GPUs is one NIC per GPU (each GPU matched to its own NIC)."""
     nics = sum(i.count for i in items if i.name == "nic")
-    if nics:
-        return NicRequest(mode=NicMode.PER_MEMBER, count=nics)
-    return NicRequest(mode=NicMode.PER_GPU) if gpus_per_node else NicRequest()
+    if not nics:
+        return NicRequest()
+    if nics == gpus_per_node:
+        return NicRequest(mode=NicMode.PER_GPU)
+    return NicRequest(mode=NicMode.PER_MEMBER, count=nics)
 
 
 def job_from_description(
@@ -210,11 +215,16 @@ def job_from_description(
         (gpu_type,) if gpu_type else ()
     )
     selector = {**_features(desc.get("features")), **_partition(desc.get("partition"))}
+    nic_request = _nics(node_items, per_node) if nics else NicRequest()
+    aligned = nic_request.mode in (NicMode.PER_GPU, NicMode.PER_MEMBER)
     member = MemberShape(
         gpus=per_node,
         gpu_models=models,
-        nics=_nics(node_items, per_node) if nics else NicRequest(),
-        alignment=Alignment(mode=alignment, distance=Distance.PXB) if nics else Alignment(),
+        nics=nic_request,
+        alignment=Alignment(mode=alignment, distance=Distance.PXB) if aligned else Alignment(),
+        # Several GPUs of one node talk over NVLink: prefer the node's best-linked set (NV18 pairs,
+        # one NVLink half), which the solver weighs by link count.
+        nvlink=Requirement.PREFERRED if per_node > 1 else Requirement.NONE,
         cpu_milli=1000 * cpus,
         node_selector=selector,
     )

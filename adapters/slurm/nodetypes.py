@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from adapters.slurm.hostlist import HostlistError, expand
+from adapters.slurm.captures import capture_for, hostlist_captures
 from solver.errors import InvalidRequest, Problem
 from solver.ingest.nvidia_smi import parse_topology
 from solver.model import Node, SwitchKind
@@ -135,26 +135,12 @@ class TopoDir:
                 [Problem(path=str(directory), message="not a directory of nvidia-smi captures")]
             )
         self.directory = directory
-        self._patterns: list[tuple[Path, set[str]]] = []
-        problems = []
-        for path in sorted(directory.glob("*.txt")):
-            if "[" in path.stem:
-                try:
-                    self._patterns.append((path, set(expand(path.stem))))
-                except HostlistError as err:
-                    problems.append(Problem(path=str(path), message=f"file name is not a hostlist: {err}"))
-        if problems:
-            raise InvalidRequest(problems)
+        self._patterns, bad = hostlist_captures(directory)
+        if bad:
+            raise InvalidRequest([Problem(path=str(path), message=reason) for path, reason in bad])
 
     def path_for(self, node: str) -> Path | None:
-        exact = self.directory / f"{node}.txt"
-        if exact.is_file():
-            return exact
-        for path, names in self._patterns:
-            if node in names:
-                return path
-        default = self.directory / "default.txt"
-        return default if default.is_file() else None
+        return capture_for(self.directory, node, self._patterns)
 
     def node_type(self, node: str) -> NodeType | None:
         path = self.path_for(node)

@@ -64,7 +64,7 @@ class Harness:
 
     def sbatch(self, *args: str) -> tuple[int, str, str, float]:
         out = str(self.cluster.root / "out" / "%j.out")
-        task = "echo TP $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES hca=$NCCL_IB_HCA slurm=$SLURM_JOB_GPUS"
+        task = "echo TP $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES hca=$NCCL_IB_HCA slurm=$SLURM_STEP_GPUS"
         script = f"srun -l sh -c '{task}'; sleep 300"
         started = time.perf_counter()
         done = self.cluster.run("sbatch", "--parsable", *args, "-o", out, "--wrap", script, check=False)
@@ -162,22 +162,28 @@ def check_planned(h: Harness, job_id: str, nodes: int) -> None:
             if not slurm_plan.rewritten:
                 assert sorted(int(g[3:]) for g in member.gpus) == gpus
                 assert sorted(member.nics) == nics
-            # Each planned GPU and its NIC (paired by position) are PXB or closer.
-            for gpu, nic in zip(planned_gpus, planned_nics, strict=True):
+            # A GPU-only job holds no NICs; otherwise each GPU and its NIC (by position) are PXB or closer.
+            assert not planned_nics or len(planned_nics) == len(planned_gpus)
+            for gpu, nic in zip(planned_gpus, planned_nics, strict=False):
                 assert device_distance(h.node_type.node, f"GPU{gpu}", nic) <= Distance.PXB
-    lines = h.task_lines(job_id, nodes)
-    for line in lines:
+    check_environment(h, job_id, nodes, alloc)
+
+
+def check_environment(h: Harness, job_id: str, nodes: int, alloc: dict[str, str]) -> None:
+    """Each task's environment names exactly what Slurm allocated on its node (never the plan)."""
+    for line in h.task_lines(job_id, nodes):
         match = re.search(r"TP (\S+) gpus=(\S*) hca=(\S*) slurm=(\S*)", line)
         assert match, line
         node, gpus, hca, slurm_gpus = match.groups()
-        planned_gpus, planned_nics = plan.nodes[node]
-        assert gpus == ",".join(str(g) for g in planned_gpus), line
-        assert hca == ",".join(planned_nics), line
-        assert sorted(slurm_gpus.split(",")) == sorted(str(g) for g in planned_gpus), line
+        gres = next(g for hl, g in alloc.items() if node in expand(hl))
+        held_gpus, held_nics = h.allocated(node, gres)
+        assert sorted(int(g) for g in gpus.split(",")) == held_gpus, line
+        assert sorted(n for n in hca.removeprefix("=").split(",") if n) == held_nics, line
+        assert sorted(int(g) for g in slurm_gpus.split(",")) == held_gpus, line
 
 
 def test_single_node_jobs_are_planned_and_enforced(harness: Harness) -> None:
-    for args in (["-N1", "--gpus-per-node=2"], ["--gres=gpu:4"], ["--gpus=1"]):
+    for args in (["-N1", "--gpus-per-node=2", "--gres=nic:2"], ["--gres=gpu:4"], ["--gpus=1"]):
         code, job_id, err, _ = harness.sbatch(*args)
         assert code == 0, err
         check_planned(harness, job_id, 1)
@@ -190,9 +196,31 @@ def test_gangs_are_planned_enforced_and_kept_under_one_leaf(harness: Harness) ->
     nodes = expand(str(harness.job(job_id)["NodeList"]))
     fabric = {n.name: n.leaf for n in harness.agent.inventory().inventory.nodes}
     assert len({fabric[n] for n in nodes}) == 1, f"gang spans leaves: {nodes}"
-    code, job_id, err, _ = harness.sbatch("-N2", "--gpus-per-node=4")
+    code, job_id, err, _ = harness.sbatch("-N2", "--gpus-per-node=4", "--gres=nic:4")
     assert code == 0, err
     check_planned(harness, job_id, 2)
+
+
+def test_a_plan_slurm_did_not_follow_is_logged_and_the_allocation_exported(harness: Harness) -> None:
+    """A job whose comment carries a plan naming other devices than Slurm gave it (written by hand
+    here, with the hook off, as a stale or foreign plan would be): tasks see Slurm's devices."""
+    harness.cluster.write_hook_conf({"enabled": "no"})
+    try:
+        plan = "topoplace/v1 id=stale0000000 gn16:gpu=7:nic=mlx5_4"
+        code, job_id, err, _ = harness.sbatch("-w", "gn16", "--gres=gpu:sw0:1,nic:sw0:1", "--comment", plan)
+    finally:
+        harness.cluster.write_hook_conf({"enabled": "yes"})
+    assert code == 0, err
+    job = harness.wait_running(job_id)
+    alloc = dict(job["alloc"])  # type: ignore[arg-type]
+    assert h_gpus(harness, alloc, "gn16") == [0]  # sw0's lowest free GPU, not the plan's 7
+    check_environment(harness, job_id, 1, alloc)
+    log = harness.cluster.root / "log" / "taskprolog.log"
+    assert f"job {job_id} on gn16: plan stale0000000 named GPUs [7]" in log.read_text()
+
+
+def h_gpus(h: Harness, alloc: dict[str, str], node: str) -> list[int]:
+    return h.allocated(node, next(g for hl, g in alloc.items() if node in expand(hl)))[0]
 
 
 def test_impossible_job_is_refused_with_a_message(harness: Harness) -> None:

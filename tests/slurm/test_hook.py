@@ -29,12 +29,29 @@ def test_gpus_per_node_gang() -> None:
     spec = job(min_nodes=4, max_nodes=4, tres_per_node="gres:gpu:8", req_switch=1, cpus_per_task=4)
     assert spec is not None and spec.nodes == 4 and spec.gpus_per_node == 8
     (role,) = spec.job.roles
-    assert role.replicas == 4 and role.member.gpus == 8 and role.member.nics.mode == NicMode.PER_GPU
+    assert role.replicas == 4 and role.member.gpus == 8
+    # GPU-only: no NICs added (the job's GRES stay what the user asked), NVLink preferred.
+    assert role.member.nics.mode in (NicMode.UNSPECIFIED, NicMode.NONE)
+    assert role.member.alignment.mode in (Requirement.UNSPECIFIED, Requirement.NONE)
+    assert role.member.nvlink == Requirement.PREFERRED
     assert role.member.cpu_milli == 4000
     assert spec.job.locality.mode == Requirement.REQUIRED and spec.job.locality.highest_tier == 1
     # -N 4: one member per node, as anti-affinity to the job's own label at node scope.
     (rule,) = spec.job.anti_affinity
     assert rule.scope == Scope.NODE and rule.labels == spec.job.labels
+
+
+def test_nics_only_when_asked_one_per_gpu_when_counts_match() -> None:
+    spec = job(tres_per_node="gres:gpu:2,gres:nic:2")
+    assert spec is not None
+    member = spec.job.roles[0].member
+    assert member.nics.mode == NicMode.PER_GPU and member.alignment.mode == Requirement.PREFERRED
+    spec = job(tres_per_node="gres:gpu:4,gres:nic:1")
+    assert spec is not None
+    assert spec.job.roles[0].member.nics.mode == NicMode.PER_MEMBER
+    assert spec.job.roles[0].member.nics.count == 1
+    one = job(tres_per_node="gres:gpu:1")
+    assert one is not None and one.job.roles[0].member.nvlink == Requirement.NONE
 
 
 def test_a_gang_of_small_members_gets_distinct_nodes_from_the_solver() -> None:
@@ -135,13 +152,20 @@ def test_agent_plans_on_free_devices_and_reserves_them(agent: Agent) -> None:
     if node == "gpu02":
         assert not {2, 3} & set(gpus)  # held by the running job
     assert fields["tres_per_node"].startswith("gres:gpu:sw")
-    assert len(nics) == len(gpus)
+    assert nics == () and "nic" not in fields["tres_per_node"]  # a GPU-only job gets no NICs
     second = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2"})
     plan2 = parse_plan_comment(second["set"]["comment"])
     assert plan2 is not None
     for n, (g, _) in plan2.nodes.items():
         if n in plan.nodes:
             assert not set(g) & set(plan.nodes[n][0]), "second plan reuses the first plan's GPUs"
+    with_nics = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2,gres:nic:2"})
+    assert with_nics["action"] == "apply", with_nics
+    assert ",gres:nic:sw" in with_nics["set"]["tres_per_node"]
+    plan3 = parse_plan_comment(with_nics["set"]["comment"])
+    assert plan3 is not None
+    for g, n in plan3.nodes.values():
+        assert len(g) == len(n) == 2
 
 
 @pytest.mark.needs_pipeline

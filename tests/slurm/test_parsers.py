@@ -208,3 +208,23 @@ def test_inventory_refuses_inconsistent_files(fixtures: Path, tmp_path: Path) ->
     with pytest.raises(InvalidRequest) as excinfo:
         build_inventory(nodes, topo_dir=TopoDir(tmp_path))
     assert any("no nvidia-smi capture" in p for p in problems(excinfo))
+
+
+def test_inventory_takes_nvlink_counts_from_gres_conf_links(fixtures: Path) -> None:
+    """gres.conf ``Links=`` (what Slurm picks GPUs by) wins over the capture's NV#; rows are by IDX."""
+    text = (fixtures / "gres.conf").read_text()
+    # GPU0 (IDX 0) and GPU1 (IDX 1) become an NV18 pair; every other count stays the capture's 12.
+    text = text.replace(
+        "File=/dev/nvidia0 Cores=0-7 Links=-1,12,", "File=/dev/nvidia0 Cores=0-7 Links=-1,18,"
+    )
+    text = text.replace(
+        "File=/dev/nvidia1 Cores=0-7 Links=12,-1,", "File=/dev/nvidia1 Cores=0-7 Links=18,-1,"
+    )
+    nodes = parse_show_node((fixtures / "scontrol-show-node-d.txt").read_text())
+    built = build_inventory(nodes, topo_dir=TopoDir(fixtures / "topo"), gres_conf=parse_gres_conf(text))
+    links = {(lk.gpu_a, lk.gpu_b): lk.links for lk in built.inventory.nodes[0].nvlinks}
+    assert links[("GPU0", "GPU1")] == 18 and links[("GPU0", "GPU2")] == 12 and len(links) == 28
+    short = text.replace("Links=-1,18,12,12,12,12,12,12", "Links=-1,18")
+    with pytest.raises(InvalidRequest) as excinfo:
+        build_inventory(nodes, topo_dir=TopoDir(fixtures / "topo"), gres_conf=parse_gres_conf(short))
+    assert any("Links= has 2 values for 8 GPUs" in p for p in problems(excinfo))
