@@ -157,12 +157,16 @@ def run_gres_conf(args: argparse.Namespace) -> int:
         node_type = topo_dir.node_type(nodes[0])
         assert node_type is not None
         if args.slurm_conf:
+            if problem := node_type.typed_layout_problem():
+                raise InvalidRequest([Problem(path=str(path), message=problem)])
             out.append(f"NodeName={compress(nodes, sort=True)} Gres={gres_string(node_type)}")
         else:
-            out += gres_conf_lines(
-                node_type, nodes, gpu_file=args.gpu_file, nic_file=args.nic_file, sockets=sockets
-            )
-        del path
+            try:
+                out += gres_conf_lines(
+                    node_type, nodes, gpu_file=args.gpu_file, nic_file=args.nic_file, sockets=sockets
+                )
+            except ValueError as err:
+                raise InvalidRequest([Problem(path=str(path), message=str(err))]) from err
     print("\n".join(out))
     return EXIT_OK
 

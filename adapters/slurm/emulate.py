@@ -67,10 +67,24 @@ class ClusterSpec:
     sockets: int = 2
     cores_per_socket: int = 8
     memory_mib: int = 512_000
+    # Several node types: node i gets captures[i % len] (every leaf then holds every type). Empty:
+    # every node is ``capture``.
+    captures: tuple[Path, ...] = ()
+    # GRES typed per PCIe switch group (``gpu:sw0:2``, the README's install step 2), or plain
+    # ``gpu:8,nic:8`` with the same devices, Cores= and Links= (Slurm as most sites run it).
+    typed: bool = True
 
     def names(self) -> list[str]:
         width = max(2, len(str(self.nodes)))
         return [f"{self.prefix}{i:0{width}d}" for i in range(1, self.nodes + 1)]
+
+    def node_types(self) -> dict[Path, list[str]]:
+        """Capture → the nodes of that type, in node order."""
+        captures = self.captures or (self.capture,)
+        types: dict[Path, list[str]] = {}
+        for i, name in enumerate(self.names()):
+            types.setdefault(captures[i % len(captures)], []).append(name)
+        return types
 
 
 @dataclass
@@ -110,24 +124,28 @@ class EmulatedCluster:
         for sub in ("etc", "dev", "spool", "pid", "log", "state", "munge", "out", "topo"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.root / "munge", 0o700)
-        node_type = load_node_type(self.spec.capture.resolve())
-        for gpu in node_type.node.gpus:
-            self._mknod(self.root / "dev" / f"nvidia{gpu.index}", 195, gpu.index)
-        for k in range(len(node_type.node.nics)):
+        types = {
+            path: (load_node_type(path.resolve()), nodes) for path, nodes in self.spec.node_types().items()
+        }
+        for gpus in range(max(len(t.node.gpus) for t, _ in types.values())):
+            self._mknod(self.root / "dev" / f"nvidia{gpus}", 195, gpus)
+        for k in range(max(len(t.node.nics) for t, _ in types.values())):
             self._mknod(self.root / "dev" / f"nic{k}", 231, k)
         names = self.spec.names()
         hostlist = compress(names, sort=True)
-        shutil.copy(self.spec.capture, self.topo_dir / f"{hostlist}.txt")
-        lines = [
-            "AutoDetect=off",
-            *gres_conf_lines(
+        lines = ["AutoDetect=off"]
+        node_lines = []
+        for path, (node_type, nodes) in types.items():
+            shutil.copy(path, self.topo_dir / f"{compress(nodes, sort=True)}.txt")
+            lines += gres_conf_lines(
                 node_type,
-                names,
+                nodes,
                 gpu_file=str(self.root / "dev" / "nvidia{index}"),
                 nic_file=str(self.root / "dev" / "nic{index}"),
                 sockets=Sockets(self.spec.sockets, self.spec.cores_per_socket),
-            ),
-        ]
+                typed=self.spec.typed,
+            )
+            node_lines.append((nodes, gres_string(node_type, typed=self.spec.typed)))
         (self.root / "etc" / "gres.conf").write_text("\n".join(lines) + "\n")
         (self.root / "etc" / "topology.conf").write_text(self._topology(names))
         (self.root / "etc" / "job_submit.lua").write_text((HERE / "job_submit.lua").read_text())
@@ -142,7 +160,7 @@ class EmulatedCluster:
             f"exec /bin/sh {HERE / 'taskprolog.sh'}\n"
         )
         prolog.chmod(0o755)
-        self.conf.write_text(self._slurm_conf(names, hostlist, gres_string(node_type)))
+        self.conf.write_text(self._slurm_conf(names, hostlist, node_lines))
         if not (self.root / "munge" / "munge.key").exists():
             (self.root / "munge" / "munge.key").write_bytes(os.urandom(1024))
             os.chmod(self.root / "munge" / "munge.key", 0o600)
@@ -181,8 +199,16 @@ class EmulatedCluster:
             )
         return "\n".join(lines) + "\n"
 
-    def _slurm_conf(self, names: list[str], hostlist: str, gres: str) -> str:
+    def _slurm_conf(self, names: list[str], hostlist: str, node_lines: list[tuple[list[str], str]]) -> str:
         base = _free_port_block(len(names) + 2)
+        port = {name: base + 2 + i for i, name in enumerate(names)}
+        nodes = "\n".join(
+            f"NodeName={compress(group, sort=True)} NodeHostname=localhost NodeAddr=127.0.0.1 "
+            f"Port={compress([str(port[n]) for n in group])} "
+            f"Sockets={self.spec.sockets} CoresPerSocket={self.spec.cores_per_socket} ThreadsPerCore=1 "
+            f"RealMemory={self.spec.memory_mib} Gres={gres}"
+            for group, gres in node_lines
+        )
         self.ctld_port = base
         r = self.root
         taskprolog = f"TaskProlog={r}/etc/taskprolog\n" if self.taskprolog else ""
@@ -214,9 +240,7 @@ MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2
 SchedulerParameters=sched_min_interval=100000,bf_interval=1
-NodeName={hostlist} NodeHostname=localhost NodeAddr=127.0.0.1 Port=[{base + 2}-{base + 1 + len(names)}] \
-Sockets={self.spec.sockets} CoresPerSocket={self.spec.cores_per_socket} ThreadsPerCore=1 \
-RealMemory={self.spec.memory_mib} Gres={gres}
+{nodes}
 PartitionName=gpu Nodes={hostlist} Default=YES MaxTime=INFINITE State=UP
 """
 

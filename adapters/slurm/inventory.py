@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.slurm.gres import GresConf, NodeDevices, node_devices
+from adapters.slurm.gres import GresConf, NodeDevices, gpu_order_faults, node_devices
 from adapters.slurm.nodetypes import NodeType, TopoDir
 from adapters.slurm.problems import Problems
 from adapters.slurm.scontrol import SlurmNode
@@ -75,6 +75,15 @@ def _device_map(node_type: NodeType, devices: NodeDevices | None) -> DeviceMap:
     else:
         gpu_order, nic_order, type_of = node_type.gpu_order(), node_type.nic_order(), node_type.group_of()
     return DeviceMap(gpu_by_idx=gpu_order, nic_by_idx=nic_order, type_of=type_of)
+
+
+def _check_order(slurm: SlurmNode, conf: GresConf, problems: Problems) -> None:
+    for record, reason in gpu_order_faults(conf, slurm.name):
+        problems.add(
+            slurm.line,
+            f"node {slurm.name}: {conf.source} line {record.line}: {reason} (Slurm numbers GPUs by "
+            "device file and gives each type one run of them; topoplace slurm gres-conf writes them so)",
+        )
 
 
 def _check_devices(
@@ -201,6 +210,8 @@ def build_inventory(
         if devices is not None and not devices.get("gpu"):
             devices = None  # gres.conf says nothing of this node's GPUs (e.g. AutoDetect=nvml)
         _check_devices(slurm, node_type, devices, problems)
+        if devices is not None and gres_conf is not None:
+            _check_order(slurm, gres_conf, problems)
         device_map = _device_map(node_type, devices)
         gpus, nics = _used(slurm, device_map, problems)
         allocations = (

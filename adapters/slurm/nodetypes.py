@@ -50,11 +50,32 @@ class NodeType:
         return {d: g.type for g in self.groups for d in (*g.gpus, *g.nics)}
 
     def gpu_order(self) -> tuple[str, ...]:
-        """GPU ids in gres.conf order (by group, then index): the order Slurm's IDX counts in."""
-        return tuple(g for group in self.groups for g in group.gpus)
+        """GPU ids by nvidia-smi index: the order Slurm 22.05 counts IDX in. slurmd numbers a GRES's
+        devices by their file (``/dev/nvidia<k>`` is IDX k), whatever the order of gres.conf's lines,
+        while slurmctld gives IDX the types of the lines in line order — so lines must be written in
+        file order, or a typed request gets another group's device (seen on the emulated cluster)."""
+        index = {g.id: g.index for g in self.node.gpus}
+        return tuple(sorted((g for group in self.groups for g in group.gpus), key=index.__getitem__))
 
     def nic_order(self) -> tuple[str, ...]:
+        """NIC names by group, then column: gres/nic keeps gres.conf's line order, and slurmctld gives
+        each type a run of IDX, so a type's lines must be together."""
         return tuple(n for group in self.groups for n in group.nics)
+
+    def typed_layout_problem(self) -> str | None:
+        """Why Slurm 22.05 cannot type this node's GPUs by switch group, or None. slurmd numbers GPUs
+        by device file and slurmctld gives each type a run of IDX in type order, so each group's GPUs
+        must be consecutive numbers, the groups in order (seen on the emulated cluster: with GPU0
+        and GPU4 on sw0, ``gpu:sw0:2`` got GPU0 and GPU1)."""
+        order = [g for group in self.groups for g in group.gpus]
+        if list(self.gpu_order()) != order:
+            groups = ", ".join(f"{g.type}={list(g.gpus)}" for g in self.groups if g.gpus)
+            return (
+                f"{self.source}: switch groups {groups} "
+                "are not runs of consecutive GPU numbers; Slurm 22.05 would hand a typed request GPUs "
+                "of another group. Renumber the device files, or keep untyped GRES on these nodes"
+            )
+        return None
 
 
 def _metadata(text: str) -> dict[str, str]:

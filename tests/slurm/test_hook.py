@@ -253,6 +253,7 @@ def test_cli_inventory_and_gres_conf(fixtures: Path, capsys: pytest.CaptureFixtu
         == 0
     )
     generated = capsys.readouterr().out
+    # What the emulated cluster ran with (file order is group order on this capture).
     assert generated.split("\n", 2)[2] == (fixtures / "gres.conf").read_text().split("\n", 2)[2]
     assert (
         cli.main(

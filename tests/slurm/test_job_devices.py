@@ -25,14 +25,11 @@ def job_text(fixtures: Path) -> str:
 
 
 @pytest.fixture
-def gres_conf(tmp_path: Path) -> Path:
-    """What the emulated cluster of the capture ran with: gres.conf of the A100 capture for gn[01-02]."""
-    from adapters.slurm.gresconf import gres_conf_lines
-    from adapters.slurm.nodetypes import load_node_type
-
-    lines = gres_conf_lines(load_node_type(CAPTURE), ["gn01", "gn02"], nic_file="/dev/nic{index}")
+def gres_conf(tmp_path: Path, fixtures: Path) -> Path:
+    """The gres.conf the capture's cluster ran with: the fixture's lines (the A100 capture, NICs one
+    line per switch group as written then) for gn[01-02]."""
     path = tmp_path / "gres.conf"
-    path.write_text("AutoDetect=off\n" + "\n".join(lines) + "\n")
+    path.write_text((fixtures / "gres.conf").read_text().replace("gpu[01-04]", "gn[01-02]"))
     return path
 
 
