@@ -18,7 +18,12 @@ its fail-open/closed setting).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
+import socketserver
+import stat
 import subprocess
 import threading
 import time
@@ -34,6 +39,7 @@ from adapters.slurm.gres import GresConf, parse_gres_conf
 from adapters.slurm.inventory import SlurmInventory, build_inventory, read_text
 from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description
 from adapters.slurm.nodetypes import TopoDir
+from adapters.slurm.place_client import peer_uid
 from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, parse_plan_comment, to_slurm_plan
 from adapters.slurm.scontrol import SlurmNode, parse_show_node
 from adapters.slurm.topology_conf import Fabric, parse_topology_conf, parse_topology_yaml
@@ -334,12 +340,25 @@ class Agent:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    agent: Agent  # set on the subclass made by make_server
+    agent: Agent  # set on the subclass made by serve_agent
+    allowed_uids: frozenset[int]
 
     def do_GET(self) -> None:
         self._reply(200, {"status": "ok"} if self.path == "/health" else {"error": "not found"})
 
+    def _peer_allowed(self) -> bool:
+        """Only the hook (run by slurmctld as SlurmUser), root or configured uids may ask: a plan
+        carries req_nodes the hook applies, and job descriptions are not for other users to read."""
+        uid = peer_uid(self.connection)
+        if uid is not None and uid in self.allowed_uids:
+            return True
+        _log.warning("refused a caller", uid=uid, allowed=sorted(self.allowed_uids))
+        self._reply(403, {"action": "error", "message": f"topoplace: caller uid {uid} not allowed"})
+        return False
+
     def do_POST(self) -> None:
+        if not self._peer_allowed():
+            return
         if self.path != "/place":
             self._reply(404, {"error": "not found"})
             return
@@ -370,30 +389,98 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return  # structlog has the useful line already
 
+    def address_string(self) -> str:
+        return str(self.client_address or "unix")
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
 
 class RunningAgent:
-    def __init__(self, server: ThreadingHTTPServer, thread: threading.Thread, stop: threading.Event) -> None:
+    def __init__(
+        self, server: socketserver.BaseServer, thread: threading.Thread, stop: threading.Event
+    ) -> None:
         self.server = server
         self.thread = thread
         self._stop = stop
 
     @property
     def address(self) -> str:
-        host, port = self.server.server_address[:2]
+        """What the hook's ``agent =`` takes: ``HOST:PORT`` or ``unix:/path``."""
+        address = self.server.server_address
+        if isinstance(address, str | bytes):
+            return f"unix:{address.decode() if isinstance(address, bytes) else address}"
+        host, port = address[:2]
         return f"{host}:{port}"
 
     def stop(self) -> None:
         self._stop.set()
         self.server.shutdown()
         self.server.server_close()
+        if isinstance(self.server, _UnixServer):
+            with contextlib.suppress(OSError):
+                os.unlink(self.server.server_address)  # type: ignore[arg-type]
         self.thread.join(timeout=5)
 
 
-def serve_agent(agent: Agent, host: str = "127.0.0.1", port: int = 0) -> RunningAgent:
-    """Serve in a background thread (port 0 → a free port; see ``.address``)."""
-    handler = type("Handler", (_Handler,), {"agent": agent})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
+class SocketRefused(ValueError):
+    """The unix socket cannot be made safely (the message says why and what to fix)."""
+
+
+def _unix_server(path: Path, handler: type, mode: int) -> _UnixServer:
+    """A unix socket only its owner (and ``mode``'s group) can connect to, in a directory no other
+    user can write (else one could replace the socket). A stale socket of ours is removed; a live
+    one (another agent) or any other file is refused."""
+    directory = path.parent
+    info = directory.stat()
+    if info.st_mode & 0o022 and not (info.st_mode & 0o1000 and info.st_uid in (0, os.geteuid())):
+        raise SocketRefused(
+            f"{directory} is writable by other users: put the agent's socket in a directory only its "
+            "user can write (e.g. /run/topoplace, mode 0755, owned by the SlurmUser)"
+        )
+    if path.exists() or path.is_symlink():
+        if not stat.S_ISSOCK(path.lstat().st_mode) or path.lstat().st_uid != os.geteuid():
+            raise SocketRefused(f"{path} exists and is not a socket of this user: refusing to replace it")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink()  # stale: nobody listens
+        else:
+            raise SocketRefused(f"{path}: another agent is listening there")
+        finally:
+            probe.close()
+    old_umask = os.umask(0o177)  # never world-connectable, not even between bind and chmod
+    try:
+        server = _UnixServer(str(path), handler)
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, mode)
+    return server
+
+
+def serve_agent(
+    agent: Agent,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    unix: Path | None = None,
+    socket_mode: int = 0o600,
+    allow_uids: tuple[int, ...] = (),
+) -> RunningAgent:
+    """Serve in a background thread: on ``unix`` (a socket path) or on ``host:port`` (port 0 → a
+    free port; see ``.address``). Callers other than this process's user, root and ``allow_uids``
+    are refused with 403."""
+    allowed = frozenset({os.geteuid(), 0, *allow_uids})
+    handler = type("Handler", (_Handler,), {"agent": agent, "allowed_uids": allowed})
+    server: socketserver.BaseServer
+    if unix is not None:
+        server = _unix_server(unix, handler, socket_mode)
+    else:
+        tcp = ThreadingHTTPServer((host, port), handler)
+        tcp.daemon_threads = True
+        server = tcp
     stop = threading.Event()
     try:
         agent.refresh()  # the first snapshot before the first submit can arrive
@@ -405,3 +492,16 @@ def serve_agent(agent: Agent, host: str = "127.0.0.1", port: int = 0) -> Running
     thread = threading.Thread(target=server.serve_forever, name="topoplace-slurm-agent", daemon=True)
     thread.start()
     return RunningAgent(server, thread, stop)
+
+
+def parse_listen(text: str) -> tuple[Path | None, str, int]:
+    """``unix:/path`` or ``HOST:PORT`` → (socket path, host, port); ValueError naming the form."""
+    if text.startswith("unix:"):
+        path = Path(text[5:])
+        if not path.is_absolute():
+            raise ValueError(f"--listen {text!r}: a unix socket needs an absolute path (unix:/run/x.sock)")
+        return path, "", 0
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"--listen {text!r}: expected HOST:PORT or unix:/path")
+    return None, host or "127.0.0.1", int(port)

@@ -55,7 +55,15 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     gres.set_defaults(run=run_gres_conf)
 
     agent = commands.add_parser("agent", help="serve placements to job_submit.lua")
-    agent.add_argument("--listen", default="127.0.0.1:6820", help="HOST:PORT")
+    agent.add_argument(
+        "--listen", default="127.0.0.1:6820", help="HOST:PORT, or unix:/path (recommended: see docs/slurm.md)"
+    )
+    agent.add_argument(
+        "--socket-mode", default="600", help="octal mode of the unix socket (660: also the socket's group)"
+    )
+    agent.add_argument(
+        "--allow-uid", type=int, action="append", default=[], help="another uid that may call (the SlurmUser)"
+    )
     agent.add_argument("--solver", default="127.0.0.1:50051", help="topoplace gRPC service HOST:PORT")
     agent.add_argument("--topo-dir", type=Path, required=True)
     agent.add_argument("--gres-conf", type=Path)
@@ -177,7 +185,13 @@ def run_agent(args: argparse.Namespace) -> int:
     from solver.service.logging import configure_logging
 
     configure_logging()
-    host, _, port = args.listen.rpartition(":")
+    from adapters.slurm.agent import SocketRefused, parse_listen
+
+    try:
+        unix, host, port = parse_listen(args.listen)
+        mode = int(args.socket_mode, 8)
+    except ValueError as err:
+        raise InvalidRequest([Problem(path="--listen/--socket-mode", message=str(err))]) from err
     config = AgentConfig(
         solver=args.solver,
         topo_dir=args.topo_dir,
@@ -186,7 +200,12 @@ def run_agent(args: argparse.Namespace) -> int:
         time_limit_s=args.time_limit,
         alignment=Requirement[args.alignment.upper()],
     )
-    running = serve_agent(Agent(config), host or "127.0.0.1", int(port))
+    try:
+        running = serve_agent(
+            Agent(config), host, port, unix=unix, socket_mode=mode, allow_uids=tuple(args.allow_uid)
+        )
+    except (SocketRefused, OSError) as err:
+        raise InvalidRequest([Problem(path=args.listen, message=str(err))]) from err
     print(f"topoplace slurm agent on {running.address}, solver {args.solver}", file=sys.stderr)
     try:
         threading.Event().wait()

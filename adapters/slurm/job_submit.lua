@@ -9,7 +9,8 @@ Configuration: the defaults below, overridden by `job_submit_topoplace.conf` nex
 (lines `key = value`, `#` comments). Keys:
   python        interpreter for the client                   (/usr/bin/python3)
   client        path of adapters/slurm/place_client.py       (/usr/lib/topoplace/place_client.py)
-  agent         address of `topoplace slurm agent`            (127.0.0.1:6820; or unix:/path)
+  agent         address of `topoplace slurm agent`            (127.0.0.1:6820; or unix:/path, preferred)
+  agent_uid     uids besides slurmctld's own and root that may run the agent, comma-separated ("")
   timeout       seconds before the hook gives up              (2)
   fail_mode     "open": on error/timeout submit unchanged;  "closed": refuse GPU jobs   (open)
   refuse_never_fits  "yes": refuse a job that cannot fit even on an empty cluster       (yes)
@@ -20,6 +21,7 @@ local config = {
   python = "/usr/bin/python3",
   client = "/usr/lib/topoplace/place_client.py",
   agent = "127.0.0.1:6820",
+  agent_uid = "",
   timeout = "2",
   fail_mode = "open",
   refuse_never_fits = "yes",
@@ -95,8 +97,10 @@ local function ask_topoplace(job_desc, submit_uid)
   file:close()
   local seconds = tonumber(config.timeout) or 2
   local agent = config.agent:match("^[%w%.:/_%-]+$") and config.agent or "127.0.0.1:6820"
-  local command = string.format("timeout -k 1 %g %s -I -S %s --agent %s --timeout %g < '%s' 2>/dev/null",
-    seconds, config.python, config.client, agent, seconds, tmp)
+  -- The client refuses an agent run by another user than slurmctld's, root or agent_uid.
+  local uids = config.agent_uid:match("^[%d,]+$") and (" --agent-uid " .. config.agent_uid) or ""
+  local command = string.format("timeout -k 1 %g %s -I -S %s --agent %s%s --timeout %g < '%s' 2>/dev/null",
+    seconds, config.python, config.client, agent, uids, seconds, tmp)
   local pipe = io.popen(command, "r")
   local output = pipe and pipe:read("*a") or ""
   if pipe then pipe:close() end
