@@ -37,7 +37,7 @@ import structlog
 
 from adapters.slurm.gres import GresConf, parse_gres_conf
 from adapters.slurm.inventory import SlurmInventory, build_inventory, read_text
-from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description
+from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description, untyped_model_request
 from adapters.slurm.nodetypes import TopoDir
 from adapters.slurm.place_client import peer_uid
 from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, parse_plan_comment, to_slurm_plan
@@ -104,6 +104,7 @@ class Agent:
     _files: _Files = field(default_factory=_Files)
     _snapshot: _Snapshot | None = None
     _type_keys: dict[str, str] = field(default_factory=dict)
+    _models: tuple[str, ...] = ()  # GPU models of the last inventory
     decisions: dict[str, tuple[SolveResult, SlurmPlan]] = field(default_factory=dict)  # by plan id
 
     # ----------------------------------------------------------------- inputs
@@ -246,6 +247,8 @@ class Agent:
         except Exception as err:
             _log.exception("place failed")
             answer = {"action": "error", "message": f"topoplace: {type(err).__name__}: {err}"[:500]}
+        if answer["action"] != "apply":
+            self._keep_model_requests_working(desc, answer)
         answer["ms"] = round((time.perf_counter() - started) * 1000, 1)
         _log.info(
             "place",
@@ -256,11 +259,27 @@ class Agent:
         )
         return answer
 
+    def _keep_model_requests_working(self, desc: dict[str, Any], answer: dict[str, Any]) -> None:
+        """A job left to Slurm that names a GPU model (``gpu:h100:2``) would match no GRES type once
+        they are typed per switch: rewrite it to untyped GPUs + the model's node feature, say so."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            return
+        features = {f for n in snapshot.nodes for f in n.features}
+        models = tuple(self._models)
+        fields, note = untyped_model_request(desc, features, models)
+        if fields:
+            answer["set"] = {**answer.get("set", {}), **fields}
+        if note:
+            answer["message"] = f"{answer.get('message', '')}; {note}".lstrip("; ")
+            answer["notice"] = answer["message"]
+
     def _place_locked(self, desc: dict[str, Any], plan_id: str) -> dict[str, Any]:
         inventory = self.inventory()
         self._type_keys = {name: t.source for name, t in inventory.node_types.items()}
         gpus = [len(n.gpus) for n in inventory.inventory.nodes]
         models = tuple(sorted({g.model for n in inventory.inventory.nodes for g in n.gpus if g.model}))
+        self._models = models
         spec = job_from_description(
             desc,
             plan_id=plan_id,

@@ -247,3 +247,56 @@ def job_from_description(
         excluded=excluded,
         other_tres_per_node=others,
     )
+
+
+# --------------------------------------------------------------------------- users' model-typed GRES
+
+SWITCH_TYPE = re.compile(r"^sw\d+$")
+_TRES_FIELDS = ("tres_per_node", "tres_per_job", "tres_per_task")
+
+
+def untyped_model_request(
+    desc: dict[str, Any], features: set[str], models: tuple[str, ...]
+) -> tuple[dict[str, str], str]:
+    """Fields that keep a ``--gres=gpu:<model>:N`` (or ``--gpus=<model>:N``) script working once GRES
+    are typed per PCIe switch, for a job topoplace does not plan: the GPUs untyped (``gpu:N``, which
+    any type satisfies) and the model as a node feature (``&h100``) when nodes carry one; untyped alone
+    when every GPU of the cluster is that model. Slurm 22.05–25.05 give a device one type only, so
+    this rewrite (job_submit) plus node features is the mechanism. Returns ({}, reason) when the job
+    needs no rewrite or none is safe."""
+    found: set[str] = set()
+    fields: dict[str, str] = {}
+    for key in _TRES_FIELDS:
+        text = desc.get(key)
+        if unset(text):
+            continue
+        parts = []
+        for part in split_outside_parens(str(text)):
+            prefix, body = part[:5], part[5:]
+            pieces = body.split(":")
+            typed_gpu = prefix in ("gres:", "gres/") and len(pieces) == 3 and pieces[0] == "gpu"
+            if typed_gpu and not SWITCH_TYPE.match(pieces[1]):
+                found.add(pieces[1])
+                part = f"{prefix}gpu:{pieces[2]}"
+            parts.append(part)
+        if found:
+            fields[key] = ",".join(parts)
+    if not found:
+        return {}, ""
+    if len(found) > 1:
+        return {}, f"GPUs of several models ({', '.join(sorted(found))}) in one job: left as submitted"
+    (model,) = found
+    by_lower = {f.lower(): f for f in features}
+    if model.lower() in by_lower:
+        current = "" if unset(desc.get("features")) else str(desc["features"])
+        if any(c in current for c in "|[]*"):
+            return {}, f"gpu:{model} with the feature expression {current!r}: left as submitted"
+        feature = by_lower[model.lower()]
+        fields["features"] = f"{current}&{feature}" if current else feature
+        return fields, f"gpu:{model} asked as untyped GPUs on nodes with feature {feature}"
+    if models and all(model.lower() in m.lower() for m in models):
+        return fields, f"gpu:{model} asked as untyped GPUs (every GPU of the cluster is a {model})"
+    return {}, (
+        f"gpu:{model} matches no GRES type now that GRES are typed per switch, and no node has a "
+        f"feature {model!r}: Slurm will refuse it (give the nodes Features={model})"
+    )

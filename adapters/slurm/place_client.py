@@ -17,6 +17,7 @@ Output, one instruction per line, values never containing a newline::
     set <field> <value>          (job_desc fields to assign; an empty value clears the field)
     setenv <NAME> <value>        (batch environment variables to overwrite, only if the job has them)
     message <text>               (for the slurmctld log and, on refusal, the user)
+    notice <text>                (for the user too: sbatch prints it — what was not planned and why)
 """
 
 from __future__ import annotations
@@ -129,6 +130,8 @@ def render(answer: dict) -> str:
         lines.append(f"setenv {_clean(key)} {_clean(value)}".rstrip())
     if answer.get("message"):
         lines.append(f"message {_clean(answer['message'])}")
+    if answer.get("notice"):
+        lines.append(f"notice {_clean(answer['notice'])}")
     return "\n".join(lines) + "\n"
 
 

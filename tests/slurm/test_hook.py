@@ -3,6 +3,7 @@ comment, the agent's answers (with the real solver in process), the fast client,
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import stat
@@ -295,3 +296,46 @@ def test_cli_bad_files_exit_2_with_file_and_line(
         ["slurm", "inventory", "--scontrol", str(tmp_path / "missing"), "--topo-dir", str(tmp_path)]
     )
     assert code == 2
+
+
+def test_model_typed_requests_keep_working_once_gres_are_typed_per_switch() -> None:
+    from adapters.slurm.jobdesc import untyped_model_request
+
+    models = ("H100-SXM5-80GB",)
+    fields, note = untyped_model_request(
+        {"tres_per_node": "gres:gpu:h100:2,gres:nic:2"}, {"h100", "ib"}, models
+    )
+    assert fields == {"tres_per_node": "gres:gpu:2,gres:nic:2", "features": "h100"}, note
+    fields, _ = untyped_model_request({"tres_per_job": "gres/gpu:H100:4", "features": "ib"}, {"h100"}, models)
+    assert fields == {"tres_per_job": "gres/gpu:4", "features": "ib&h100"}
+    # No feature, but every GPU is an H100: untyped is the same request.
+    fields, note = untyped_model_request({"tres_per_node": "gres:gpu:h100:1"}, set(), models)
+    assert fields == {"tres_per_node": "gres:gpu:1"} and "every GPU" in note
+    # A mixed cluster without the feature: no safe rewrite, and the reason says what to fix.
+    fields, note = untyped_model_request({"tres_per_node": "gres:gpu:a100:1"}, set(), (*models, "A100"))
+    assert fields == {} and "Features=a100" in note
+    # Switch types (the hook's own plans, or users who learnt them) and plain gpu:N are left alone.
+    assert untyped_model_request({"tres_per_node": "gres:gpu:sw2:2"}, {"h100"}, models) == ({}, "")
+    assert untyped_model_request({"tres_per_node": "gres:gpu:2"}, {"h100"}, models) == ({}, "")
+    fields, note = untyped_model_request(
+        {"tres_per_node": "gres:gpu:h100:1", "features": "a|b"}, {"h100"}, models
+    )
+    assert fields == {} and "left as submitted" in note
+
+
+@pytest.mark.needs_pipeline
+def test_agent_passes_model_requests_on_as_untyped_gpus(agent: Agent) -> None:
+    """A job the hook does not plan (a node range) still has its gpu:<model> request made valid."""
+    desc = {"min_nodes": 2, "max_nodes": 3, "tres_per_node": "gres:gpu:h100:1"}
+    answer = agent.place(desc)  # the fixture's nodes have no features and GPUs of no known model
+    assert answer["action"] == "pass" and "set" not in answer and "Features=h100" in answer["notice"]
+    snapshot = agent._snapshot
+    assert snapshot is not None
+    nodes = [dataclasses.replace(n, features=("h100",)) for n in snapshot.nodes]
+    agent._snapshot = dataclasses.replace(snapshot, nodes=nodes)
+    answer = agent.place(desc)
+    assert answer["action"] == "pass"
+    assert answer["set"] == {"tres_per_node": "gres:gpu:1", "features": "h100"}, answer
+    assert "node range" in answer["notice"] and "untyped" in answer["notice"]
+    out = place_client.render(answer)
+    assert "set tres_per_node gres:gpu:1" in out and "\nnotice " in out
