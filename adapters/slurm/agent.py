@@ -8,7 +8,9 @@ topoplace gRPC service for a verified placement, and answers with the fields to 
 
 It also remembers the plans it handed out: a job planned a moment ago is not running yet, so its
 devices are not in ``GresUsed``; plans found in pending jobs' comments (and plans issued in the last
-``grace_s`` seconds, before their job is even queued) count as allocated for the next submit.
+``grace_s`` seconds, before their job is even queued) count as allocated for the next submit — but
+not stale ones (:func:`held_plans`: older than ``plan_ttl_s``, held or waiting for a dependency or a
+begin time, or on nodes that no longer take jobs).
 
 Answers (JSON): ``{"action": "apply", "set": {field: value}, "message": …}``, ``"pass"`` (leave the
 job as submitted: not a GPU job, unsupported, no room now, or not enforceable), ``"never_fits"``
@@ -29,6 +31,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -63,6 +66,7 @@ class AgentConfig:
     refresh_s: float = 0.5  # how often node state is read from scontrol
     grace_s: float = 1.0  # a plan is reserved until a snapshot this much newer shows its job
     stale_s: float = 30.0  # older node state is not planned on (the answer is "error")
+    plan_ttl_s: float = 120.0  # a pending job's plan older than this no longer holds its devices
     command_timeout_s: float = 5.0
     debug_dir: Path | None = None  # when set, every solve request is written there (for bug reports)
 
@@ -135,8 +139,9 @@ class Agent:
         so an ``scontrol show node`` issued from the hook's path would wait for the hook itself.
         """
         nodes = parse_show_node(self._run([self.config.scontrol, "-o", "show", "node", "-d"]))
-        pending = self._run([self.config.squeue, "-h", "-t", "PD", "-o", "%k"])
-        plans = [p for p in (parse_plan_comment(line) for line in pending.splitlines()) if p is not None]
+        # Submit time and pending reason first: a comment may hold anything, "|" included.
+        pending = self._run([self.config.squeue, "-h", "-t", "PD", "-o", "%V|%r|%k"])
+        plans = held_plans(pending, nodes, time.time(), self.config.plan_ttl_s)
         self._snapshot = _Snapshot(nodes=nodes, pending=plans, taken=time.monotonic())
 
     def refresh_forever(self, stop: threading.Event) -> None:
@@ -353,6 +358,34 @@ class Agent:
             "message": f"topoplace: planned {plan.req_nodes} {plan.tres_per_node} (locality tier {tier}, "
             f"{result.status.name.lower()}{', devices rewritten to Slurm order' if plan.rewritten else ''})",
         }
+
+
+# Pending reasons that mean "cannot start now whatever is free": such a job's plan holds nothing.
+NOT_ELIGIBLE = ("JobHeld", "Dependency", "BeginTime", "DependencyNeverSatisfied", "PartitionDown")
+
+
+def held_plans(squeue: str, nodes: list[SlurmNode], now: float, ttl_s: float) -> list[ParsedPlan]:
+    """The plans of pending jobs that still reserve their devices: not older than ``ttl_s`` (a job
+    that has not started by then will not start on its plan soon), eligible to run (not held, not
+    waiting for a dependency or a begin time), and on nodes that still take jobs. Lines are
+    ``squeue -o "%V|%r|%k"``: submit time, reason, comment."""
+    up = {n.name for n in nodes if n.schedulable}
+    kept = []
+    for line in squeue.splitlines():
+        submitted, _, rest = line.partition("|")
+        reason, _, comment = rest.partition("|")
+        plan = parse_plan_comment(comment)
+        if plan is None:
+            continue
+        try:
+            age = now - datetime.fromisoformat(submitted).timestamp()
+        except ValueError:
+            age = 0.0  # an unreadable time: keep the reservation (the safe side)
+        if age > ttl_s or reason.startswith(NOT_ELIGIBLE) or not set(plan.nodes) <= up:
+            _log.info("pending plan not reserved", plan_id=plan.plan_id, reason=reason, age_s=round(age))
+            continue
+        kept.append(plan)
+    return kept
 
 
 # --------------------------------------------------------------------------- HTTP

@@ -339,3 +339,34 @@ def test_agent_passes_model_requests_on_as_untyped_gpus(agent: Agent) -> None:
     assert "node range" in answer["notice"] and "untyped" in answer["notice"]
     out = place_client.render(answer)
     assert "set tres_per_node gres:gpu:1" in out and "\nnotice " in out
+
+
+def test_stale_pending_plans_do_not_hold_devices(fixtures: Path) -> None:
+    """Plans of held jobs, of jobs waiting on a dependency or a begin time, of old pending jobs, or on
+    drained nodes are not counted as taken capacity; a fresh eligible one is."""
+    from datetime import datetime, timedelta
+
+    from adapters.slurm.agent import held_plans
+    from adapters.slurm.scontrol import parse_show_node
+
+    nodes = parse_show_node((fixtures / "scontrol-show-node-d.txt").read_text())  # gpu04 is DOWN+DRAIN
+    now = datetime(2026, 12, 4, 8, 0, 0)
+    fresh = (now - timedelta(seconds=10)).isoformat(timespec="seconds")
+    old = (now - timedelta(seconds=600)).isoformat(timespec="seconds")
+
+    def plan(pid: str, node: str = "gpu01") -> str:
+        return f"my run|x topoplace/v1 id={pid} {node}:gpu=0:nic="
+
+    squeue = "\n".join(
+        [
+            f"{fresh}|Resources|{plan('keep')}",
+            f"{fresh}|JobHeldUser|{plan('held')}",
+            f"{fresh}|Dependency|{plan('dep')}",
+            f"{fresh}|BeginTime|{plan('later')}",
+            f"{old}|Resources|{plan('old')}",
+            f"{fresh}|Resources|{plan('drained', 'gpu04')}",
+            f"{fresh}|Resources|no plan in this comment",
+        ]
+    )
+    kept = held_plans(squeue, nodes, now.timestamp(), ttl_s=120)
+    assert [p.plan_id for p in kept] == ["keep"]
