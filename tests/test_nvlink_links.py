@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from solver.model import NicMode, Node, NvLink, Requirement
-from solver.normalise import nvlink_best
+from solver.domain.model import NicMode, Node, NvLink, Requirement
+from solver.reduce.normalise import nvlink_best
 from solver.solve import solve
 from tests.builders import make_allocation, make_inventory, make_job, make_node, make_request
 

@@ -29,7 +29,7 @@ from adapters.slurm.hostlist import compress
 from adapters.slurm.inventory import DeviceMap, SlurmInventory
 from adapters.slurm.jobdesc import JobSpec
 from adapters.slurm.plancomment import PLAN_TAG, ParsedPlan, parse_plan_comment, plan_comment
-from solver.model import JobResult, Node
+from solver.domain.model import JobResult, Node
 
 Signature = tuple[tuple[str, str, int], ...]  # ((gres name, type, count), …) sorted
 

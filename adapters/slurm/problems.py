@@ -1,7 +1,7 @@
 """Collecting every fault of a Slurm file before refusing it, each located as ``FILE:LINE``.
 
 An admin fixing a 2,000-line gres.conf wants all the mistakes at once, not one per run; the solver's
-:class:`~solver.errors.InvalidRequest` carries a list, and the CLI prints each on its own line.
+:class:`~solver.domain.errors.InvalidRequest` carries a list, and the CLI prints each on its own line.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the solver (pydantic) is imported only to raise: the TaskProlog's helper reads
-    from solver.errors import Problem  # gres.conf through this module and must start in ~30 ms
+    from solver.domain.errors import Problem  # gres.conf through this module and must start in ~30 ms
 
 
 class Problems:
@@ -24,7 +24,7 @@ class Problems:
 
     @property
     def items(self) -> list[Problem]:
-        from solver.errors import Problem
+        from solver.domain.errors import Problem
 
         return [Problem(path=path, message=message) for path, message in self.found]
 
@@ -32,7 +32,7 @@ class Problems:
         if not self.found:
             return
         try:
-            from solver.errors import InvalidRequest
+            from solver.domain.errors import InvalidRequest
         except ImportError:  # the TaskProlog's helper runs without site-packages
             raise ValueError("; ".join(f"{path}: {reason}" for path, reason in self.found)) from None
         raise InvalidRequest(self.items)
