@@ -138,11 +138,17 @@ class Agent:
         Never called while a submit waits: slurmctld holds its node write lock during job_submit,
         so an ``scontrol show node`` issued from the hook's path would wait for the hook itself.
         """
-        nodes = parse_show_node(self._run([self.config.scontrol, "-o", "show", "node", "-d"]))
+        # The snapshot is as old as its first read: a plan issued after that moment may be in
+        # neither read, so it stays reserved until a snapshot *started* grace_s after it.
+        taken = time.monotonic()
+        # Pending jobs before nodes: a planned job that starts between the two reads is then seen
+        # pending, or holding its devices, or both — never neither (which would free its devices
+        # for the next plan, and leave that job pinned to devices in use).
         # Submit time and pending reason first: a comment may hold anything, "|" included.
         pending = self._run([self.config.squeue, "-h", "-t", "PD", "-o", "%V|%r|%k"])
+        nodes = parse_show_node(self._run([self.config.scontrol, "-o", "show", "node", "-d"]))
         plans = held_plans(pending, nodes, time.time(), self.config.plan_ttl_s)
-        self._snapshot = _Snapshot(nodes=nodes, pending=plans, taken=time.monotonic())
+        self._snapshot = _Snapshot(nodes=nodes, pending=plans, taken=taken)
 
     def refresh_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():

@@ -370,3 +370,35 @@ def test_stale_pending_plans_do_not_hold_devices(fixtures: Path) -> None:
     )
     kept = held_plans(squeue, nodes, now.timestamp(), ttl_s=120)
     assert [p.plan_id for p in kept] == ["keep"]
+
+
+def test_refresh_reads_pending_jobs_first_and_dates_the_snapshot_by_its_start(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    """A plan issued while a slow refresh runs stays reserved: the snapshot is dated by the start of
+    its reads, and pending jobs are read before nodes (a job starting in between is seen at least once).
+    Before, a plan issued during a slow ``scontrol`` was dropped and its devices planned twice."""
+    import time as clock
+
+    log = tmp_path / "calls"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(
+        f"#!/bin/sh\necho scontrol >> {log}\nsleep 1.5\ncat {fixtures / 'scontrol-show-node-d.txt'}\n"
+    )
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f"#!/bin/sh\necho squeue >> {log}\n")
+    for path in (scontrol, squeue):
+        path.chmod(0o755)
+    agent = Agent(
+        AgentConfig(
+            solver="unused",
+            topo_dir=fixtures / "topo",
+            gres_conf=fixtures / "gres.conf",
+            scontrol=str(scontrol),
+            squeue=str(squeue),
+        )
+    )
+    started = clock.monotonic()
+    agent.refresh()
+    assert log.read_text().split() == ["squeue", "scontrol"]
+    assert agent._snapshot is not None and agent._snapshot.taken - started < 0.5
