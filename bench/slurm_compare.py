@@ -174,6 +174,7 @@ class RunResult:
     env_wrong_examples: list[str] = field(default_factory=list)
     gangs_pending: int = 0
     gangs_stranded: int = 0
+    pending_reasons: dict[str, int] = field(default_factory=dict)  # "planned:Resources" → jobs
     submit_ms: list[float] = field(default_factory=list)
     answers: dict[str, int] = field(default_factory=dict)
     reasons: dict[str, int] = field(default_factory=dict)
@@ -301,6 +302,8 @@ def measure(cluster: EmulatedCluster, ids: list[tuple[str, Any]], result: RunRes
         if not job:
             continue
         if job["state"] != "RUNNING":
+            key = f"{'planned' if job['plan'] else 'unplanned'}:{job.get('reason', '')}"
+            result.pending_reasons[key] = result.pending_reasons.get(key, 0) + 1
             if submit.nodes > 1:
                 result.gangs_pending += 1
                 if _stranded(cluster, submit):
@@ -461,6 +464,10 @@ def render(results: list[RunResult], command: str) -> str:
             "|---|" + "---|" * len(present),
         ]
         out += [f"| {name} | " + " | ".join(cell(r, key) for _, r in present) + " |" for name, key in rows]
+        out += [
+            "",
+            "Pending at the end: " + "; ".join(f"{c} {json.dumps(r.pending_reasons)}" for c, r in present),
+        ]
         hook = by_key.get((nodes, seed, "hook"))
         if hook is not None:
             out += ["", f"Hook answers: {json.dumps(hook.answers)}; not applied: {json.dumps(hook.reasons)}"]
