@@ -48,6 +48,7 @@ from adapters.slurm.scontrol import SlurmNode, parse_show_node
 from adapters.slurm.topology_conf import SlurmTopology, parse_topology_conf, parse_topology_yaml
 from solver.domain.errors import InvalidRequest
 from solver.domain.model import Allocation, Inventory, Policy, Requirement, SolveRequest, SolveResult
+from solver.service.client import RemoteError
 
 _log = structlog.get_logger("topoplace.slurm.agent")
 MAX_BODY_BYTES = 1 << 20
@@ -255,6 +256,11 @@ class Agent:
             answer = {"action": "pass", "message": f"topoplace: not planned: {err}"}
         except InvalidRequest as err:
             answer = {"action": "error", "message": f"topoplace: bad site data: {err}"}
+        except (RemoteError, RuntimeError, OSError, subprocess.SubprocessError) as err:
+            # Expected failures (solver down or slow, no node state yet): one line, no traceback —
+            # rendering one cost seconds on a loaded host while slurmctld waited for the answer.
+            _log.warning("place failed", error=f"{type(err).__name__}: {err}"[:300])
+            answer = {"action": "error", "message": f"topoplace: {type(err).__name__}: {err}"[:500]}
         except Exception as err:
             _log.exception("place failed")
             answer = {"action": "error", "message": f"topoplace: {type(err).__name__}: {err}"[:500]}
@@ -296,6 +302,9 @@ class Agent:
             plan_id=plan_id,
             max_gpus_per_node=max(gpus, default=0),
             known_models=models,
+            known_features=frozenset(f for n in self._snapshot.nodes for f in n.features)
+            if self._snapshot
+            else frozenset(),
             alignment=self.config.alignment,
         )
         if spec is None:

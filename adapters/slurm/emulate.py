@@ -73,6 +73,7 @@ class ClusterSpec:
     # GRES typed per PCIe switch group (``gpu:sw0:2``, the README's install step 2), or plain
     # ``gpu:8,nic:8`` with the same devices, Cores= and Links= (Slurm as most sites run it).
     typed: bool = True
+    features: str = ""  # node Features= (e.g. the GPU model, for gpu:<model>:N requests)
 
     def names(self) -> list[str]:
         width = max(2, len(str(self.nodes)))
@@ -207,6 +208,7 @@ class EmulatedCluster:
             f"Port={compress([str(port[n]) for n in group])} "
             f"Sockets={self.spec.sockets} CoresPerSocket={self.spec.cores_per_socket} ThreadsPerCore=1 "
             f"RealMemory={self.spec.memory_mib} Gres={gres}"
+            + (f" Features={self.spec.features}" if self.spec.features else "")
             for group, gres in node_lines
         )
         self.ctld_port = base
@@ -240,6 +242,7 @@ MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2
 SchedulerParameters=sched_min_interval=100000,bf_interval=1
+MessageTimeout=30
 {nodes}
 PartitionName=gpu Nodes={hostlist} Default=YES MaxTime=INFINITE State=UP
 """

@@ -37,6 +37,7 @@ NO_VAL_LIMITS = (0xFFFE, 0xFFFF, 0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xF
 PLAN_LABEL = "slurm/plan"
 ROLE = "node"
 _FEATURE_WORD = re.compile(r"[A-Za-z0-9_.\-]+")
+SWITCH_TYPE = re.compile(r"^sw\d+$")  # the GRES types topoplace gives PCIe switch groups
 
 
 class Unsupported(ValueError):
@@ -191,6 +192,7 @@ def job_from_description(
     plan_id: str,
     max_gpus_per_node: int,
     known_models: tuple[str, ...] = (),
+    known_features: frozenset[str] = frozenset(),
     alignment: Requirement = Requirement.PREFERRED,
     nics: bool = True,
 ) -> JobSpec | None:
@@ -211,10 +213,20 @@ def job_from_description(
         1, math.ceil((_int(desc, "num_tasks") or 1) / nodes)
     )
     cpus = (_int(desc, "cpus_per_task") or 1) * tasks_per_node
-    models = tuple(m for m in known_models if gpu_type and gpu_type.lower() in m.lower()) or (
-        (gpu_type,) if gpu_type else ()
-    )
     selector = {**_features(desc.get("features")), **_partition(desc.get("partition"))}
+    models: tuple[str, ...] = ()
+    if gpu_type and not SWITCH_TYPE.match(gpu_type):
+        # A model name (gpu:h100:2): a node feature of that name where nodes have one (what Slurm
+        # itself will check once the request is rewritten), else the GPU models that contain it.
+        feature = {f.lower(): f for f in known_features}.get(gpu_type.lower())
+        models = tuple(m for m in known_models if gpu_type.lower() in m.lower())
+        if feature is not None:
+            selector[FEATURE_LABEL + feature] = "1"
+            models = ()
+        elif not models:
+            raise Unsupported(f"gpu:{gpu_type} names no GPU model topoplace knows and no node feature")
+    elif gpu_type:
+        raise Unsupported(f"gpu:{gpu_type} names a switch group, not a GPU model: left as submitted")
     nic_request = _nics(node_items, per_node) if nics else NicRequest()
     aligned = nic_request.mode in (NicMode.PER_GPU, NicMode.PER_MEMBER)
     member = MemberShape(
@@ -251,7 +263,6 @@ def job_from_description(
 
 # --------------------------------------------------------------------------- users' model-typed GRES
 
-SWITCH_TYPE = re.compile(r"^sw\d+$")
 _TRES_FIELDS = ("tres_per_node", "tres_per_job", "tres_per_task")
 
 

@@ -38,8 +38,13 @@ class Harness:
         from adapters.slurm.agent import Agent, AgentConfig, serve_agent
         from solver.service.server import serve
 
-        self.cluster = EmulatedCluster(root, ClusterSpec(nodes=16, nodes_per_leaf=4, capture=CAPTURE))
-        self.cluster.write_files({"timeout": "5"})
+        self.cluster = EmulatedCluster(
+            root, ClusterSpec(nodes=16, nodes_per_leaf=4, capture=CAPTURE, features="a100")
+        )
+        # Generous budgets: on a loaded 2-core machine scontrol alone can take seconds, and a job the
+        # hook gave up on is submitted unplanned (fail-open), which the checks below would catch as a
+        # missing plan. (The emulated cluster's MessageTimeout is 30 s, so sbatch waits that long.)
+        self.cluster.write_files({"timeout": "12"})
         self.cluster.start()
         self.server = serve("127.0.0.1", 0)
         etc = root / "etc"
@@ -51,6 +56,8 @@ class Harness:
             scontrol="scontrol",
             squeue="squeue",
             debug_dir=root / "log",
+            command_timeout_s=20,
+            time_limit_s=2.0,
         )
         import os
 
@@ -229,12 +236,28 @@ def test_impossible_job_is_refused_with_a_message(harness: Harness) -> None:
     assert "never fit" in err, err
 
 
+def test_a_gpu_model_request_is_planned_on_nodes_of_that_feature(harness: Harness) -> None:
+    """gpu:a100:2 names no GRES type once GPUs are typed per switch: planned on nodes with the
+    feature a100 (the capture carries no model name), as switch types."""
+    code, job_id, err, _ = harness.sbatch("--gres=gpu:a100:2")
+    assert code == 0, err
+    check_planned(harness, job_id, 1)
+
+
 def test_service_down_fails_open_then_closed_by_configuration(harness: Harness) -> None:
     harness.server.stop()
     code, job_id, err, _ = harness.sbatch("-N1", "--gpus-per-node=1")
     assert code == 0, err
+    assert "could not plan this job" in err, err  # the user is told, not only slurmctld's log
     job = harness.wait_running(job_id)
     assert job["ReqNodeList"] == "(null)" and not job["Plan"], job  # unchanged: Slurm placed it
+    # Without the agent a gpu:<model> script still works: job_submit.lua rewrites it to untyped GPUs
+    # plus the model as a node feature (model_features); unrewritten, Slurm would refuse it.
+    harness.cluster.write_hook_conf({"model_features": "a100"})
+    code, job_id, err, _ = harness.sbatch("--gres=gpu:a100:1")
+    assert code == 0, err
+    job = harness.wait_running(job_id)
+    assert str(job["TresPerNode"]) == "gres:gpu:1", job
     harness.cluster.write_hook_conf({"fail_mode": "closed"})
     try:
         code, _, err, _ = harness.sbatch("-N1", "--gpus-per-node=1")

@@ -70,7 +70,24 @@ def test_gpus_per_job_per_task_and_unset_sentinels() -> None:
     assert job(tres_per_job="gres:gpu:3", min_nodes=NO_VAL).nodes == 1  # type: ignore[union-attr]
     spec = job(tres_per_task="gres:gpu:1", ntasks_per_node=4, min_nodes=2)
     assert spec is not None and spec.gpus_per_node == 4 and spec.gres_prefix == "gres:"
-    assert job(tres_per_node="gres/gpu:h100:2").gres_prefix == "gres/"  # type: ignore[union-attr]
+    assert job(tres_per_node="gres/gpu:2").gres_prefix == "gres/"  # type: ignore[union-attr]
+
+
+def test_a_gpu_model_becomes_a_feature_or_a_model_filter() -> None:
+    def spec(**known: object):
+        return job_from_description(
+            {"tres_per_node": "gres/gpu:h100:2"}, plan_id="p1", max_gpus_per_node=8, **known
+        )
+
+    by_model = spec(known_models=("H100-SXM5-80GB", "A100-SXM4-40GB"))
+    assert by_model is not None and by_model.job.roles[0].member.gpu_models == ("H100-SXM5-80GB",)
+    by_feature = spec(known_features=frozenset({"H100"}))
+    assert by_feature is not None and by_feature.job.roles[0].member.gpu_models == ()
+    assert by_feature.job.roles[0].member.node_selector == {"slurm/feature.H100": "1"}
+    with pytest.raises(Unsupported, match="no GPU model topoplace knows"):
+        spec()
+    with pytest.raises(Unsupported, match="names a switch group"):
+        job(tres_per_node="gres:gpu:sw2:2")
     assert job(min_nodes=2, num_tasks=4) is None  # no GPUs: not ours
 
 
