@@ -478,6 +478,63 @@ def render(results: list[RunResult], command: str) -> str:
     return "\n".join(out)
 
 
+def _summary_row(runs: dict[str, list[RunResult]], present: list[str], name: str, value: Any) -> str:
+    cells = []
+    for c in present:
+        per = [value(r) for r in runs[c]]
+        total = tuple(sum(x) for x in zip(*per, strict=True)) if isinstance(per[0], tuple) else sum(per)
+        fmt = (lambda v: " / ".join(map(str, v))) if isinstance(total, tuple) else str
+        cells.append(f"{fmt(total)} ({', '.join(fmt(v) for v in per)})")
+    return f"| {name} | " + " | ".join(cells) + " |"
+
+
+def summary(results: list[RunResult]) -> str:
+    """Per node count and configuration, over the seeds: totals (and per-seed figures in brackets)."""
+    out = []
+    for nodes in sorted({r.nodes for r in results}):
+        runs = {
+            c: sorted((r for r in results if r.nodes == nodes and r.config == c), key=lambda r: r.seed)
+            for c in CONFIGS
+        }
+        present = [c for c in CONFIGS if runs[c]]
+        seeds = sorted({r.seed for r in results if r.nodes == nodes})
+        out += [
+            f"### {nodes} nodes, seeds {', '.join(map(str, seeds))}: totals (per seed)",
+            "",
+            "| | " + " | ".join(present) + " |",
+            "|---|" + "---|" * len(present),
+        ]
+
+        out += [
+            _summary_row(runs, present, "jobs started", lambda r: r.started),
+            _summary_row(runs, present, "GPUs of started jobs", lambda r: r.gpus_started),
+            _summary_row(
+                runs, present, "GPU↔NIC pairs off-switch / asked", lambda r: (r.off_switch, r.pairs)
+            ),
+            _summary_row(runs, present, "GPU-only job-nodes holding NICs", lambda r: r.gpu_only_with_nics),
+            _summary_row(
+                runs,
+                present,
+                "2/4-GPU jobs across NVLink halves / running",
+                lambda r: (r.nvlink_broken, r.nvlink_jobs),
+            ),
+            _summary_row(
+                runs,
+                present,
+                "env names devices Slurm did not give / checked",
+                lambda r: (r.env_wrong, r.env_checked),
+            ),
+            _summary_row(
+                runs, present, "gangs stranded / pending", lambda r: (r.gangs_stranded, r.gangs_pending)
+            ),
+        ]
+        medians = [
+            f"{statistics.median([m for r in runs[c] for m in r.submit_ms]):.0f}" for c in present if runs[c]
+        ]
+        out += ["| sbatch ms, median of all submits | " + " | ".join(medians) + " |", ""]
+    return "\n".join(out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[64])
@@ -485,7 +542,14 @@ def main() -> int:
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
     parser.add_argument("--json", type=Path, help="append each run's figures here as it finishes")
     parser.add_argument("--output", type=Path, help="write the Markdown tables here")
+    parser.add_argument("--summarise", type=Path, nargs="+", help="only render these --json files")
     args = parser.parse_args()
+    if args.summarise:
+        loaded = [
+            RunResult(**json.loads(line)) for path in args.summarise for line in path.read_text().splitlines()
+        ]
+        print(summary(loaded))
+        return 0
     if missing := missing_binaries():
         print(f"Slurm not installed ({', '.join(missing)}): run scripts/install-slurm.sh")
         return 2
