@@ -224,7 +224,7 @@ def run_place(args: argparse.Namespace) -> int:
 
 def run_files(args: argparse.Namespace) -> int:
     del args
-    for name in ("job_submit.lua", "taskprolog.sh", "place_client.py"):
+    for name in ("job_submit.lua", "taskprolog.sh", "job_devices.py", "place_client.py"):
         print(HERE / name)
     return EXIT_OK
 

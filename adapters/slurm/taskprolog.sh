@@ -14,6 +14,8 @@
 # Slurm's renumbered CUDA_VISIBLE_DEVICES), TOPOPLACE_PYTHON (default python3).
 
 [ -n "$SLURM_JOB_ID" ] || exit 0
-here=$(dirname "$0")
+# job_devices.py imports the adapter's parsers from the installed package: link this script into place
+# (ln -s), do not copy it; a link is followed back to the package.
+here=$(dirname "$(readlink -f "$0")")
 "${TOPOPLACE_PYTHON:-python3}" -I -S "$here/job_devices.py" 2>>"${TOPOPLACE_PROLOG_STDERR:-/dev/null}"
 exit 0

@@ -115,7 +115,10 @@ def test_taskprolog_runs_without_site_packages(job_text: str, gres_conf: Path, t
         "TOPOPLACE_PROLOG_LOG": str(log),
         "TOPOPLACE_PYTHON": sys.executable,
     }
-    done = subprocess.run(["/bin/sh", str(TASKPROLOG)], env=env, capture_output=True, text=True, timeout=30)
+    linked = tmp_path / "lib" / "taskprolog.sh"  # installed as a link elsewhere, as docs/slurm.md says
+    linked.parent.mkdir()
+    linked.symlink_to(TASKPROLOG)
+    done = subprocess.run(["/bin/sh", str(linked)], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0
     assert "export CUDA_VISIBLE_DEVICES=4,5" in done.stdout.splitlines()
     assert "plan abc named GPUs [0, 1]" in log.read_text()
