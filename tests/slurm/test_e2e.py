@@ -1,12 +1,14 @@
 """End to end on a real Slurm: munged, slurmctld and 16 ``slurmd -N`` on loopback, the project's
-job_submit.lua and TaskProlog, the topoplace gRPC service and the Slurm agent in this process.
+job_submit.lua and TaskProlog, the topoplace gRPC service and the Slurm agent in this process (on a
+unix socket, ``agent = unix:…`` in the hook's configuration).
 
-It proves that for real ``sbatch`` jobs (single-node, gangs, an impossible one, one while the
-service is down) the hook's answer is the solver's verified decision, that Slurm itself allocates
+It proves that for real ``sbatch`` jobs (single-node, gangs, a GPU model, an impossible one, one while
+the service is down) the hook's answer is the solver's verified decision, that Slurm itself allocates
 exactly the planned nodes and GPU/NIC indices (``scontrol show job -d``), and that each task's
-environment from the TaskProlog names those GPUs and their aligned NICs — and Slurm's own
-``SLURM_JOB_GPUS`` agrees. Skips only when the Slurm/MUNGE programs are not installed
-(``scripts/install-slurm.sh`` installs them; CI runs it).
+environment from the TaskProlog names what Slurm allocated on its node — as Slurm's own
+``SLURM_STEP_GPUS`` does — even for a job whose comment carries a plan Slurm did not follow. Skips
+only when the Slurm/MUNGE programs are not installed (``scripts/install-slurm.sh`` installs them; CI
+runs it).
 """
 
 from __future__ import annotations
@@ -64,7 +66,11 @@ class Harness:
         os.environ["SLURM_CONF"] = str(self.cluster.conf)  # the agent's scontrol/squeue
         os.environ["PATH"] = self.cluster.env()["PATH"]
         self.agent = Agent(config)
-        self.running_agent = serve_agent(self.agent)
+        # The documented secure form: a unix socket only slurmctld's user (root here) can reach.
+        run = root / "run"
+        run.mkdir(mode=0o755)
+        self.running_agent = serve_agent(self.agent, unix=run / "agent.sock")
+        assert self.running_agent.address.startswith("unix:/")
         self.cluster.write_hook_conf({"agent": self.running_agent.address})
         self.gres_conf = parse_gres_conf((etc / "gres.conf").read_text())
         self.node_type = load_node_type(CAPTURE)
