@@ -272,9 +272,9 @@ def untyped_model_request(
     """Fields that keep a ``--gres=gpu:<model>:N`` (or ``--gpus=<model>:N``) script working once GRES
     are typed per PCIe switch, for a job topoplace does not plan: the GPUs untyped (``gpu:N``, which
     any type satisfies) and the model as a node feature (``&h100``) when nodes carry one; untyped alone
-    when every GPU of the cluster is that model. Slurm 22.05–25.05 give a device one type only, so
-    this rewrite (job_submit) plus node features is the mechanism. Returns ({}, reason) when the job
-    needs no rewrite or none is safe."""
+    when every GPU of the cluster is that model. A device has one GRES type (one Type= per gres.conf
+    record; Slurm 22.05), so this rewrite (job_submit) plus node features is the mechanism. Returns
+    ({}, reason) when the job needs no rewrite or none is safe."""
     found: set[str] = set()
     fields: dict[str, str] = {}
     for key in _TRES_FIELDS:
