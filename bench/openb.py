@@ -27,6 +27,14 @@ from solver.model import Gpu, GpuShare, Inventory, Job, MemberShape, Node, Role
 DATA = OPENB_DIR
 DEFAULT_NODES = DATA / "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = DATA / "openb_pod_list_default.csv"
+# Every pod list published with the node list, by the name its file carries (SOURCE.md there).
+VARIANTS = {
+    "default": DEFAULT_PODS,
+    **{
+        name: DATA / "variants" / f"openb_pod_list_{name}.csv"
+        for name in ("multigpu50", "gpuspec33", "gpushare100", "cpu250")
+    },
+}
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 # Required; gpu_spec (the GPU models a pod accepts) is read when present.
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")

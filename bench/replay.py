@@ -61,6 +61,7 @@ from solver.model import Policy as SolvePolicy
 TARGET_RATIO = 1.3
 HEADLINE_PERCENT = 130
 PUBLISHED = {"random": 87.47, "gpupacking": 92.00, "bestfit": 93.08, "fgd": 95.39}  # FGD's artifact, 10 seeds
+SIMULATOR_TIE_DRAWS = 10  # values FGD's simulator draws before rand.Perm of the nodes (--simulator-ties)
 
 PlaceFn = Callable[[SolveRequest], SolveResult]
 BEST_OF_ORDERS_LIMIT_S = 60.0  # a solver-bestofN window's time limit (see make_policy)
@@ -83,8 +84,13 @@ def arrivals(
     *,
     ratio: float = TARGET_RATIO,
     cooked: tuple[int, ...] | None = None,
+    tie_draws: int = 0,
 ) -> Arrivals:
-    """The seeded arrival order and node ranks of one run (steps 1-3 of the module docstring)."""
+    """The seeded arrival order and node ranks of one run (steps 1-3 of the module docstring).
+
+    ``tie_draws``: values taken from the seeded source between the inflation and ``rand.Perm`` of the
+    nodes. FGD's simulator takes 10 there in its published runs (SIMULATOR_TIE_DRAWS), which is what
+    its per-seed figures depend on; the ten-seed means do not (../shared/data/openb/SOURCE.md)."""
     rng = GoRand(seed, cooked)
     rng.int63()
     ordered = sorted(pods, key=lambda p: p.name)
@@ -107,6 +113,8 @@ def arrivals(
     else:
         while float(total) > target and shuffled:
             total -= shuffled.pop(rng.intn(len(shuffled))).total_milli
+    for _ in range(tie_draws):
+        rng.int63()
     by_name = sorted(range(len(nodes)), key=lambda i: nodes[i].name)
     perm = rng.perm(len(nodes))
     ranks = [0] * len(nodes)
@@ -425,11 +433,19 @@ def run(
     progress: Callable[[str], None] | None = None,
     filtered: bool = True,
     observe: Callable[[openb.PodRow, Choice | None, ClusterState], None] | None = None,
+    retry: bool = True,
+    tie_draws: int = 0,
 ) -> RunResult:
     """One policy, one seed: the whole arrival sequence, events recorded after every pod; ``observe``
-    sees each pod, its choice (None: dropped) and the state once the choice is bound."""
+    sees each pod, its choice (None: dropped) and the state once the choice is bound.
+
+    A window's choices are bound in arrival order, and with ``retry`` no pod that fits at its turn is
+    dropped: a pod the window's plan left out that fits the cluster as it stands when its turn comes
+    (the plan put later pods first) is placed there and then by the same policy alone, and a later
+    pod whose planned place that took is placed again the same way (``_at_its_turn``). Online, a pod
+    is dropped only when it fits nowhere; the simulator counts that, so windows must not do worse."""
     started = time.perf_counter()
-    seq = arrivals(pods, nodes, seed)
+    seq = arrivals(pods, nodes, seed, tie_draws=tie_draws)
     state = openb.cluster_state(nodes, seq.ranks)
     order = [nodes[i].name for i in sorted(range(len(nodes)), key=lambda i: seq.ranks[i])]
     policy = make_policy(policy_name, openb.workload(pods), seq.rng, order, filtered=filtered)
@@ -449,6 +465,8 @@ def run(
             choices = _decide(policy, state, mirror, batch, seed)
         for pod, choice in zip(batch, choices, strict=True):
             arrived += pod.total_milli
+            if retry and len(batch) > 1:
+                choice = _at_its_turn(policy, state, mirror, pod, choice, seed)
             if choice is not None:
                 node, gpus = choice
                 state.bind(node, pod.spec(), gpus)
@@ -474,6 +492,38 @@ def run(
         capacity_milli=gpus * MILLI,
         curve=curve_of(events, gpus),
     )
+
+
+def still_fits(state: ClusterState, choice: Choice, spec: PodSpec) -> bool:
+    """Can node ``choice[0]`` still take the pod on GPUs ``choice[1]`` (CPU, memory, each GPU)?"""
+    i, gpus = choice
+    if state.cpu_left[i] < spec.cpu or state.mem_left[i] < spec.memory:
+        return False
+    ok = state.gpu_fits(spec)[i]
+    return all(ok[g] for g in gpus)
+
+
+def _at_its_turn(
+    policy: Policy | RequestPolicy | SortedWindows | BestOfOrders,
+    state: ClusterState,
+    mirror: InventoryMirror | None,
+    pod: openb.PodRow,
+    planned: Choice | None,
+    seed: int,
+) -> Choice | None:
+    """The pod's place when its turn comes in arrival order: the window's plan where it still fits,
+    else (left out, or its planned place taken by a pod placed at its own turn) the policy's choice
+    for the pod alone on the cluster as it stands, if any node fits it now."""
+    spec = pod.spec()
+    if planned is not None and still_fits(state, planned, spec):
+        return planned
+    if not state.feasible(spec).any():
+        return None
+    if isinstance(policy, SortedWindows | BestOfOrders):
+        return policy.policy.choose(state, spec)
+    if isinstance(policy, RequestPolicy):
+        return _decide(policy, state, mirror, [pod], seed)[0]
+    return policy.choose(state, spec)
 
 
 def _decide(
@@ -540,10 +590,12 @@ def _load(nodes_path: str, pods_path: str, limit_nodes: int | None, limit_pods: 
 
 def _job(args: tuple) -> RunResult:
     """One (policy, seed) in a worker process."""
-    policy, seed, nodes_path, pods_path, limit_nodes, limit_pods, filtered = args
+    policy, seed, nodes_path, pods_path, limit_nodes, limit_pods, filtered, retry, tie_draws = args
     nodes, pods = _load(nodes_path, pods_path, limit_nodes, limit_pods)
     report = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    return run(policy, nodes, pods, seed, progress=report, filtered=filtered)
+    return run(
+        policy, nodes, pods, seed, progress=report, filtered=filtered, retry=retry, tie_draws=tie_draws
+    )
 
 
 def table(results: Sequence[RunResult]) -> str:
@@ -572,7 +624,11 @@ def table(results: Sequence[RunResult]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.replay", description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", default=str(openb.DEFAULT_NODES), help="node list CSV")
-    parser.add_argument("--pods", default=str(openb.DEFAULT_PODS), help="pod list CSV")
+    parser.add_argument(
+        "--pods",
+        default=str(openb.DEFAULT_PODS),
+        help=f"pod list CSV, or a published variant by name: {', '.join(openb.VARIANTS)}",
+    )
     parser.add_argument("--policies", default="random,bestfit,gpupacking,fgd")
     parser.add_argument("--seeds", default="42-51", help="e.g. 42-51 or 42,45")
     parser.add_argument("--limit-nodes", type=int, default=None, help="use the first N nodes of the list")
@@ -584,12 +640,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="hand the solver every node, not only those the filter stage passes (same choices, slower)",
     )
+    parser.add_argument(
+        "--no-retry",
+        action="store_true",
+        help="windows drop the pods their plan left out even where one fits at its turn (as before)",
+    )
+    parser.add_argument(
+        "--simulator-ties",
+        action="store_true",
+        help=f"draw {SIMULATOR_TIE_DRAWS} values before the node ranks, as FGD's simulator does: its "
+        "per-seed tie-break stream (the ten-seed means do not depend on it)",
+    )
     args = parser.parse_args(argv)
+    args.pods = str(openb.VARIANTS.get(args.pods, args.pods))
+    tie_draws = SIMULATOR_TIE_DRAWS if args.simulator_ties else 0
 
-    load_cooked()  # fail early, with the path, if Go's table is missing
-    _load(args.nodes, args.pods, args.limit_nodes, args.limit_pods)
+    try:  # fail early, with the path, if Go's table or the trace is missing
+        load_cooked()
+        _load(args.nodes, args.pods, args.limit_nodes, args.limit_pods)
+    except (OSError, ValueError) as exc:
+        parser.error(f"{exc} (the trace is looked for in {openb.DATA}; TOPOPLACE_OPENB sets the folder)")
     work = [
-        (p, s, args.nodes, args.pods, args.limit_nodes, args.limit_pods, not args.whole_inventory)
+        (
+            p,
+            s,
+            args.nodes,
+            args.pods,
+            args.limit_nodes,
+            args.limit_pods,
+            not args.whole_inventory,
+            not args.no_retry,
+            tie_draws,
+        )
         for p in args.policies.split(",")
         for s in parse_seeds(args.seeds)
     ]
@@ -636,6 +718,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "pods": args.pods,
                     "limit_nodes": args.limit_nodes,
                     "limit_pods": args.limit_pods,
+                    "retry": not args.no_retry,
+                    "tie_draws": tie_draws,
                     "wall_seconds": round(wall, 1),
                     "complete": not interrupted and len(results) == len(work),
                     "runs": [asdict(r) for r in results],
