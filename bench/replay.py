@@ -262,6 +262,8 @@ def make_policy(
             return FGD(workload, points=int(variant.removeprefix("points")))
         if variant == "tight-gpu":  # a share to the fullest of the node's best-scored GPUs
             return FGD(workload, tight_gpu=True)
+        if variant.startswith("tight-gpu+strand"):  # ... and CPU stranding counted, e.g. +strand0.5
+            return FGD(workload, tight_gpu=True, strand=float(variant.removeprefix("tight-gpu+strand")))
         return FGD(workload, tie=variant) if variant in TIES else _unknown(name)
     if name.startswith("place:"):  # any in-project baseline through its place(request), e.g. place:fgd:16
         from bench.baselines import placer
@@ -305,6 +307,19 @@ def make_policy(
         fast = FGD(workload, tight_gpu=True) if head.endswith("-fast") and endgame else None
         return RequestPolicy(name, place, window, filtered=filtered, endgame=endgame, before_endgame=fast)
     return _unknown(name)
+
+
+def twin_of(name: str) -> str:
+    """The greedy that makes a solver policy's choices (FGD with the solver's share rule, over the
+    same windows and orders; tests/test_replay.py checks them pod for pod on a slice)."""
+    head, _, tie = name.partition("/")
+    base = "fgd/fill" if tie == "fill" else "fgd/tight-gpu"
+    for kind in ("-bestof", "-sorted"):
+        if head.startswith("solver" + kind):
+            return base + kind + head.removeprefix("solver" + kind)
+    if head == "solver":
+        return base
+    raise ValueError(f"{name!r} has no greedy twin (solver, solver-bestofN, solver-sortedN do)")
 
 
 def _unknown(name: str) -> NoReturn:
@@ -435,6 +450,7 @@ def run(
     observe: Callable[[openb.PodRow, Choice | None, ClusterState], None] | None = None,
     retry: bool = True,
     tie_draws: int = 0,
+    span: tuple[int, int] | None = None,
 ) -> RunResult:
     """One policy, one seed: the whole arrival sequence, events recorded after every pod; ``observe``
     sees each pod, its choice (None: dropped) and the state once the choice is bound.
@@ -443,13 +459,19 @@ def run(
     dropped: a pod the window's plan left out that fits the cluster as it stands when its turn comes
     (the plan put later pods first) is placed there and then by the same policy alone, and a later
     pod whose planned place that took is placed again the same way (``_at_its_turn``). Online, a pod
-    is dropped only when it fits nowhere; the simulator counts that, so windows must not do worse."""
+    is dropped only when it fits nowhere; the simulator counts that, so windows must not do worse.
+
+    ``span`` (first, end): only the windows starting at arrival positions first..end-1 are the
+    policy's own; the others are made by its greedy twin (``twin_of``), which makes its choices up to
+    float noise (bench/RESULTS-replay.md) many times faster. A stretch of a long run, such as where a
+    window once failed, is so replayed by the solver itself from the state the run reaches there."""
     started = time.perf_counter()
     seq = arrivals(pods, nodes, seed, tie_draws=tie_draws)
     state = openb.cluster_state(nodes, seq.ranks)
     order = [nodes[i].name for i in sorted(range(len(nodes)), key=lambda i: seq.ranks[i])]
     policy = make_policy(policy_name, openb.workload(pods), seq.rng, order, filtered=filtered)
     mirror = InventoryMirror(nodes) if isinstance(policy, RequestPolicy) else None
+    twin = make_policy(twin_of(policy_name), openb.workload(pods), seq.rng, order) if span else None
     events: list[tuple[int, int]] = []
     arrived = placed = 0
     step = policy.window if isinstance(policy, RequestPolicy | SortedWindows | BestOfOrders) else 1
@@ -459,7 +481,9 @@ def run(
         if isinstance(policy, RequestPolicy):
             step = policy.window_now(failed)
         batch = seq.pods[start : start + step]
-        if isinstance(policy, RequestPolicy) and policy.before_endgame is not None and not failed:
+        if twin is not None and span is not None and not span[0] <= start < span[1]:
+            choices = _decide(twin, state, mirror, batch, seed)
+        elif isinstance(policy, RequestPolicy) and policy.before_endgame is not None and not failed:
             choices = _decide(policy.before_endgame, state, mirror, batch, seed)
         else:
             choices = _decide(policy, state, mirror, batch, seed)
@@ -590,11 +614,19 @@ def _load(nodes_path: str, pods_path: str, limit_nodes: int | None, limit_pods: 
 
 def _job(args: tuple) -> RunResult:
     """One (policy, seed) in a worker process."""
-    policy, seed, nodes_path, pods_path, limit_nodes, limit_pods, filtered, retry, tie_draws = args
+    policy, seed, nodes_path, pods_path, limit_nodes, limit_pods, filtered, retry, tie_draws, span = args
     nodes, pods = _load(nodes_path, pods_path, limit_nodes, limit_pods)
     report = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     return run(
-        policy, nodes, pods, seed, progress=report, filtered=filtered, retry=retry, tie_draws=tie_draws
+        policy,
+        nodes,
+        pods,
+        seed,
+        progress=report,
+        filtered=filtered,
+        retry=retry,
+        tie_draws=tie_draws,
+        span=span,
     )
 
 
@@ -603,20 +635,28 @@ def table(results: Sequence[RunResult]) -> str:
     by_policy: dict[str, list[RunResult]] = defaultdict(list)
     for r in results:
         by_policy[r.policy].append(r)
+    # Against FGD seed by seed, where FGD ran on the same seeds: (mean difference, better, worse).
+    fgd = {r.seed: r.headline for r in by_policy.get("fgd", ()) if r.headline is not None}
     lines = [
         f"{'policy':<18} {'seeds':>5} {'alloc@130% mean':>16} {'min':>7} {'max':>7} {'published':>9} "
-        f"{'failed pods':>11} {'s/run':>6}"
+        f"{'failed pods':>11} {'s/run':>6} {'vs fgd: mean, better/worse':>27}"
     ]
     for policy, runs in by_policy.items():
         values = [r.headline for r in runs if r.headline is not None]
         if not values:
             continue
         published = PUBLISHED.get(policy)
+        paired = [(r.headline, fgd[r.seed]) for r in runs if r.headline is not None and r.seed in fgd]
+        versus = "-"
+        if paired and policy != "fgd":
+            gain = sum(a - b for a, b in paired) / len(paired)
+            better, worse = sum(a > b for a, b in paired), sum(a < b for a, b in paired)
+            versus = f"{gain:+.2f}, {better}/{worse} of {len(paired)}"
         lines.append(
             f"{policy:<18} {len(values):>5} {sum(values) / len(values):>16.2f} {min(values):>7.2f} "
             f"{max(values):>7.2f} {published if published is not None else '-':>9} "
             f"{sum(r.failed for r in runs) / len(runs):>11.0f} "
-            f"{sum(r.seconds for r in runs) / len(runs):>6.1f}"
+            f"{sum(r.seconds for r in runs) / len(runs):>6.1f} {versus:>27}"
         )
     return "\n".join(lines)
 
@@ -651,9 +691,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"draw {SIMULATOR_TIE_DRAWS} values before the node ranks, as FGD's simulator does: its "
         "per-seed tie-break stream (the ten-seed means do not depend on it)",
     )
+    parser.add_argument(
+        "--table",
+        nargs="+",
+        metavar="JSON",
+        help="print the table of runs written by --out (several files: their runs together), run nothing",
+    )
+    parser.add_argument(
+        "--span",
+        metavar="FIRST:END",
+        help="a solver policy makes only the windows starting at pods FIRST..END-1, its greedy twin the rest",
+    )
     args = parser.parse_args(argv)
+    if args.table:
+        saved = [r for path in args.table for r in json.loads(Path(path).read_text())["runs"]]
+        print(
+            table(
+                [
+                    RunResult(
+                        **{k: v for k, v in r.items() if k != "curve"},
+                        curve={int(p): v for p, v in r["curve"].items()},
+                    )
+                    for r in saved
+                ]
+            )
+        )
+        return 0
     args.pods = str(openb.VARIANTS.get(args.pods, args.pods))
     tie_draws = SIMULATOR_TIE_DRAWS if args.simulator_ties else 0
+    span = None
+    if args.span:
+        first, _, end = args.span.partition(":")
+        try:
+            span = (int(first), int(end))
+        except ValueError:
+            parser.error(f"--span {args.span!r}: expected FIRST:END, two pod positions")
 
     try:  # fail early, with the path, if Go's table or the trace is missing
         load_cooked()
@@ -671,6 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             not args.whole_inventory,
             not args.no_retry,
             tie_draws,
+            span,
         )
         for p in args.policies.split(",")
         for s in parse_seeds(args.seeds)
@@ -678,6 +751,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for policy in {w[0] for w in work}:
         try:  # unknown names fail before any work starts
             make_policy(policy, (), GoRand(0, (0,) * 607))
+            if span:
+                twin_of(policy)
         except ValueError as exc:
             parser.error(str(exc))
     started = time.perf_counter()

@@ -161,6 +161,29 @@ def test_windows_drop_no_pod_that_fits_at_its_turn(sliced: Trace) -> None:
     assert choices("solver-bestof8", sliced, 43) == choices("fgd/tight-gpu-bestof8", sliced, 43)
 
 
+def test_a_span_of_solver_windows_in_a_twin_run_makes_the_twins_choices(
+    sliced: Trace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --span: the solver makes windows 96..199 only; the twin makes the rest, and the whole run must
+    # be the twin's, pod for pod (this is how a stretch of a long run is replayed by the solver).
+    import solver.solve
+
+    windows: list[int] = []
+    solve = solver.solve.solve
+
+    def counted(request: replay.SolveRequest, **options: object) -> replay.SolveResult:
+        if "#" not in request.request_id:  # a window or a retry, not a step inside one
+            windows.append(len(request.jobs))
+        return solve(request, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(solver.solve, "solve", counted)
+    by_span = choices("solver-bestof8", sliced, 43, span=(96, 200))
+    assert windows.count(8) == 13  # the span's windows went to the solver, no other window did
+    assert by_span == choices("fgd/tight-gpu-bestof8", sliced, 43)
+    assert replay.twin_of("solver-bestof16") == "fgd/tight-gpu-bestof16"
+    assert replay.twin_of("solver/fill") == "fgd/fill"
+
+
 def test_the_endgame_changes_nothing_before_the_first_failure(
     sliced: Trace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
