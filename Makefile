@@ -24,6 +24,7 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check .
+	PYTHONPATH=. $(BIN)/lint-imports
 
 test: setup lint
 	$(BIN)/python -m pytest

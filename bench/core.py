@@ -7,40 +7,17 @@ generated 1,000-node cluster (issue 2). Prints a Markdown table; medians of ``--
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
+from bench.provenance import commit, machine
 from bench.scenario import scenario
+from solver.domain.model import SolveRequest, SolveStatus
 from solver.ingest.files import load_request
-from solver.model import SolveRequest, SolveStatus
 from solver.solve import solve
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "requests" / "twotier-64.json"
-
-
-def machine() -> str:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor() or "unknown CPU",
-    )
-    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def measure(name: str, request: SolveRequest, runs: int) -> dict[str, object]:

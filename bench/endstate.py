@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import openb, replay
-from bench.baselines.sharing import MILLI, Choice, ClusterState, PodSpec
+from solver.baselines.sharing import MILLI, Choice, ClusterState, PodSpec
 
 Holders = dict[tuple[int, int], list[int]]  # (node, GPU) -> milli of each share on it
 

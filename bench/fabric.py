@@ -2,7 +2,7 @@
 
     python -m bench.fabric [--runs 3] [--time-limit 10] [--output bench/RESULTS-fabric.md]
 
-Same inventory, same batch, one run: ``solver.solve.solve`` and ``bench.baselines.volcano.place`` on
+Same inventory, same batch, one run: ``solver.solve.solve`` and ``solver.baselines.volcano.place`` on
 ``fixtures/requests/fattree-256.json`` (the batch of 30 gangs of 2–32 nodes, 3 prefill/decode jobs and
 8 single-node jobs), ``rail-64.json`` and ``nvl72-4racks.json``. Prints a Markdown table and writes it,
 with the command, the commit and the machine, to ``--output``.
@@ -24,10 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.baselines import volcano
-from bench.core import commit, machine
-from solver.ingest.files import load_request
-from solver.model import (
+from bench.provenance import commit, machine
+from solver.answer.verify import verify
+from solver.baselines import volcano
+from solver.domain.model import (
     Distance,
     Inventory,
     Job,
@@ -39,8 +39,8 @@ from solver.model import (
     SolveRequest,
     SolveResult,
 )
+from solver.ingest.files import load_request
 from solver.solve import solve
-from solver.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ("fattree-256.json", "rail-64.json", "nvl72-4racks.json")
@@ -196,7 +196,7 @@ class Figures:
     mixed_rails: int  # placed multi-node jobs whose nodes use different rail sets
     soft_held: str  # placed jobs with a PREFERRED locality/NVLink rule that holds / such jobs
     violations: int
-    verifier: int  # problems solver.verify finds in the result
+    verifier: int  # problems solver.answer.verify finds in the result
     report_mismatch: int  # jobs whose reported tier/leaves/domains disagree with their nodes
     time_s: float  # median wall time
     answers: int  # distinct placements over the runs
@@ -316,7 +316,7 @@ NOTES = (
     "locality with a tier (or PREFERRED NVLink domain) held, of those that have one. *Hard-rule "
     "violations*: `bench.fabric.violations` (gang minimums, device counts, devices held twice, "
     "alignment REQUIRED at PIX, job/role locality, role affinity and NVLink domain REQUIRED), written "
-    "independently of the solver and the baseline; *verifier problems*: `solver.verify` on the same "
+    "independently of the solver and the baseline; *verifier problems*: `solver.answer.verify` on the same "
     "result; *wrong reports*: placed jobs whose reported tier, leaves or NVLink domains disagree with "
     "their nodes. Both placers get the same request; topoplace's time is the whole `solve` (validate "
     "to verify), the baseline's its `place` call. *Distinct answers*: different placements over the "

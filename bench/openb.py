@@ -8,7 +8,7 @@ the trace publishes loads as published: ``gpu_spec`` (the GPU models a pod accep
 ``gpu_milli`` is per GPU: a sharing pod asks ``num_gpu`` = 1 and ``gpu_milli`` < 1000; a pod with
 ``num_gpu`` = n > 0 and ``gpu_milli`` = 1000 asks for n whole GPUs.
 
-Two views of the same rows: ``PodSpec``/``ClusterState`` (``bench.baselines.sharing``) for the fast replay,
+Two views of the same rows: ``PodSpec``/``ClusterState`` (``solver.baselines.sharing``) for the fast replay,
 and ``Inventory``/``Job`` domain objects for anything that takes a ``SolveRequest`` (the solver included).
 """
 
@@ -19,10 +19,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.baselines.fragmentation import Workload, typical_pods
-from bench.baselines.gorand import OPENB_DIR
-from bench.baselines.sharing import MILLI, ClusterState, PodSpec
-from solver.model import Gpu, GpuShare, Inventory, Job, MemberShape, Node, Role
+from solver.baselines.fragmentation import Workload, typical_pods
+from solver.baselines.gorand import OPENB_DIR
+from solver.baselines.sharing import MILLI, ClusterState, PodSpec
+from solver.domain.model import Gpu, GpuShare, Inventory, Job, MemberShape, Node, Role
 
 DATA = OPENB_DIR
 DEFAULT_NODES = DATA / "openb_node_list_gpu_node.csv"

@@ -26,7 +26,7 @@ Filter stage passed, the solver's requests hold only the nodes some pod of the r
 CLI::
 
     python -m bench.replay --policies random,bestfit,gpupacking,fgd --seeds 42-51 \
-        --out bench/replay-results.json
+        --out bench/results/replay-results.json
 """
 
 from __future__ import annotations
@@ -48,15 +48,15 @@ from typing import NoReturn
 import numpy as np
 
 from bench import openb
-from bench.baselines.fgd import FGD, TIES
-from bench.baselines.fragmentation import Workload
-from bench.baselines.gorand import GoRand, load_cooked
-from bench.baselines.gpupacking import GpuPacking
-from bench.baselines.random_fit import RandomFit
-from bench.baselines.sharebestfit import BestFitShare
-from bench.baselines.sharing import MILLI, Choice, ClusterState, PodSpec, Policy
-from solver.model import Allocation, BatchOrder, GpuShare, Inventory, Node, SolveRequest, SolveResult
-from solver.model import Policy as SolvePolicy
+from solver.baselines.fgd import FGD, TIES
+from solver.baselines.fragmentation import Workload
+from solver.baselines.gorand import GoRand, load_cooked
+from solver.baselines.gpupacking import GpuPacking
+from solver.baselines.random_fit import RandomFit
+from solver.baselines.sharebestfit import BestFitShare
+from solver.baselines.sharing import MILLI, Choice, ClusterState, PodPlacer, PodSpec
+from solver.domain.model import Allocation, BatchOrder, GpuShare, Inventory, Node, SolveRequest, SolveResult
+from solver.domain.model import Policy as SolvePolicy
 
 TARGET_RATIO = 1.3
 HEADLINE_PERCENT = 130
@@ -142,7 +142,7 @@ class RequestPolicy:
         *,
         filtered: bool = False,
         endgame: int = 0,
-        before_endgame: Policy | None = None,
+        before_endgame: PodPlacer | None = None,
     ) -> None:
         self.name = name
         self.place = place
@@ -161,7 +161,7 @@ class SortedWindows:
     """A greedy policy over windows of W pods, each window's pods taken largest GPU request first (a
     batch's freedom of order, as ``solver-sortedN`` uses it)."""
 
-    def __init__(self, name: str, policy: Policy | RequestPolicy, window: int) -> None:
+    def __init__(self, name: str, policy: PodPlacer | RequestPolicy, window: int) -> None:
         if isinstance(policy, RequestPolicy | SortedWindows):
             raise ValueError(
                 f"{name!r}: only a greedy policy takes -sortedN here (the solver: solver-sortedN)"
@@ -171,7 +171,7 @@ class SortedWindows:
 
 class BestOfOrders:
     """A greedy policy over windows of W pods, each window placed in the orders the solver's
-    ``BatchOrder.BEST_OF_ORDERS`` tries (``solver.sequence.candidate_orders``), keeping the plan that
+    ``BatchOrder.BEST_OF_ORDERS`` tries (``solver.search.sequence.candidate_orders``), keeping the plan that
     places the most work, then leaves the least fragmentation, then comes first.
 
     Judged as the solver judges: the fragmentation compared is the total over the nodes the solver's
@@ -183,7 +183,7 @@ class BestOfOrders:
         self.name, self.policy, self.window = name, policy, window
 
     def decide(self, state: ClusterState, batch: Sequence[openb.PodRow], seed: int) -> list[Choice | None]:
-        from solver.sequence import candidate_orders
+        from solver.search.sequence import candidate_orders
 
         specs = [pod.spec() for pod in batch]
         held = np.flatnonzero(np.logical_or.reduce([state.feasible(spec) for spec in specs])).tolist()
@@ -216,7 +216,7 @@ class BestOfOrders:
 
 @contextmanager
 def placed_in_order(
-    policy: Policy, state: ClusterState, specs: Sequence[PodSpec], order: Sequence[int]
+    policy: PodPlacer, state: ClusterState, specs: Sequence[PodSpec], order: Sequence[int]
 ) -> Iterator[list[Choice | None]]:
     """The greedy's choices for the pods taken in ``order`` (listed by pod), each bound for the next
     while the block runs and undone after it: the caller binds what it keeps, in arrival order."""
@@ -235,7 +235,7 @@ def placed_in_order(
 
 def make_policy(
     name: str, workload: Workload, rng: GoRand, order: Sequence[str] = (), *, filtered: bool = True
-) -> Policy | RequestPolicy | SortedWindows | BestOfOrders:
+) -> PodPlacer | RequestPolicy | SortedWindows | BestOfOrders:
     """A fresh policy object by CLI name; ``order`` is the node names in the run's tie-break order;
     ``filtered``: the solver's requests hold only the nodes that pass the filter stage."""
     if name == "random":
@@ -266,7 +266,7 @@ def make_policy(
             return FGD(workload, tight_gpu=True, strand=float(variant.removeprefix("tight-gpu+strand")))
         return FGD(workload, tie=variant) if variant in TIES else _unknown(name)
     if name.startswith("place:"):  # any in-project baseline through its place(request), e.g. place:fgd:16
-        from bench.baselines import placer
+        from solver.baselines import placer
 
         _, baseline, *window = name.split(":")
         return RequestPolicy(name, placer(baseline), int(window[0]) if window else 1)
@@ -337,7 +337,7 @@ def solver_policy(workload: Workload, order: Sequence[str] = (), *, fill: bool =
     workload profile FGD uses (CPU, GPU models and CPU-only shapes included), then FILL packing
     (``fill``; without it the solver makes FGD's own choices), then the run's node order (the
     simulator's seeded node ranks: first fit over a fixed order)."""
-    from solver.model import ObjectiveTier, Packing, WorkloadShape
+    from solver.domain.model import ObjectiveTier, Packing, WorkloadShape
 
     shapes = tuple(
         WorkloadShape(
@@ -528,7 +528,7 @@ def still_fits(state: ClusterState, choice: Choice, spec: PodSpec) -> bool:
 
 
 def _at_its_turn(
-    policy: Policy | RequestPolicy | SortedWindows | BestOfOrders,
+    policy: PodPlacer | RequestPolicy | SortedWindows | BestOfOrders,
     state: ClusterState,
     mirror: InventoryMirror | None,
     pod: openb.PodRow,
@@ -551,7 +551,7 @@ def _at_its_turn(
 
 
 def _decide(
-    policy: Policy | RequestPolicy | SortedWindows | BestOfOrders,
+    policy: PodPlacer | RequestPolicy | SortedWindows | BestOfOrders,
     state: ClusterState,
     mirror: InventoryMirror | None,
     batch: Sequence[openb.PodRow],

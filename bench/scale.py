@@ -4,7 +4,7 @@ Each cell runs in its own process so that its peak RSS is its own. Per cell, on 
 (bench/scenario.py), side by side: the time to parse the request protobuf (the floor), topoplace's
 solve (median wall time of ``--runs``, status, the gap of the highest tier, node classes, model
 variables) and the greedy one-job-at-a-time baseline (best-fit nodes, first aligned GPUs:
-bench/baselines/bestfit.py): jobs placed, GPUs placed and GPU↔NIC pairs left misaligned by each.
+solver/baselines/bestfit.py): jobs placed, GPUs placed and GPU↔NIC pairs left misaligned by each.
 
     python -m bench.scale [--nodes 1024,4096,16384] [--jobs 1,50,200,500] [--runs 3]
 """
@@ -19,12 +19,12 @@ import subprocess
 import sys
 import time
 
-from bench.baselines import bestfit
-from bench.core import commit, machine
+from bench.provenance import commit, machine
 from bench.scenario import scenario
-from solver.model import SolveResult
+from solver.baselines import bestfit
+from solver.domain.model import SolveResult
+from solver.service.wire import request_from_proto, request_to_proto
 from solver.solve import solve
-from solver.wire import request_from_proto, request_to_proto
 from topoplace.v1 import placement_pb2
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from solver.model import (
+from solver.domain.model import (
     Alignment,
     Allocation,
     Distance,
@@ -125,15 +125,27 @@ def node_load(rng: random.Random, name: str, target: float) -> tuple[Allocation,
     return tuple(out)
 
 
-def cluster(n_nodes: int, *, load: float = 0.6, seed: int = 0) -> Inventory:
-    """``n_nodes`` HGX nodes, 32 per leaf, 8 leaves per spine, with each node loaded to a level drawn
-    around ``load`` (whole idle and whole busy nodes included), seeded."""
+def cluster(
+    n_nodes: int,
+    *,
+    load: float = 0.6,
+    seed: int = 0,
+    leaves_per_spine: int = LEAVES_PER_SPINE,
+    core: bool = False,
+) -> Inventory:
+    """``n_nodes`` HGX nodes, 32 per leaf, ``leaves_per_spine`` leaves per spine (and, with
+    ``core``, the spines under one core switch), with each node loaded to a level drawn around
+    ``load`` (whole idle and whole busy nodes included), seeded."""
     rng = random.Random(seed)
     leaves = (n_nodes + NODES_PER_LEAF - 1) // NODES_PER_LEAF
-    spines = (leaves + LEAVES_PER_SPINE - 1) // LEAVES_PER_SPINE
-    switches = [FabricSwitch(id=f"spine{s:02d}", tier=2) for s in range(spines)]
+    spines = (leaves + leaves_per_spine - 1) // leaves_per_spine
+    top = [FabricSwitch(id="core", tier=3)] if core else []
+    switches = [
+        *top,
+        *(FabricSwitch(id=f"spine{s:02d}", tier=2, parent="core" if core else "") for s in range(spines)),
+    ]
     switches += [
-        FabricSwitch(id=f"leaf{i:03d}", tier=1, parent=f"spine{i // LEAVES_PER_SPINE:02d}")
+        FabricSwitch(id=f"leaf{i:03d}", tier=1, parent=f"spine{i // leaves_per_spine:02d}")
         for i in range(leaves)
     ]
     nodes = []
@@ -176,16 +188,16 @@ def batch(n_jobs: int, *, seed: int = 0, max_gang_nodes: int = 16) -> tuple[Job,
 
 
 @dataclass(frozen=True)
-class Scenario:
+class Generated:
     name: str
     request: SolveRequest
 
 
-def scenario(n_nodes: int, n_jobs: int, *, seed: int = 0, time_limit_s: float = 10.0) -> Scenario:
+def scenario(n_nodes: int, n_jobs: int, *, seed: int = 0, time_limit_s: float = 10.0) -> Generated:
     request = SolveRequest(
         request_id=f"bench-{n_nodes}n-{n_jobs}j-s{seed}",
         inventory=cluster(n_nodes, seed=seed),
         jobs=batch(n_jobs, seed=seed),
         policy=Policy(time_limit_s=time_limit_s, seed=seed),
     )
-    return Scenario(name=f"{n_nodes} nodes × {n_jobs} jobs", request=request)
+    return Generated(name=f"{n_nodes} nodes × {n_jobs} jobs", request=request)

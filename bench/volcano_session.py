@@ -27,7 +27,7 @@ from adapters.volcano import hypernodes as hn
 from adapters.volcano.extender import Config, Extender, local_solve
 from adapters.volcano.patcher import RecordingPatcher
 from adapters.volcano.server import serve
-from bench.core import commit, machine
+from bench.provenance import commit, machine
 from fixtures.volcano import build
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS-volcano.md"

@@ -1,6 +1,6 @@
 """End to end as the service sees it, cold and warm: the request's bytes parsed, converted, solved,
 verified — first on a fresh process (cold), then the same bytes again (warm: a scheduler resending
-its inventory; unchanged nodes are converted, validated and normalised once, see solver/wire.py).
+its inventory; unchanged nodes are converted, validated and normalised once, see solver/service/wire.py).
 
     python -m bench.warm NODES GANGS TIME_LIMIT_S
 """
@@ -12,8 +12,8 @@ import sys
 import time
 
 from bench.scenario import scenario
+from solver.service.wire import request_from_proto, request_to_proto
 from solver.solve import solve
-from solver.wire import request_from_proto, request_to_proto
 from topoplace.v1 import placement_pb2
 
 

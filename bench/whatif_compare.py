@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import openb, replay
-from bench.core import commit, machine
+from bench.provenance import commit, machine
 from bench.scenario import batch, cluster
-from solver.errors import InvalidRequest
-from solver.model import ObjectiveTier, Packing
+from solver.domain.errors import InvalidRequest
+from solver.domain.model import ObjectiveTier, Packing
 from solver.whatif import Prepared, prepare
 from solver.whatif.plots import write_plots
 from solver.whatif.report import WhatIfReport
@@ -137,7 +137,7 @@ def openb_rows(
 
 def sharing_probe(pods: Sequence[openb.PodRow], nodes: Sequence[openb.NodeRow]) -> str:
     """Whether this solver takes GPU shares at all: one share pod on the idle cluster."""
-    from solver.model import SolveRequest
+    from solver.domain.model import SolveRequest
     from solver.solve import solve
 
     share = next(p for p in pods if 0 < p.gpu_milli < 1000)

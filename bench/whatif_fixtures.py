@@ -16,8 +16,8 @@ from pathlib import Path
 from google.protobuf import json_format
 
 from bench.scenario import hgx_node, member, node_load
-from solver import wire
-from solver.model import FabricSwitch, Inventory, Job, Requirement, Role
+from solver.domain.model import FabricSwitch, Inventory, Job, Requirement, Role
+from solver.service import wire
 from solver.whatif.scenario import Departure, Trace, TraceEntry
 from topoplace.v1 import placement_pb2, whatif_pb2
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from solver.errors import InvalidRequest, Problem, VerificationFailed
-from solver.model import JobResult, SolveRequest, SolveResult, SolveStatus
+from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
+from solver.domain.model import JobResult, SolveRequest, SolveResult, SolveStatus
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -111,8 +111,8 @@ def run_solve(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    from solver.answer.verify import verify
     from solver.ingest.files import load_request, load_result
-    from solver.verify import verify
 
     violations = verify(load_request(args.request), load_result(args.result))
     for violation in violations:
@@ -132,7 +132,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def run_ingest_nvidia_smi(args: argparse.Namespace) -> int:
     from solver.ingest.nvidia_smi import parse_topology
-    from solver.wire import node_to_json
+    from solver.service.wire import node_to_json
 
     try:
         text = args.topo.read_text()

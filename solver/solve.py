@@ -1,71 +1,46 @@
-"""The pipeline of one Solve: validate → normalise → compile → CP-SAT → decode → verify → explain.
+"""The pipeline of one Solve, ring by ring: domain (validate) → reduce → compile → search → answer
+(decode, explain, measure, verify).
 
-Each stage is a function over immutable values and can be called alone; this module only chains
-them, keeps time, and runs the lexicographic objective: one CP-SAT search per tier, each tier's
-value then held as a constraint while the next is optimised, each search hinted with the last answer
-— or, for a small model, one search of all tiers weighted so that the sum is lexicographic.
+Each stage is a function over immutable values and can be called alone (the folders of ``solver/``
+are the rings); this module only chains them and keeps time. A batch placed one job at a time
+(``BatchOrder.LARGEST_FIRST``, ``BEST_OF_ORDERS``) is a chain of such solves, verified whole again.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
-
-from solver.compile import Compiled, Tier, compile_model
-from solver.decode import cluster_metrics, decode
-from solver.errors import InvalidRequest, Problem, VerificationFailed
-from solver.explain import explain
-from solver.greedy import complete, greedy_hint, repack
-from solver.intranode import hosts_some_member
-from solver.model import (
+from solver.answer.decode import decode
+from solver.answer.explain import explain
+from solver.answer.measures import cluster_metrics
+from solver.answer.verify import verify
+from solver.compile import Compiled, compile_model
+from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
+from solver.domain.model import (
     BatchOrder,
     Job,
     JobResult,
     ModelSize,
-    ObjectiveTier,
-    Policy,
     Reason,
     ReasonCode,
     SolveRequest,
     SolveResult,
     SolveStatus,
     StageTiming,
-    TierValue,
 )
-from solver.normalise import Normalised, normalise
-from solver.policy import apply_policy_chains
-from solver.rails import expand_rails
-from solver.sequence import arrival_steps, candidate_orders, solve_in_order, step_size
-from solver.validate import unfit_jobs, validate
-from solver.verify import verify
-
-# How the search time is shared between tiers (by the first part of a tier's name): placed work
-# matters most; the topology parts together get as much again; the tie-breakers less.
-TIER_WEIGHT = {
-    "placed_work": 4.0,
-    "placed_work.jobs": 0.5,
-    "topology": 1.5,
-    "packing": 1.0,
-    "fragmentation": 1.0,
-}
+from solver.domain.validate import unfit_jobs, validate
+from solver.reduce.intranode import hosts_some_member
+from solver.reduce.normalise import Normalised, normalise
+from solver.reduce.policy import apply_policy_chains
+from solver.reduce.rails import expand_rails
+from solver.search.floor import complete, greedy_hint, repack
+from solver.search.sequence import arrival_steps, candidate_orders, solve_in_order, step_size
+from solver.search.tiers import overall_status, solve_lexicographic
 
 # Time kept back from the caller's deadline for decode, verify, explain and the reply.
 DEADLINE_MARGIN_S = 0.05
-# In deterministic mode the limit is CP-SAT's deterministic time (work units, not seconds), so the
-# answer does not depend on the machine's load. Roughly one unit per second on this hardware.
-DETERMINISTIC_UNITS_PER_SECOND = 1.0
-# A model this small is searched once for all its tiers, weighted into one objective
-# (:func:`solve_merged`): a lone pod's model is built and searched in a few milliseconds, and one
-# search per tier cost more than the rest of its solve. Bigger models keep one search per tier,
-# where each tier's own objective guides the search better than a sum with huge weights.
-MERGE_MAX_VARIABLES = 2_000
-# CP-SAT scales the objective through a double: sums beyond 2^53 would lose units.
-EXACT_OBJECTIVE = 2**50
 
 
 class Stopwatch:
@@ -87,19 +62,13 @@ class Stopwatch:
         return time.perf_counter() - self.started
 
 
-@dataclass(frozen=True)
-class TierOutcome:
-    value: TierValue
-    solution: dict[str, int] | None  # values of every variable, by name
-
-
 def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
     """Place ``request.jobs`` on ``request.inventory``; verified, explained, timed.
 
     ``deadline_s`` is the time the caller still waits (e.g. a gRPC deadline): the search stops in
     time to answer before it, whatever the policy's time limit says.
     Raises ``InvalidRequest`` for bad input and ``VerificationFailed`` if the answer is wrong.
-    A batch with ``BatchOrder.LARGEST_FIRST`` is placed one job at a time (``solver.sequence``).
+    A batch with ``BatchOrder.LARGEST_FIRST`` is placed one job at a time (``solver.search.sequence``).
     A job with a member no node of the inventory could hold even empty is well formed: it is left
     unplaced with that reason (``NO_NODE_FITS``) and the rest of the batch is placed.
     """
@@ -220,7 +189,7 @@ def solve_best_of_orders(
     request: SolveRequest, clock: Stopwatch, *, deadline_s: float | None = None
 ) -> SolveResult:
     """The batch placed one step at a time in each of several orders (the given one, then
-    :func:`solver.sequence.candidate_orders`); the plan placing the most work, then leaving the least
+    :func:`solver.search.sequence.candidate_orders`); the plan placing the most work, then leaving the least
     fragmentation, then the earliest order, is kept."""
     return one_job_at_a_time(request, clock, "orders", best_of_orders, deadline_s)
 
@@ -281,214 +250,6 @@ def best_of_orders(request: SolveRequest, budget_s: float) -> SolveResult:
         k += 1
     assert best is not None  # the given order is always tried
     return best[1]
-
-
-def solve_lexicographic(
-    compiled: Compiled,
-    policy: Policy,
-    budget_s: float,
-    hint: dict[str, int] | None = None,
-    polish: Callable[[dict[str, int]], dict[str, int]] | None = None,
-    repack_fn: Callable[[dict[str, int]], dict[str, int] | None] | None = None,
-) -> list[TierOutcome]:
-    """Optimise each tier in turn, holding the tiers above at the values reached; each search
-    starts from the previous answer (the first from ``hint``, e.g. a greedy placement), improved
-    by ``polish`` where a cheap rule can do better than the tier above cared to. A small model is
-    first searched once for all tiers (:func:`solve_merged`); only if that is not proven optimal in
-    the first tier's share of the time do the tiers go one by one."""
-    outcomes: list[TierOutcome] = []
-    model = compiled.model
-    deadline = time.perf_counter() + budget_s
-    weights = [
-        TIER_WEIGHT.get(tier.name, TIER_WEIGHT.get(tier.name.split(".")[0], 1.0)) for tier in compiled.tiers
-    ]
-    if compiled.tiers and len(model.proto.variables) <= MERGE_MAX_VARIABLES:
-        share = budget_s * weights[0] / sum(weights)
-        merged, found = solve_merged(
-            compiled, policy, share, policy.time_limit_s * weights[0] / sum(weights), hint
-        )
-        if merged is not None:
-            return merged
-        hint = found or hint  # not proven in its share of the time: tier by tier, from what it found
-    tried_repack = False
-    for i, tier in enumerate(compiled.tiers):
-        remaining = deadline - time.perf_counter()
-        # Each tier gets its weight's part of what is left; time a tier does not use flows down.
-        part = weights[i] / sum(weights[i:])
-        # At least enough for CP-SAT's presolve to hand back the hint on a big model.
-        share = max(remaining * part, min(remaining, 0.5 + 0.05 * budget_s))
-        if i > 0 and remaining <= 0:
-            outcomes.append(unsolved(tier, hint))  # out of time: the answer above still stands
-            continue
-        model.maximize(tier.expr)
-        if tier.tier == ObjectiveTier.TOPOLOGY and hint is not None and repack_fn and not tried_repack:
-            # Once, before the first topology part: the same jobs placed again, locality first.
-            tried_repack = True
-            repacked = repack_fn(hint)
-            if repacked is not None and all(
-                t.value_of(repacked) >= t.value_of(hint) for t in compiled.tiers[:i]
-            ):
-                hint = repacked if tier.value_of(repacked) > tier.value_of(hint) else hint
-        apply_hint(model, hint)
-        started = time.perf_counter()
-        # Deterministic mode: the search effort of a tier is a fixed share of the policy's limit,
-        # never of the wall time left, so the answer does not depend on the machine's load.
-        effort = policy.time_limit_s * weights[i] / sum(weights)
-        outcome = run_tier(model, tier, policy, max(0.01, share), effort)
-        if outcome.solution is None and hint is not None:
-            # Nothing found in time: the answer in hand (the tier above's, or the completed greedy
-            # plan for the first tier) stands; the verifier checks it like any other.
-            outcome = unsolved(tier, hint, keep=i == 0)
-        ms = (time.perf_counter() - started) * 1000
-        outcome = TierOutcome(outcome.value.model_copy(update={"ms": ms}), outcome.solution)
-        outcomes.append(outcome)
-        if outcome.solution is not None:
-            hint = polish(outcome.solution) if polish else outcome.solution
-        # Hold the tier at what the standing answer reaches, found or not, before the next one.
-        model.add(tier.expr >= round(outcome.value.value))
-    return outcomes
-
-
-def merged_weights(model: cp_model.CpModel, tiers: Sequence[Tier]) -> list[int] | None:
-    """Weights under which the sum of weight x tier is lexicographic: each tier's weight is one more
-    than the most all the tiers below it can move the sum (their spans, from the variables'
-    domains), so a unit on a tier outweighs any change below it. None when the weighted sum would
-    leave the range CP-SAT's double-precision objective holds exactly."""
-    variables = model.proto.variables
-    spans = []
-    for tier in tiers:
-        low = high = 0
-        for c, v in tier.terms:
-            domain = variables[v.index].domain
-            # Indexed from the front: this protobuf's repeated fields read domain[-1] as 0.
-            a, b = c * domain[0], c * domain[len(domain) - 1]
-            low, high = low + min(a, b), high + max(a, b)
-        spans.append(high - low)
-    weights = [0] * len(tiers)
-    below = 0
-    for i in reversed(range(len(tiers))):
-        weights[i] = below + 1
-        below += weights[i] * spans[i]
-        if below >= EXACT_OBJECTIVE:
-            return None
-    return weights
-
-
-def solve_merged(
-    compiled: Compiled, policy: Policy, seconds: float, effort: float, hint: dict[str, int] | None
-) -> tuple[list[TierOutcome] | None, dict[str, int] | None]:
-    """Every tier in one search, weighted (:func:`merged_weights`). Proven optimal, its answer is the
-    lexicographic optimum and each tier's value its proven best; the search's time is the first
-    tier's. Otherwise (no exact weights, or not proven in time) no outcomes, and what it found."""
-    weights = merged_weights(compiled.model, compiled.tiers)
-    if weights is None:
-        return None, None
-    model = compiled.model
-    terms = [(w * c, v) for w, tier in zip(weights, compiled.tiers, strict=True) for c, v in tier.terms]
-    model.maximize(cp_model.LinearExpr.weighted_sum([v for _, v in terms], [c for c, _ in terms]))
-    apply_hint(model, hint)
-    started = time.perf_counter()
-    merged = Tier(
-        compiled.tiers[0].tier,
-        "merged",
-        tuple(terms),
-        sum(w * t.upper for w, t in zip(weights, compiled.tiers, strict=True)),
-    )
-    outcome = run_tier(model, merged, policy, max(0.01, seconds), effort)
-    ms = (time.perf_counter() - started) * 1000
-    if outcome.solution is None or not outcome.value.optimal:
-        return None, outcome.solution
-    solution = outcome.solution
-    outcomes = []
-    for i, tier in enumerate(compiled.tiers):
-        value = float(tier.value_of(solution))
-        outcomes.append(
-            TierOutcome(
-                TierValue(
-                    tier=tier.tier,
-                    name=tier.name,
-                    value=value,
-                    bound=value,
-                    optimal=True,
-                    ms=0.0 if i else ms,
-                ),
-                solution,
-            )
-        )
-        # Held, as the tier-by-tier search holds them: a caller may go on to use the model.
-        model.add(tier.expr >= round(value))
-    return outcomes, solution
-
-
-def unsolved(tier: Tier, solution: dict[str, int] | None, *, keep: bool = False) -> TierOutcome:
-    """A tier left unsearched or unsolved: what the standing answer scores on it, not optimal.
-    With ``keep`` the standing answer becomes this tier's answer (the first tier's fallback)."""
-    value = float(tier.value_of(solution)) if solution else 0.0
-    return TierOutcome(
-        TierValue(tier=tier.tier, name=tier.name, value=value, bound=float(tier.upper), optimal=False),
-        solution if keep else None,
-    )
-
-
-def apply_hint(model: cp_model.CpModel, hint: dict[str, int] | None) -> None:
-    model.clear_hints()
-    if not hint:
-        return
-    # Straight into the proto: one call per variable through the Python wrapper costs more than
-    # the search of a lone pod's model.
-    names = [v.name for v in model.proto.variables]
-    known = [i for i, name in enumerate(names) if name in hint]
-    model.proto.solution_hint.vars.extend(known)
-    model.proto.solution_hint.values.extend(hint[names[i]] for i in known)
-
-
-def run_tier(
-    model: cp_model.CpModel, tier: Tier, policy: Policy, seconds: float, effort: float | None = None
-) -> TierOutcome:
-    solver = cp_model.CpSolver()
-    params = solver.parameters
-    params.random_seed = policy.seed
-    params.max_time_in_seconds = seconds
-    # The model is small and its structure is known; probing and symmetry detection cost more
-    # presolve time than they save search (measured: bench/RESULTS.md, "presolve settings").
-    params.cp_model_probing_level = 0
-    params.symmetry_level = 0
-    if policy.deterministic:
-        # One worker, or interleaved workers, search the same way on every run; the deterministic
-        # time limit makes the stopping point independent of how loaded the machine is. Wall time
-        # stays as the safety net for the caller's deadline. One worker is the fastest on 2 cores.
-        params.num_workers = policy.workers or 1
-        params.interleave_search = params.num_workers > 1
-        params.max_deterministic_time = (
-            effort if effort is not None else seconds
-        ) * DETERMINISTIC_UNITS_PER_SECOND
-    else:
-        params.num_workers = policy.workers or max(1, os.cpu_count() or 1)
-    code = solver.solve(model)
-    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return TierOutcome(TierValue(tier=tier.tier, value=0.0, bound=float(tier.upper), optimal=False), None)
-    solution = dict(zip((v.name for v in model.proto.variables), solver.response_proto.solution, strict=True))
-    return TierOutcome(
-        TierValue(
-            tier=tier.tier,
-            name=tier.name,
-            # Every tier is an integer expression; CP-SAT reports it through a float scaling.
-            value=float(round(solver.objective_value)),
-            bound=float(round(solver.best_objective_bound)),
-            optimal=code == cp_model.OPTIMAL,
-        ),
-        solution,
-    )
-
-
-def overall_status(outcomes: list[TierOutcome]) -> SolveStatus:
-    if not outcomes:
-        return SolveStatus.OPTIMAL  # nothing to optimise: an empty batch
-    if outcomes[0].solution is None:
-        return SolveStatus.UNKNOWN
-    if all(o.value.optimal for o in outcomes) and all(o.solution is not None for o in outcomes):
-        return SolveStatus.OPTIMAL
-    return SolveStatus.FEASIBLE
 
 
 def model_size(problem: Normalised, compiled: Compiled) -> ModelSize:

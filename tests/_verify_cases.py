@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from solver.fragmentation import FreeCapacity, profile
-from solver.model import (
+from solver.domain.fragmentation import FreeCapacity, profile
+from solver.domain.model import (
     Alignment,
     Allocation,
     ClusterMetrics,

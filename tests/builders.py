@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from solver.model import (
+from solver.domain.model import (
     Alignment,
     Allocation,
     Distance,

@@ -9,5 +9,5 @@ import pytest
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "needs_pipeline: runs the real solver pipeline (solver.solve, solver.validate); never skipped",
+        "needs_pipeline: runs the real solver pipeline (solver.solve, solver.domain.validate); never skipped",
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from itertools import combinations, permutations
 
-from solver.model import (
+from solver.domain.model import (
     Alignment,
     Allocation,
     Distance,

@@ -14,13 +14,14 @@ from collections import Counter
 import pytest
 
 from bench import openb, replay
-from bench.baselines import PLACERS, bestfit, fgd, sharebestfit, volcano
-from bench.baselines.fgd import FGD, sigmoid_score
-from bench.baselines.fragmentation import TypicalPod, cluster_fragmentation, node_fragmentation, typical_pods
-from bench.baselines.gorand import DEFAULT_COOKED, GoRand
-from bench.baselines.sharing import ClusterState, PodSpec
 from bench.scenario import scenario
-from solver.model import (
+from solver.answer.verify import verify
+from solver.baselines import PLACERS, bestfit, fgd, sharebestfit, volcano
+from solver.baselines.fgd import FGD, sigmoid_score
+from solver.baselines.fragmentation import TypicalPod, cluster_fragmentation, node_fragmentation, typical_pods
+from solver.baselines.gorand import DEFAULT_COOKED, GoRand
+from solver.baselines.sharing import ClusterState, PodSpec
+from solver.domain.model import (
     Allocation,
     GpuShare,
     Job,
@@ -35,7 +36,6 @@ from solver.model import (
     SolveRequest,
     SolveResult,
 )
-from solver.verify import verify
 from tests.builders import make_allocation, make_cluster, make_inventory, make_job, make_node, make_request
 
 TOPOLOGY = ("volcano", "bestfit")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench import endstate, openb
-from bench.baselines.sharing import ClusterState, PodSpec
+from solver.baselines.sharing import ClusterState, PodSpec
 
 
 def test_a_sliver_is_fragmented_and_gpus_without_cpu_are_blocked() -> None:

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.baselines import volcano
 from bench.fabric import Tree, multi_member, violations
-from solver.ingest.files import load_request
-from solver.model import (
+from solver.baselines import volcano
+from solver.domain.model import (
     Distance,
     MemberPlacement,
     NicMode,
@@ -26,8 +25,9 @@ from solver.model import (
     SolveRequest,
     SolveResult,
 )
+from solver.domain.validate import validate
+from solver.ingest.files import load_request
 from solver.solve import solve
-from solver.validate import validate
 
 REQUESTS = Path(__file__).resolve().parents[1] / "fixtures" / "requests"
 NAMES = ("fattree-256.json", "rail-64.json", "nvl72-4racks.json")

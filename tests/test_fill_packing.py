@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from solver.model import Job, MemberShape, ObjectiveTier, Packing, Role, WorkloadShape
-from solver.normalise import normalise
+from solver.domain.model import Job, MemberShape, ObjectiveTier, Packing, Role, WorkloadShape
+from solver.reduce.normalise import normalise
 from solver.solve import solve
 from tests.solver_cases import job, request, server
 

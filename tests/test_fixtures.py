@@ -17,8 +17,8 @@ import pytest
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from solver.model import Distance, NicMode, Node, Requirement, SolveRequest
-from solver.topology import device_distance, gpu_nic_pairing
+from solver.domain.model import Distance, NicMode, Node, Requirement, SolveRequest
+from solver.domain.topology import device_distance, gpu_nic_pairing
 from topoplace.v1 import placement_pb2
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -6,8 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from solver.fragmentation import FreeCapacity, Profile, Typical, fragment, profile, score_loss, usable_gpus
-from solver.model import Allocation, GpuShare, MemberShape, ObjectiveTier, Policy, WorkloadShape
+from solver.domain.fragmentation import (
+    FreeCapacity,
+    Profile,
+    Typical,
+    fragment,
+    profile,
+    score_loss,
+    usable_gpus,
+)
+from solver.domain.model import Allocation, GpuShare, MemberShape, ObjectiveTier, Policy, WorkloadShape
 from solver.solve import solve
 from tests.solver_cases import request, server
 from tests.test_sharing import share_job, whole_job

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.errors import InvalidRequest
+from solver.domain.errors import InvalidRequest
+from solver.domain.model import Distance, Gpu, Nic, Node, PcieSwitch, SwitchKind
+from solver.domain.topology import device_distance, pcie_distance
 from solver.ingest.nvidia_smi import gpu_nic_pairing, parse_topology
-from solver.model import Distance, Gpu, Nic, Node, PcieSwitch, SwitchKind
-from solver.topology import device_distance, pcie_distance
 
 REPO = Path(__file__).resolve().parents[1]
 TOPO = REPO / "fixtures" / "topo"

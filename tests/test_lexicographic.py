@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
-from solver import solve as pipeline
 from solver.compile import Compiled, Tier
-from solver.model import ObjectiveTier, Policy
+from solver.domain.model import ObjectiveTier, Policy
+from solver.search import tiers as pipeline
 
 TIERS = (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.NODE_ORDER)
 

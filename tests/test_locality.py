@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from solver.model import (
+from solver.domain.model import (
     FabricSwitch,
     Job,
     Locality,
@@ -18,8 +18,8 @@ from solver.model import (
     RoleAffinity,
     SolveStatus,
 )
+from solver.domain.validate import validate
 from solver.solve import solve
-from solver.validate import validate
 from tests.solver_cases import best_placed_work, fat_tree, job, request, server
 
 HARD_LEAF = Locality(mode=Requirement.REQUIRED, highest_tier=1)

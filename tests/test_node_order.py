@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.model import ObjectiveTier
+from solver.domain.model import ObjectiveTier
+from solver.domain.validate import validate
 from solver.solve import solve
-from solver.validate import validate
 from tests.solver_cases import job, request, server
 
 FIRST_FIT = (ObjectiveTier.PLACED_WORK, ObjectiveTier.NODE_ORDER)
@@ -93,9 +93,9 @@ def test_the_completed_greedy_plan_sets_the_order_booleans_the_model_demands() -
     from ortools.sat.python import cp_model
 
     from solver.compile import compile_model
-    from solver.greedy import complete, greedy_hint
-    from solver.intranode import hosts_some_member
-    from solver.normalise import normalise
+    from solver.reduce.intranode import hosts_some_member
+    from solver.reduce.normalise import normalise
+    from solver.search.floor import complete, greedy_hint
 
     nodes = [server(f"n{i}") for i in range(4)]
     req = request(nodes, [job(f"j{k}", 4) for k in range(3)], objective=FIRST_FIT, node_order=("n3", "n2"))

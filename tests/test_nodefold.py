@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from solver.model import Node
-from solver.nodefold import NodeFold
+from solver.domain.model import Node
+from solver.domain.nodefold import NodeFold
 
 
 def test_only_node_objects_not_seen_before_are_computed() -> None:

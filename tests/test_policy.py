@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from solver.model import NicMode, ObjectiveTier, Packing, Policy, Requirement
-from solver.policy import apply_policy_chains, tier_order, words
+from solver.domain.model import NicMode, ObjectiveTier, Packing, Policy, Requirement
+from solver.domain.validate import validate
+from solver.reduce.policy import apply_policy_chains, tier_order, words
 from solver.solve import solve
-from solver.validate import validate
 from tests.solver_cases import job, request, server
 from tests.test_sharing import share_job
 
@@ -60,7 +60,7 @@ def test_unknown_words_are_refused_with_the_field() -> None:
 
 
 def test_gpu_level_spread_sends_a_share_to_the_emptiest_gpu_and_binpack_to_the_fullest() -> None:
-    from solver.model import Allocation, GpuShare
+    from solver.domain.model import Allocation, GpuShare
 
     node = server("n", switches=1, gpus_per_switch=2, nics_per_switch=0).model_copy(
         update={"allocations": (Allocation(owner="old", gpu_shares=(GpuShare(gpu="GPU0", milli=500),)),)}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.scenario import _chunk, hgx_node
-from solver.model import (
+from solver.domain.model import (
     Alignment,
     Distance,
     Inventory,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from solver.model import (
+from solver.answer.verify import verify
+from solver.domain.model import (
     Allocation,
     AntiAffinity,
     GpuShare,
@@ -16,7 +17,6 @@ from solver.model import (
     SolveStatus,
 )
 from solver.solve import solve
-from solver.verify import verify
 from tests.solver_cases import request, server
 
 
@@ -104,7 +104,7 @@ def test_verifier_catches_a_broken_anti_affinity() -> None:
 
 
 def test_an_anti_affinity_rule_without_labels_is_refused_with_its_path() -> None:
-    from solver.validate import validate
+    from solver.domain.validate import validate
 
     bad = job("a").model_copy(update={"anti_affinity": (AntiAffinity(labels={}),)})
     problems = validate(request([server("n0")], [bad]))

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 import solver.solve
-from solver.model import (
+from solver.domain.model import (
     AntiAffinity,
     BatchOrder,
     Inventory,
@@ -15,9 +15,9 @@ from solver.model import (
     SolveRequest,
     SolveStatus,
 )
-from solver.sequence import arrival_steps, candidate_orders, held_allocations, solve_in_order, steps
+from solver.domain.validate import validate
+from solver.search.sequence import arrival_steps, candidate_orders, held_allocations, solve_in_order, steps
 from solver.solve import solve
-from solver.validate import validate
 from tests.solver_cases import best_placed_work, job, request, server
 from tests.test_sharing import share_job, share_problems
 from tests.test_solve import small_problems

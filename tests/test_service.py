@@ -1,6 +1,6 @@
 """The gRPC service end to end: a real server on 127.0.0.1 (port 0), real channels, real status details.
 
-Tests marked ``needs_pipeline`` run the real ``solver.solve.solve`` (and so ``solver.validate``). The
+Tests marked ``needs_pipeline`` run the real ``solver.solve.solve`` (and so ``solver.domain.validate``). The
 others test the plumbing alone and use a stand-in ``solve_fn`` only where the real pipeline cannot be
 made to do what is being tested (crash, refuse its own answer, block).
 """
@@ -26,11 +26,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from grpc_status import rpc_status
 
-from solver import wire
 from solver.cli import main as cli_main
-from solver.errors import InvalidRequest, Problem, VerificationFailed
+from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
+from solver.domain.model import SolveRequest, SolveResult, SolveStatus
 from solver.ingest.files import load_request
-from solver.model import SolveRequest, SolveResult, SolveStatus
+from solver.service import wire
 from solver.service.client import RemoteError, solve_remote
 from solver.service.logging import configure_logging
 from solver.service.server import SERVICE_NAME, RunningServer, serve

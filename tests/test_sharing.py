@@ -8,7 +8,7 @@ from itertools import product
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from solver.model import (
+from solver.domain.model import (
     Allocation,
     GpuShare,
     Job,
@@ -19,8 +19,8 @@ from solver.model import (
     SolveStatus,
     WorkloadShape,
 )
+from solver.domain.validate import validate
 from solver.solve import solve
-from solver.validate import validate
 from tests.solver_cases import request, server
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
 from solver.compile import Model
-from solver.model import (
+from solver.domain.model import (
     Allocation,
     Distance,
     NicMode,
@@ -19,8 +19,8 @@ from solver.model import (
     Requirement,
     SolveStatus,
 )
+from solver.domain.validate import validate
 from solver.solve import solve
-from solver.validate import validate
 from tests.solver_cases import best_placed_work, job, request, server
 
 

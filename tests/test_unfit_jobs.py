@@ -11,9 +11,9 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from solver import wire
-from solver.errors import InvalidRequest
-from solver.model import BatchOrder, Job, MemberShape, ReasonCode, Role, SolveRequest, SolveResult
+from solver.domain.errors import InvalidRequest
+from solver.domain.model import BatchOrder, Job, MemberShape, ReasonCode, Role, SolveRequest, SolveResult
+from solver.service import wire
 from solver.service.client import solve_remote
 from solver.service.server import serve
 from solver.solve import solve

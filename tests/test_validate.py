@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from solver.errors import Problem
-from solver.model import (
+from solver.domain.errors import Problem
+from solver.domain.model import (
     Allocation,
     FabricSwitch,
     Gpu,
@@ -21,7 +21,7 @@ from solver.model import (
     RoleAffinity,
     SolveRequest,
 )
-from solver.validate import NODE_RULES, RULES, unfit_jobs, validate
+from solver.domain.validate import NODE_RULES, RULES, unfit_jobs, validate
 from tests._verify_cases import dgx, job, request, role, shape
 
 FABRIC = (

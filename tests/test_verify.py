@@ -12,9 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import solver.fragmentation
-import solver.verify
-from solver.model import (
+import solver.answer.verify
+import solver.domain.fragmentation
+from solver.answer.verify import verify
+from solver.answer.verify.alignment import perfect_matching
+from solver.domain.model import (
     Allocation,
     ClusterMetrics,
     Distance,
@@ -35,7 +37,6 @@ from solver.model import (
     SwitchKind,
     WorkloadShape,
 )
-from solver.verify import _perfect_matching, verify
 from tests._verify_cases import dgx, job, member, placed, request, result, role, shape, unplaced
 
 REQ, PREF = Requirement.REQUIRED, Requirement.PREFERRED
@@ -465,7 +466,7 @@ def test_metrics_are_checked_against_each_request_s_own_workload() -> None:
 
 # =========================================================================== property tests
 #
-# The oracles below are deliberately written another way than solver/verify.py: distances as the
+# The oracles below are deliberately written another way than solver/answer/verify.py: distances as the
 # nearest class over every switch above both devices, GPU↔NIC matching by trying every permutation,
 # capacity by counting claims in one flat list.
 
@@ -762,26 +763,30 @@ def test_capacity_and_gang_verdict_matches_oracle(case: tuple[SolveRequest, Solv
 def test_matching_equals_trying_every_permutation(case: tuple[int, set[tuple[int, int]]]) -> None:
     n, near = case
     brute = any(all((g, nic) in near for g, nic in enumerate(p)) for p in permutations(range(n)))
-    assert _perfect_matching(n, n, near) == brute
+    assert perfect_matching(n, n, near) == brute
 
 
 def _solver_imports(module: object) -> set[str]:
-    tree = ast.parse(Path(module.__file__).read_text())
+    """What ``module`` (every file of it, for a package) imports from ``solver``, itself left out."""
+    files = sorted(Path(module.__file__).parent.glob("*.py")) if hasattr(module, "__path__") else []
+    text = "\n".join(f.read_text() for f in files) or Path(module.__file__).read_text()
+    tree = ast.parse(text)
     imported = {
         node.module if isinstance(node, ast.ImportFrom) else alias.name
         for node in ast.walk(tree)
         if isinstance(node, ast.Import | ast.ImportFrom)
         for alias in node.names
     }
-    return {m for m in imported if m and m.split(".")[0] == "solver"}
+    own = module.__name__
+    return {m for m in imported if m and m.split(".")[0] == "solver" and not m.startswith(own)}
 
 
 def test_verify_shares_no_code_with_the_pipeline() -> None:
     """The verifier is only worth running if the solver's bugs cannot leak into it. It shares the
     domain types and the definition of fragmentation (a function of one node's free capacity, which
     itself depends on nothing but the domain types); the state it measures it derives itself."""
-    assert _solver_imports(solver.verify) == {"solver.model", "solver.fragmentation"}
-    assert _solver_imports(solver.fragmentation) == {"solver.model"}
+    assert _solver_imports(solver.answer.verify) == {"solver.domain.model", "solver.domain.fragmentation"}
+    assert _solver_imports(solver.domain.fragmentation) == {"solver.domain.model"}
 
 
 def test_avoided_gpu_model() -> None:

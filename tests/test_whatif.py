@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from solver import wire
-from solver.errors import InvalidRequest
-from solver.model import Allocation, BatchOrder, Inventory, Job, ReasonCode
+from solver.domain.errors import InvalidRequest
+from solver.domain.model import Allocation, BatchOrder, Inventory, Job, ReasonCode
+from solver.service import wire
 from solver.whatif import load_and_prepare, run_scenario
 from solver.whatif.convert import (
     _to_proto,

@@ -12,7 +12,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from solver.model import Job
+from solver.domain.model import Job
 from solver.service.server import serve
 from solver.whatif.convert import report_from_proto, scenario_to_proto
 from solver.whatif.report import without_timings

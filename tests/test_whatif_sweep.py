@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.model import Job
+from solver.domain.model import Job
 from solver.whatif import load_and_prepare
 from solver.whatif.report import without_timings
 from solver.whatif.run import run_prepared

@@ -1,4 +1,4 @@
-"""Proto ⇄ domain conversion (solver.wire) and request/result files (solver.ingest.files)."""
+"""Proto ⇄ domain conversion (solver.service.wire) and request/result files (solver.ingest.files)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from solver import wire
-from solver.errors import InvalidRequest, Problem
-from solver.ingest.files import dump_request_json, dump_result_json, load_request, load_result
-from solver.model import (
+from solver.domain.errors import InvalidRequest, Problem
+from solver.domain.model import (
     DEFAULT_TIERS,
     BatchOrder,
     Distance,
@@ -30,6 +28,8 @@ from solver.model import (
     StageTiming,
     TierValue,
 )
+from solver.ingest.files import dump_request_json, dump_result_json, load_request, load_result
+from solver.service import wire
 from tests.builders import make_allocation, make_inventory, make_job, make_node, make_request
 from topoplace.v1 import placement_pb2
 

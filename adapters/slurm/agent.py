@@ -36,9 +36,9 @@ from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description
 from adapters.slurm.nodetypes import TopoDir
 from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, parse_plan_comment, to_slurm_plan
 from adapters.slurm.scontrol import SlurmNode, parse_show_node
-from adapters.slurm.topology_conf import Fabric, parse_topology_conf, parse_topology_yaml
-from solver.errors import InvalidRequest
-from solver.model import Allocation, Inventory, Policy, Requirement, SolveRequest, SolveResult
+from adapters.slurm.topology_conf import SlurmTopology, parse_topology_conf, parse_topology_yaml
+from solver.domain.errors import InvalidRequest
+from solver.domain.model import Allocation, Inventory, Policy, Requirement, SolveRequest, SolveResult
 
 _log = structlog.get_logger("topoplace.slurm.agent")
 MAX_BODY_BYTES = 1 << 20
@@ -110,7 +110,7 @@ class Agent:
             raise RuntimeError(f"{' '.join(argv)} failed: {done.stderr.strip()[:300]}")
         return done.stdout
 
-    def _fabric(self) -> Fabric | None:
+    def _fabric(self) -> SlurmTopology | None:
         path = self.config.topology
         if path is None:
             return None

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from solver.errors import InvalidRequest, Problem
+from solver.domain.errors import InvalidRequest, Problem
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 HERE = Path(__file__).resolve().parent
@@ -109,8 +109,8 @@ def run_inventory(args: argparse.Namespace) -> int:
     from adapters.slurm.gres import parse_gres_conf
     from adapters.slurm.inventory import build_inventory
     from adapters.slurm.nodetypes import TopoDir
-    from solver import wire
-    from solver.model import SolveRequest
+    from solver.domain.model import SolveRequest
+    from solver.service import wire
 
     nodes = load_slurm_nodes(args.scontrol)
     gres_conf = parse_gres_conf(_read(args.gres_conf), str(args.gres_conf)) if args.gres_conf else None
@@ -169,7 +169,7 @@ def run_gres_conf(args: argparse.Namespace) -> int:
 
 def run_agent(args: argparse.Namespace) -> int:
     from adapters.slurm.agent import Agent, AgentConfig, serve_agent
-    from solver.model import Requirement
+    from solver.domain.model import Requirement
     from solver.service.logging import configure_logging
 
     configure_logging()

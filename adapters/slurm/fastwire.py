@@ -1,6 +1,6 @@
 """The solve call of the agent, with the inventory put on the wire without the generic converter.
 
-``solver.wire.request_to_proto`` walks every value through JSON: for 64 eight-GPU nodes that is
+``solver.service.wire.request_to_proto`` walks every value through JSON: for 64 eight-GPU nodes that is
 ~0.4 s per submit, four times the hook's whole budget. Nodes of one type share their devices, PCIe
 tree and NVLinks, so each node type is converted once (through the public ``node_to_json``) and
 every submit only copies that template and sets what differs per node: name, labels, CPU, memory,
@@ -13,11 +13,11 @@ from __future__ import annotations
 import grpc
 from google.protobuf import json_format
 
-from solver import wire
-from solver.errors import InvalidRequest, Problem
-from solver.model import Inventory, Node, SolveRequest, SolveResult
+from solver.domain.errors import InvalidRequest, Problem
+from solver.domain.model import Inventory, Node, SolveRequest, SolveResult
+from solver.service import wire
+from solver.service.channel import CHANNEL_OPTIONS
 from solver.service.client import RemoteError, problems_from_call
-from solver.service.server import CHANNEL_OPTIONS
 from topoplace.v1 import placement_pb2, placement_pb2_grpc
 
 _templates: dict[tuple[str, str], placement_pb2.Node] = {}

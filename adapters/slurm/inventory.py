@@ -2,7 +2,7 @@
 order from gres.conf, PCIe trees from ``nvidia-smi topo -m`` captures, the fabric from topology.conf.
 
 What Slurm already allocated stays allocated: ``GresUsed=gpu:sw2:1(IDX:4)`` is mapped through the
-node's gres.conf order back to the GPU it names, and becomes an :class:`~solver.model.Allocation`
+node's gres.conf order back to the GPU it names, and becomes an :class:`~solver.domain.model.Allocation`
 together with the node's allocated CPUs and memory. Plans handed out for jobs that are still pending
 (``extra``) are added the same way, so two quick submits are not planned onto the same devices.
 
@@ -18,9 +18,9 @@ from adapters.slurm.gres import GresConf, NodeDevices, node_devices
 from adapters.slurm.nodetypes import NodeType, TopoDir
 from adapters.slurm.problems import Problems
 from adapters.slurm.scontrol import SlurmNode
-from adapters.slurm.topology_conf import Fabric
-from solver.errors import InvalidRequest, Problem
-from solver.model import Allocation, Inventory, Node
+from adapters.slurm.topology_conf import SlurmTopology
+from solver.domain.errors import InvalidRequest, Problem
+from solver.domain.model import Allocation, Inventory, Node
 
 PARTITION_LABEL = "slurm/partition."
 FEATURE_LABEL = "slurm/feature."
@@ -150,7 +150,7 @@ def build_inventory(
     *,
     topo_dir: TopoDir,
     gres_conf: GresConf | None = None,
-    fabric: Fabric | None = None,
+    fabric: SlurmTopology | None = None,
     extra: dict[str, list[Allocation]] | None = None,
     source: str = "scontrol",
 ) -> SlurmInventory:

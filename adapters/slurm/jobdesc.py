@@ -19,7 +19,7 @@ from typing import Any
 from adapters.slurm.gres import GresItem, parse_gres_item, split_outside_parens
 from adapters.slurm.hostlist import expand
 from adapters.slurm.inventory import FEATURE_LABEL, PARTITION_LABEL
-from solver.model import (
+from solver.domain.model import (
     Alignment,
     AntiAffinity,
     Distance,

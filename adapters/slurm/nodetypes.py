@@ -21,9 +21,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from adapters.slurm.hostlist import HostlistError, expand
-from solver.errors import InvalidRequest, Problem
+from solver.domain.errors import InvalidRequest, Problem
+from solver.domain.model import Node, SwitchKind
 from solver.ingest.nvidia_smi import parse_topology
-from solver.model import Node, SwitchKind
 
 _META = re.compile(r"^#\s*topoplace:\s*(.*)$", re.MULTILINE)
 GROUP_PREFIX = "sw"

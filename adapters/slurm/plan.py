@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from adapters.slurm.hostlist import HostlistError, compress, expand
 from adapters.slurm.inventory import DeviceMap, SlurmInventory
 from adapters.slurm.jobdesc import JobSpec
-from solver.model import JobResult, Node
+from solver.domain.model import JobResult, Node
 
 PLAN_TAG = "topoplace/v1"
 

@@ -1,12 +1,12 @@
 """Collecting every fault of a Slurm file before refusing it, each located as ``FILE:LINE``.
 
 An admin fixing a 2,000-line gres.conf wants all the mistakes at once, not one per run; the solver's
-:class:`~solver.errors.InvalidRequest` carries a list, and the CLI prints each on its own line.
+:class:`~solver.domain.errors.InvalidRequest` carries a list, and the CLI prints each on its own line.
 """
 
 from __future__ import annotations
 
-from solver.errors import InvalidRequest, Problem
+from solver.domain.errors import InvalidRequest, Problem
 
 
 class Problems:

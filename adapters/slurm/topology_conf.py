@@ -17,14 +17,14 @@ import yaml
 
 from adapters.slurm.hostlist import HostlistError, expand
 from adapters.slurm.problems import Problems, key_values, logical_lines
-from solver.model import FabricSwitch
+from solver.domain.model import FabricSwitch
 
 TREE_KEYS = {"switchname", "nodes", "switches", "linkspeed"}
 BLOCK_KEYS = {"blockname", "nodes", "blocksizes"}
 
 
 @dataclass
-class Fabric:
+class SlurmTopology:
     switches: list[FabricSwitch] = field(default_factory=list)
     leaf_of: dict[str, str] = field(default_factory=dict)
 
@@ -40,7 +40,7 @@ class _Switch:
 # --------------------------------------------------------------------------- topology.conf
 
 
-def parse_topology_conf(text: str, source: str = "topology.conf") -> Fabric:
+def parse_topology_conf(text: str, source: str = "topology.conf") -> SlurmTopology:
     problems = Problems(source)
     switches: list[_Switch] = []
     blocks: list[_Switch] = []
@@ -103,7 +103,7 @@ def _tree_record(values: dict[str, str], number: int, problems: Problems) -> _Sw
     return _Switch(values["switchname"], number, nodes, children)
 
 
-def _tree_fabric(switches: list[_Switch], problems: Problems) -> Fabric:
+def _tree_fabric(switches: list[_Switch], problems: Problems) -> SlurmTopology:
     """Tiers from the leaves up; every referenced switch must exist; a switch has one parent; every
     node one leaf; no cycles."""
     by_name: dict[str, _Switch] = {}
@@ -129,7 +129,7 @@ def _tree_fabric(switches: list[_Switch], problems: Problems) -> Fabric:
             leaf_of.setdefault(node, switch.name)
     tiers = _tiers(by_name, problems)
     result = [FabricSwitch(id=name, tier=tiers.get(name, 1), parent=parent.get(name, "")) for name in by_name]
-    return Fabric(switches=result, leaf_of=leaf_of)
+    return SlurmTopology(switches=result, leaf_of=leaf_of)
 
 
 def _tiers(by_name: dict[str, _Switch], problems: Problems) -> dict[str, int]:
@@ -153,8 +153,8 @@ def _tiers(by_name: dict[str, _Switch], problems: Problems) -> dict[str, int]:
     return tiers
 
 
-def _block_fabric(blocks: list[_Switch], sizes: list[int], problems: Problems) -> Fabric:
-    fabric = Fabric()
+def _block_fabric(blocks: list[_Switch], sizes: list[int], problems: Problems) -> SlurmTopology:
+    fabric = SlurmTopology()
     base = sizes[0] if sizes else 0
     for block in blocks:
         if base and len(block.nodes) > base:
@@ -199,7 +199,7 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[str,
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def parse_topology_yaml(text: str, source: str = "topology.yaml", name: str = "") -> Fabric:
+def parse_topology_yaml(text: str, source: str = "topology.yaml", name: str = "") -> SlurmTopology:
     """The topology named ``name``, else the one with ``cluster_default: true``, else the first."""
     problems = Problems(source)
     try:
@@ -222,7 +222,7 @@ def parse_topology_yaml(text: str, source: str = "topology.yaml", name: str = ""
         fabric = _block_fabric(blocks, [int(s) for s in block.get("block_sizes", [])], problems)
     else:
         problems.add(chosen["__line__"], "topology has neither 'tree' nor 'block' (flat: no fabric)")
-        fabric = Fabric()
+        fabric = SlurmTopology()
     problems.raise_if_any()
     return fabric
 

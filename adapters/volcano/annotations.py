@@ -31,8 +31,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from solver import wire as solver_wire
-from solver.model import Node, SwitchKind
+from solver.domain.model import Node, SwitchKind
+from solver.service import wire as solver_wire
 
 TOPOLOGY = "topoplace.io/topology"
 DEVICES = "topoplace.io/devices"

@@ -25,10 +25,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from adapters.volcano import kube
-from adapters.volcano.hypernodes import Fabric
+from adapters.volcano.hypernodes import HyperNodeTree
 from adapters.volcano.wire import Job, NetworkTopology, NodeInfo, Snapshot, SubGroupPolicy, Task
-from solver.model import AntiAffinity, Inventory, Locality, Node, Policy, Requirement, Role, SolveRequest
-from solver.model import Job as SolverJob
+from solver.domain.model import (
+    AntiAffinity,
+    Inventory,
+    Locality,
+    Node,
+    Policy,
+    Requirement,
+    Role,
+    SolveRequest,
+)
+from solver.domain.model import Job as SolverJob
 
 PLANNED_PHASES = frozenset({"Inqueue", "Running", "Unknown"})
 MAX_PRIORITY = 1_000_000
@@ -73,7 +82,7 @@ class Batch:
         return bool(self.request.jobs)
 
 
-def build(snapshot: Snapshot, fabric: Fabric, policy: Policy, *, plan_pending: bool = False) -> Batch:
+def build(snapshot: Snapshot, fabric: HyperNodeTree, policy: Policy, *, plan_pending: bool = False) -> Batch:
     """The batch for ``snapshot``: inventory from its nodes, jobs from its pending GPU work."""
     warn = kube.NodeWarnings(list(fabric.warnings))
     nodes = [inventory_node(info, fabric, warn) for info in snapshot.nodes]
@@ -86,20 +95,20 @@ def build(snapshot: Snapshot, fabric: Fabric, policy: Policy, *, plan_pending: b
     for job in snapshot.jobs:
         if job.podgroup is not None and job.podgroup.phase not in phases:
             continue
-        jobs += job_entries(job, batch, fabric if switches else Fabric(), models)
+        jobs += job_entries(job, batch, fabric if switches else HyperNodeTree(), models)
     batch.warnings = warn.items
     batch.request = batch.request.model_copy(update={"jobs": tuple(jobs), "policy": policy})
     return batch
 
 
-def inventory_node(info: NodeInfo, fabric: Fabric, warn: kube.NodeWarnings) -> Node:
+def inventory_node(info: NodeInfo, fabric: HyperNodeTree, warn: kube.NodeWarnings) -> Node:
     return kube.inventory_node(info, fabric.leaf_of.get(info.name, ""), warn)
 
 
 # --------------------------------------------------------------------------- jobs
 
 
-def job_entries(job: Job, batch: Batch, fabric: Fabric, models: set[str]) -> list[SolverJob]:
+def job_entries(job: Job, batch: Batch, fabric: HyperNodeTree, models: set[str]) -> list[SolverJob]:
     """The solver jobs for one Volcano job (none if it has no pending GPU work), recorded in ``batch``."""
     pending_gpu: list[Task] = []
     pending_other = 0
@@ -246,7 +255,7 @@ def _group_locality(policy: SubGroupPolicy) -> Locality:
     return Locality(mode=mode, highest_tier=tier)
 
 
-def job_locality(job: Job, fabric: Fabric, entry: JobEntry) -> tuple[Locality, str]:
+def job_locality(job: Job, fabric: HyperNodeTree, entry: JobEntry) -> tuple[Locality, str]:
     """The job's locality and the rule in Volcano's words (e.g. ``networkTopology hard,
     highestTierAllowed 1``); no rule when the cluster has no HyperNodes (noted)."""
     topology = job.podgroup.topology if job.podgroup else None

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from solver.errors import InvalidRequest, Problem
+from solver.domain.errors import InvalidRequest, Problem
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 2, 3
 
@@ -111,7 +111,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from adapters.volcano.hypernodes import HyperNodeFiles
     from adapters.volcano.patcher import KubernetesPatcher, PodPatcher, RecordingPatcher
     from adapters.volcano.server import VERBS, serve
-    from solver.model import BatchOrder, Packing
+    from solver.domain.model import BatchOrder, Packing
 
     aliases = dict(v.split("=", 1) for v in args.verb if "=" in v)
     unknown = [v for v in aliases.values() if v not in VERBS]

@@ -26,8 +26,8 @@ from adapters.volcano import hypernodes as hn
 from adapters.volcano import wire
 from adapters.volcano.patcher import PatchError, PodPatcher
 from adapters.volcano.plan import Plan
-from solver.errors import InvalidRequest, VerificationFailed
-from solver.model import BatchOrder, Packing, Policy, SolveRequest, SolveResult, SolveStatus
+from solver.domain.errors import InvalidRequest, VerificationFailed
+from solver.domain.model import BatchOrder, Packing, Policy, SolveRequest, SolveResult, SolveStatus
 
 SolveFn = Callable[[SolveRequest, float], SolveResult]
 """``solve(request, deadline_s)``: in process (``solver.solve.solve``) or over gRPC."""
@@ -115,7 +115,7 @@ class Extender:
         )
         self._warming: Future[None] | None = None
         self._last_open: (
-            tuple[str, Any, batch_mod.Batch, SolveResult | None, hn.Fabric, SessionStatus] | None
+            tuple[str, Any, batch_mod.Batch, SolveResult | None, hn.HyperNodeTree, SessionStatus] | None
         ) = None
         if solver_process:
             self._warming = self._executor.submit(_load_solver)  # OR-Tools loads now, not in a session

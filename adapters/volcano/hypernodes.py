@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from solver.errors import InvalidRequest, Problem
-from solver.model import FabricSwitch
+from solver.domain.errors import InvalidRequest, Problem
+from solver.domain.model import FabricSwitch
 
 API_VERSION = "topology.volcano.sh/v1alpha1"
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -211,7 +211,7 @@ def _member(value: Any, where: str, problems: list[Problem]) -> Member | None:
 
 
 @dataclass(frozen=True)
-class Fabric:
+class HyperNodeTree:
     """The HyperNodes resolved against one session's nodes."""
 
     switches: tuple[FabricSwitch, ...] = ()
@@ -236,7 +236,7 @@ class Fabric:
         return next((s for s in chains[0] if s in shared), "")
 
 
-def resolve(hypernodes: Iterable[HyperNode], node_labels: Mapping[str, Mapping[str, str]]) -> Fabric:
+def resolve(hypernodes: Iterable[HyperNode], node_labels: Mapping[str, Mapping[str, str]]) -> HyperNodeTree:
     """Switches with parents, and each node's leaf, for the nodes of this session."""
     nodes = sorted(hypernodes, key=lambda h: h.name)
     by_name = {h.name: h for h in nodes}
@@ -267,7 +267,7 @@ def resolve(hypernodes: Iterable[HyperNode], node_labels: Mapping[str, Mapping[s
                         )
     tier_names = {h.tier_name: h.tier for h in nodes if h.tier_name}
     switches = tuple(FabricSwitch(id=h.name, tier=h.tier, parent=parent.get(h.name, "")) for h in nodes)
-    return Fabric(switches=switches, leaf_of=leaf_of, tier_names=tier_names, warnings=tuple(warnings))
+    return HyperNodeTree(switches=switches, leaf_of=leaf_of, tier_names=tier_names, warnings=tuple(warnings))
 
 
 class HyperNodeFiles:

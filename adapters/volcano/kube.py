@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from adapters.volcano import annotations as ann
 from adapters.volcano.wire import NodeInfo, Task
-from solver.model import (
+from solver.domain.model import (
     Alignment,
     Allocation,
     AntiAffinity,

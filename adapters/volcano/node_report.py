@@ -9,8 +9,8 @@ what ties the topology to HAMi's and Volcano's device registers and to the devic
 from __future__ import annotations
 
 from adapters.volcano import annotations as ann
+from solver.domain.model import Node
 from solver.ingest.nvidia_smi import parse_topology
-from solver.model import Node
 
 
 def report(

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from adapters.volcano import annotations as ann
 from adapters.volcano import kube
 from adapters.volcano.batch import Batch, JobEntry
-from adapters.volcano.hypernodes import Fabric
+from adapters.volcano.hypernodes import HyperNodeTree
 from adapters.volcano.wire import (
     CODE_SUCCESS,
     CODE_UNRESOLVABLE,
     CODE_UNSCHEDULABLE,
     Task,
 )
-from solver.model import JobResult, MemberPlacement, Node, SolveResult, SolveStatus
+from solver.domain.model import JobResult, MemberPlacement, Node, SolveResult, SolveStatus
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Assignment:
 class Plan:
     batch: Batch
     result: SolveResult | None
-    fabric: Fabric
+    fabric: HyperNodeTree
     planned_score: float = 100.0
     assignments: dict[str, Assignment] = field(default_factory=dict)  # task uid → planned devices
     job_results: dict[str, list[JobResult]] = field(default_factory=dict)  # Volcano job → solver results
@@ -55,7 +55,9 @@ class Plan:
     hypernode_written: set[str] = field(default_factory=set)
 
     @staticmethod
-    def of(batch: Batch, result: SolveResult | None, fabric: Fabric, planned_score: float = 100.0) -> Plan:
+    def of(
+        batch: Batch, result: SolveResult | None, fabric: HyperNodeTree, planned_score: float = 100.0
+    ) -> Plan:
         plan = Plan(batch=batch, result=result, fabric=fabric, planned_score=planned_score)
         if result is not None:
             plan._index(result)

@@ -2,7 +2,7 @@
 
 Variables (all integers over node classes, never over individual GPUs):
 
-* ``x[c, k]`` — how many nodes of class ``c`` take configuration ``k`` (``solver.intranode``);
+* ``x[c, k]`` — how many nodes of class ``c`` take configuration ``k`` (``solver.reduce.intranode``);
 * ``y[r, c]`` — how many members of role ``r`` sit on nodes of class ``c``;
 * ``s[r, c]`` — of those, how many meet every PREFERRED rule (only for shapes that have any);
 * ``placed[j]`` — job ``j`` is placed (all its roles at least at their minimum) or not at all;
@@ -32,11 +32,11 @@ from solver.compile.locality import Locality, add_locality
 from solver.compile.nodes import add_configuration_choice, add_member_supply, add_member_variables
 from solver.compile.objective import Tier, objective_tiers
 from solver.compile.order import OrderVars, add_node_order
-from solver.fabric import Fabric
-from solver.intranode import Configuration, configurations_for
-from solver.model import ObjectiveTier, Policy
-from solver.normalise import Normalised
-from solver.policy import spreads_shares
+from solver.domain.fabric import Fabric
+from solver.domain.model import ObjectiveTier, Policy
+from solver.reduce.intranode import Configuration, configurations_for
+from solver.reduce.normalise import Normalised
+from solver.reduce.policy import spreads_shares
 
 __all__ = ["Compiled", "Tier", "compile_model"]
 

@@ -1,6 +1,6 @@
 """Gangs: a job is placed with every role between its minimum and its replicas, or not at all.
 
-A role that comes in variants (rail sets, ``solver.rails``) is placed as exactly one of them.
+A role that comes in variants (rail sets, ``solver.reduce.rails``) is placed as exactly one of them.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from ortools.sat.python import cp_model
 
-from solver.normalise import Normalised
+from solver.reduce.normalise import Normalised
 
 Vars = dict[tuple[int, int], cp_model.IntVar]
 

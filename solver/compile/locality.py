@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from solver.fabric import Fabric
-from solver.model import Requirement
-from solver.normalise import NodeClass, Normalised
+from solver.domain.fabric import Fabric
+from solver.domain.model import Requirement
+from solver.reduce.normalise import NodeClass, Normalised
 
 Vars = dict[tuple[int, int], cp_model.IntVar]
 FABRIC, NVLINK = "fabric", "nvlink"

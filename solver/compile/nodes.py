@@ -7,8 +7,8 @@ from collections import defaultdict
 
 from ortools.sat.python import cp_model
 
-from solver.intranode import Configuration
-from solver.normalise import Normalised, has_preferences
+from solver.reduce.intranode import Configuration
+from solver.reduce.normalise import Normalised, has_preferences
 
 Configs = dict[int, tuple[Configuration, ...]]
 Vars = dict[tuple[int, int], cp_model.IntVar]

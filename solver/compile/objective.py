@@ -13,10 +13,10 @@ from ortools.sat.python import cp_model
 
 from solver.compile.locality import Locality
 from solver.compile.order import OrderVars, order_terms
-from solver.fragmentation import FreeCapacity, Profile, profile, score_loss
-from solver.intranode import Configuration, free_after
-from solver.model import MemberShape, ObjectiveTier, Packing, Policy
-from solver.normalise import NodeShape, Normalised, has_preferences
+from solver.domain.fragmentation import FreeCapacity, Profile, profile, score_loss
+from solver.domain.model import MemberShape, ObjectiveTier, Packing, Policy
+from solver.reduce.intranode import Configuration, free_after
+from solver.reduce.normalise import NodeShape, Normalised, has_preferences
 
 Configs = dict[int, tuple[Configuration, ...]]
 Vars = dict[tuple[int, int], cp_model.IntVar]

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from solver.intranode import Configuration
-from solver.normalise import Normalised
+from solver.reduce.intranode import Configuration
+from solver.reduce.normalise import Normalised
 
 Configs = dict[int, tuple[Configuration, ...]]
 Vars = dict[tuple[int, int], cp_model.IntVar]

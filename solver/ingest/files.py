@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
-from solver import wire
-from solver.errors import InvalidRequest, Problem
-from solver.model import SolveRequest, SolveResult
+from solver.domain.errors import InvalidRequest, Problem
+from solver.domain.model import SolveRequest, SolveResult
+from solver.service import wire
 
 JSON_SUFFIXES = frozenset({".json"})
 YAML_SUFFIXES = frozenset({".yaml", ".yml"})
@@ -43,7 +43,7 @@ def load_result(path: Path) -> SolveResult:
 
 
 def dump_request_json(request: SolveRequest) -> str:
-    """The request as canonical JSON (see :func:`solver.wire.json_text`), no trailing newline."""
+    """The request as canonical JSON (see :func:`solver.service.wire.json_text`), no trailing newline."""
     return wire.json_text(wire.request_to_proto(request))
 
 

@@ -1,9 +1,9 @@
-"""Read what ``nvidia-smi topo -m`` prints into a :class:`solver.model.Node`.
+"""Read what ``nvidia-smi topo -m`` prints into a :class:`solver.domain.model.Node`.
 
 Operators already have this matrix for every server; asking them to describe the PCIe tree by hand
 would be slower and wrong more often. The matrix does not print the tree, only the distance class of
 every device pair, so this module *infers* the smallest PCIe forest whose distances
-(:func:`solver.topology.pcie_distance`) reproduce every PCIe cell of the matrix:
+(:func:`solver.domain.topology.pcie_distance`) reproduce every PCIe cell of the matrix:
 
 * devices that are ``PIX`` to each other share a leaf switch;
 * groups that are ``PXB`` to each other hang off one upstream switch;
@@ -21,8 +21,8 @@ optional); one row per device; cells separated by tabs and/or spaces; ``#`` comm
 the ``Legend:`` block (ignored) and the ``NIC Legend:`` block (``NIC0: mlx5_0``) naming the NICs.
 ``SOC`` (old drivers' word for ``SYS``) is read as ``SYS``.
 
-Errors are :class:`solver.errors.InvalidRequest` with one :class:`~solver.errors.Problem` per fault,
-each located as ``SOURCE:LINE:COLUMN``: LINE is the 1-based line of the text (comments count) and
+Errors are :class:`solver.domain.errors.InvalidRequest` with one :class:`~solver.domain.errors.Problem`
+per fault, each located as ``SOURCE:LINE:COLUMN``: LINE is the 1-based line of the text (comments count) and
 COLUMN the 1-based *character* column where the offending cell starts (a tab counts as one
 character), so an editor's "go to" lands on it.
 """
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from solver.errors import InvalidRequest, Problem
-from solver.model import Distance, Gpu, Nic, Node, NumaNode, NvLink, PcieSwitch, SwitchKind
-from solver.topology import gpu_nic_pairing, pcie_distance
+from solver.domain.errors import InvalidRequest, Problem
+from solver.domain.model import Distance, Gpu, Nic, Node, NumaNode, NvLink, PcieSwitch, SwitchKind
+from solver.domain.topology import gpu_nic_pairing, pcie_distance
 
 __all__ = ["gpu_nic_pairing", "parse_topology"]
 

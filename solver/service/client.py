@@ -11,10 +11,10 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from solver import wire
-from solver.errors import InvalidRequest, Problem
-from solver.model import SolveRequest, SolveResult
-from solver.service.server import CHANNEL_OPTIONS
+from solver.domain.errors import InvalidRequest, Problem
+from solver.domain.model import SolveRequest, SolveResult
+from solver.service import wire
+from solver.service.channel import CHANNEL_OPTIONS
 from topoplace.v1 import placement_pb2_grpc
 
 

@@ -20,31 +20,19 @@ from types import FrameType
 
 import grpc
 import structlog
-from google.protobuf import any_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from grpc_status import rpc_status
 
-from solver import wire
-from solver.errors import InvalidRequest, Problem, VerificationFailed
-from solver.model import SolveRequest, SolveResult
+from solver.domain.errors import InvalidRequest, VerificationFailed
+from solver.domain.model import SolveRequest, SolveResult
+from solver.service import wire
+from solver.service.channel import CHANNEL_OPTIONS
 from solver.service.logging import configure_logging
+from solver.service.status import MAX_MESSAGE_TEXT_BYTES, invalid_argument_status, truncate
 from topoplace.v1 import placement_pb2, placement_pb2_grpc
 
 SERVICE_NAME = placement_pb2.DESCRIPTOR.services_by_name["Placement"].full_name
 
-# Inventories of large clusters outgrow gRPC's 4 MiB default message size.
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-CHANNEL_OPTIONS = (
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-)
-# Status details travel in trailing metadata, which peers cap (8 KiB by default) and reject whole
-# when exceeded. A request with thousands of problems must still arrive as INVALID_ARGUMENT, so the
-# details carry as many problems as fit these budgets and then say how many were left out.
-MAX_DETAILS_BYTES = 3000
-MAX_MESSAGE_TEXT_BYTES = 1000
 # A deadline further away than a year is a call without one.
 NO_DEADLINE_ABOVE_S = 365 * 24 * 3600.0
 # How long a stopping server lets calls in flight finish.
@@ -84,7 +72,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             context.abort_with_status(invalid_argument_status(exc.problems))
         except VerificationFailed as exc:
             log.error("solve_failed", code="INTERNAL", violations=list(exc.violations), ms=_ms(started))
-            context.abort(grpc.StatusCode.INTERNAL, _truncate(str(exc), MAX_MESSAGE_TEXT_BYTES))
+            context.abort(grpc.StatusCode.INTERNAL, truncate(str(exc), MAX_MESSAGE_TEXT_BYTES))
         except Exception:
             log.exception("solve_failed", code="INTERNAL", ms=_ms(started))
             context.abort(grpc.StatusCode.INTERNAL, "internal error")
@@ -120,47 +108,6 @@ def _deadline_s(context: grpc.ServicerContext) -> float | None:
 
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
-
-
-# --------------------------------------------------------------------------- rich error status
-
-
-def invalid_argument_status(problems: tuple[Problem, ...]) -> grpc.Status:
-    """``INVALID_ARGUMENT`` with a ``BadRequest`` detail (field = path, description = message) and
-    the same problems in the plain message, for clients that only print ``details()``."""
-    bad_request, shown = _bad_request(problems)
-    detail = any_pb2.Any()
-    detail.Pack(bad_request)
-    message = _truncate(_summary(problems, shown), MAX_MESSAGE_TEXT_BYTES)
-    status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=message, details=[detail])
-    return rpc_status.to_status(status)
-
-
-def _bad_request(problems: tuple[Problem, ...]) -> tuple[error_details_pb2.BadRequest, int]:
-    """As many violations as fit ``MAX_DETAILS_BYTES`` (and how many that is), then one saying how
-    many more there are."""
-    out = error_details_pb2.BadRequest()
-    for shown, problem in enumerate(problems):
-        out.field_violations.add(field=problem.path, description=problem.message)
-        if out.ByteSize() > MAX_DETAILS_BYTES:
-            del out.field_violations[-1]
-            more = f"{len(problems) - shown} more problem(s) not shown"
-            out.field_violations.add(field="request", description=more)
-            return out, shown
-    return out, len(problems)
-
-
-def _summary(problems: tuple[Problem, ...], shown: int) -> str:
-    lines = [f"invalid request: {len(problems)} problem(s)"]
-    lines += [f"{p.path}: {p.message}" for p in problems[:shown]]
-    return "\n".join(lines)
-
-
-def _truncate(text: str, max_bytes: int) -> str:
-    data = text.encode()
-    if len(data) <= max_bytes:
-        return text
-    return data[: max_bytes - 4].decode(errors="ignore") + " ..."
 
 
 # --------------------------------------------------------------------------- server lifecycle

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from solver.errors import InvalidRequest, Problem
+from solver.domain.errors import InvalidRequest, Problem
 
 EXIT_OK, EXIT_INTERRUPTED = 0, 130
 

@@ -1,4 +1,4 @@
-"""Scenario and report ⇄ proto ⇄ JSON/YAML, by the same generic walk as ``solver.wire``.
+"""Scenario and report ⇄ proto ⇄ JSON/YAML, by the same generic walk as ``solver.service.wire``.
 
 A scenario file is the canonical JSON mapping of ``topoplace.v1.Scenario`` written as YAML or JSON
 (proto field names or lowerCamelCase, enums by name). Loading goes text → data → proto message →
@@ -18,8 +18,9 @@ import yaml
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from solver import wire
-from solver.errors import InvalidRequest, Problem
+from solver.domain.errors import InvalidRequest, Problem
+from solver.service import wire
+from solver.service.wire import split_parse_error
 from solver.whatif.report import WhatIfReport
 from solver.whatif.scenario import Edit, Scenario
 from topoplace.v1 import whatif_pb2
@@ -120,7 +121,7 @@ def scenario_from_data(data: Any, source: str, lines: dict[str, int] | None = No
     try:
         json_format.ParseDict(data, msg)
     except json_format.ParseError as exc:
-        where, reason = split_parse_error(str(exc))
+        where, reason = split_parse_error(str(exc), ROOTS)
         raise InvalidRequest([_problem(source, where, reason, lines)]) from None
     try:
         return _scenario(msg)
@@ -223,25 +224,8 @@ def _prefixed(source: str, problem: Problem) -> Problem:
     return Problem(path=f"{source}:{problem.path}", message=problem.message)
 
 
-_CHAIN_STEP = re.compile(r"^Failed to parse (\w+) field: ")
-_LOCATION = re.compile(r' at "?(?:Scenario|WhatIfRequest|WhatIfReport)\.?([\w.\[\]]*)"?')
-_AVAILABLE = re.compile(r'\.?\s*Available Fields\(except extensions\): "\[(.*?)\]"', re.DOTALL)
-
-
-def split_parse_error(text: str) -> tuple[str, str]:
-    """A ``json_format.ParseError`` message as (path inside the scenario, reason); the message nests
-    one "Failed to parse X field: " per level and often ends in ``at Scenario.edits[0]...``."""
-    chain: list[str] = []
-    while match := _CHAIN_STEP.match(text):
-        chain.append(match.group(1))
-        text = text[match.end() :]
-    location = ".".join(chain)
-    if found := _LOCATION.search(text):
-        location = found.group(1).rstrip(".") or location
-        text = text[: found.start()] + text[found.end() :]
-    text = _AVAILABLE.sub(lambda m: "; known fields: " + m.group(1).replace("'", ""), text)
-    reason = " ".join(text.split()).rstrip(".")
-    return location, reason[:1].lower() + reason[1:]
+# Where a what-if parse error's path starts (the Placement messages' roots are wire's default).
+ROOTS = ("Scenario", "WhatIfRequest", "WhatIfReport")
 
 
 def message_from(data: Any, msg: Message, source: str) -> Message:
@@ -249,6 +233,6 @@ def message_from(data: Any, msg: Message, source: str) -> Message:
     try:
         json_format.ParseDict(data, msg)
     except json_format.ParseError as exc:
-        where, reason = split_parse_error(str(exc))
+        where, reason = split_parse_error(str(exc), ROOTS)
         raise InvalidRequest([Problem(path=f"{source}:{where or '(top)'}", message=reason)]) from None
     return msg

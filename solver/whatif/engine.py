@@ -21,8 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from solver.errors import VerificationFailed
-from solver.model import (
+from solver.answer.verify import verify
+from solver.domain.errors import VerificationFailed
+from solver.domain.model import (
     Inventory,
     Job,
     JobResult,
@@ -33,8 +34,7 @@ from solver.model import (
     SolveResult,
     SolveStatus,
 )
-from solver.sequence import held_allocations
-from solver.verify import verify
+from solver.search.sequence import held_allocations
 from solver.whatif import metrics
 from solver.whatif.policies import PlaceFn, placer
 from solver.whatif.report import ClassWait, JobOutcome, Outcome, Sample, Summary

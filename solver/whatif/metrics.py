@@ -22,9 +22,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from solver.model import Inventory, Job, MemberPlacement, MemberShape, NicMode, Node
-from solver.normalise import alignment_distance, nic_demand
-from solver.topology import device_distance
+from solver.domain.model import Inventory, Job, MemberPlacement, MemberShape, NicMode, Node
+from solver.domain.topology import device_distance
+from solver.reduce.normalise import alignment_distance, nic_demand
 from solver.whatif.report import NodeUse, TierCount
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from solver.model import Frozen, Reason, SolveStatus
+from solver.domain.model import Frozen, Reason, SolveStatus
 
 
 class TierCount(Frozen):

@@ -174,7 +174,7 @@ def _on_ray(
     try:
         import ray
     except ImportError:
-        from solver.errors import InvalidRequest, Problem
+        from solver.domain.errors import InvalidRequest, Problem
 
         message = "Ray is not installed: pip install 'topoplace[ray]'"
         raise InvalidRequest([Problem(path="--ray", message=message)]) from None
@@ -209,14 +209,9 @@ def _on_ray(
 
 
 def import_roots() -> list[str]:
-    """Folders Ray workers need on their path: the repository root when the ``bench`` baselines were
-    imported from it (they are not part of the installed package), then the current PYTHONPATH."""
-    roots = []
-    bench = sys.modules.get("bench")
-    if bench is not None and getattr(bench, "__file__", None):
-        roots.append(str(Path(bench.__file__).resolve().parent.parent))
-    roots += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return roots
+    """Folders Ray workers need on their path: the current PYTHONPATH (the package itself, baselines
+    included, is installed where the workers run)."""
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 
 # --------------------------------------------------------------------------- the report

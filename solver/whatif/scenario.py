@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from solver.model import (
+from solver.domain.model import (
     Allocation,
     BatchOrder,
     Frozen,

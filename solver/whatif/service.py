@@ -14,7 +14,7 @@ import time
 import grpc
 import structlog
 
-from solver.errors import InvalidRequest, VerificationFailed
+from solver.domain.errors import InvalidRequest, VerificationFailed
 from solver.whatif.convert import report_to_proto, scenario_from_proto
 from solver.whatif.run import run_prepared
 from solver.whatif.world import prepare
@@ -32,7 +32,7 @@ class WhatIfServicer(whatif_pb2_grpc.WhatIfServicer):
     def Run(  # the RPC's name, hence not snake_case
         self, request: whatif_pb2.WhatIfRequest, context: grpc.ServicerContext
     ) -> whatif_pb2.WhatIfResponse:
-        from solver.service.server import invalid_argument_status
+        from solver.service.status import invalid_argument_status
 
         started = time.perf_counter()
         stop_at = _stop_at(context)

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from solver import wire
-from solver.errors import InvalidRequest, Problem
-from solver.fabric import Fabric
-from solver.model import FabricSwitch, Inventory, Job, Node, Policy, SolveRequest
-from solver.validate import member_fits_some_node, validate
+from solver.domain.errors import InvalidRequest, Problem
+from solver.domain.fabric import Fabric
+from solver.domain.model import FabricSwitch, Inventory, Job, Node, SolveRequest
+from solver.domain.validate import member_fits_some_node, validate
+from solver.ingest.sources import inventory_source
+from solver.service import wire
 from solver.whatif import convert
 from solver.whatif.scenario import (
     BASE_VARIANT,
@@ -184,59 +185,16 @@ def _domain(msg: Any, cls: type, source: str) -> Any:
 
 
 def _slurm_inventory(scenario: Scenario, root: Path | None) -> Inventory:
-    """Through the Slurm adapter's public functions (``topoplace slurm inventory`` does the same)."""
-    sources = scenario.base.slurm
-    assert sources is not None
-    try:
-        from adapters.slurm.cli import load_fabric, load_slurm_nodes
-        from adapters.slurm.gres import parse_gres_conf
-        from adapters.slurm.inventory import build_inventory
-        from adapters.slurm.nodetypes import TopoDir
-    except ImportError as exc:
-        raise InvalidRequest(
-            [Problem(path="base.slurm", message=f"the Slurm adapter is not available: {exc}")]
-        ) from None
-    scontrol = _resolve(root, sources.scontrol)
-    gres = None
-    if sources.gres_conf:
-        path = _resolve(root, sources.gres_conf)
-        try:
-            gres = parse_gres_conf(path.read_text(), str(path))
-        except OSError as exc:
-            raise InvalidRequest([Problem(path=str(path), message=f"cannot read: {exc.strerror}")]) from None
-    fabric = load_fabric(_resolve(root, sources.topology)) if sources.topology else None
-    built = build_inventory(
-        load_slurm_nodes(scontrol),
-        topo_dir=TopoDir(_resolve(root, sources.topo_dir)),
-        gres_conf=gres,
-        fabric=fabric,
-        source=str(scontrol),
-    )
-    return built.inventory
+    """Through the source the Slurm adapter registers (``topoplace slurm inventory`` reads the same)."""
+    assert scenario.base.slurm is not None
+    return inventory_source("slurm", "base.slurm")(scenario.base.slurm, lambda p: _resolve(root, p))
 
 
 def _volcano_inventory(scenario: Scenario, root: Path | None) -> Inventory:
-    """Through the Volcano adapter: a session snapshot (OnSessionOpen body) and, optionally, the
-    HyperNodes that make its fabric — the inventory the extender would hand the solver."""
-    sources = scenario.base.volcano
-    assert sources is not None
-    try:
-        from adapters.volcano import batch, hypernodes
-        from adapters.volcano import wire as volcano_wire
-    except ImportError as exc:
-        message = f"the Volcano adapter is not available: {exc}"
-        raise InvalidRequest([Problem(path="base.volcano", message=message)]) from None
-    path = _resolve(root, sources.session)
-    data, _ = convert.load_data(path)
-    try:
-        snapshot = volcano_wire.snapshot(data)
-    except volcano_wire.BadPayload as exc:
-        raise InvalidRequest([Problem(path=str(path), message=str(exc))]) from None
-    fabric = hypernodes.Fabric()
-    if sources.hypernodes:
-        objects = hypernodes.load(_resolve(root, sources.hypernodes))
-        fabric = hypernodes.resolve(objects, {n.name: n.labels for n in snapshot.nodes})
-    return batch.build(snapshot, fabric, Policy()).request.inventory
+    """Through the source the Volcano adapter registers: a session snapshot (OnSessionOpen body) and,
+    optionally, the HyperNodes that make its fabric — the inventory the extender would hand the solver."""
+    assert scenario.base.volcano is not None
+    return inventory_source("volcano", "base.volcano")(scenario.base.volcano, lambda p: _resolve(root, p))
 
 
 # --------------------------------------------------------------------------- workload

@@ -23,8 +23,8 @@ from adapters.slurm.gres import node_devices, parse_gres_conf, parse_gres_item, 
 from adapters.slurm.hostlist import compress, expand
 from adapters.slurm.nodetypes import load_node_type
 from adapters.slurm.plan import parse_plan_comment
-from solver.model import Distance
-from solver.topology import device_distance
+from solver.domain.model import Distance
+from solver.domain.topology import device_distance
 
 MISSING = missing_binaries()
 pytestmark = pytest.mark.skipif(

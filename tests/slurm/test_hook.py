@@ -16,7 +16,7 @@ from adapters.slurm import cli, place_client
 from adapters.slurm.agent import Agent, AgentConfig, serve_agent
 from adapters.slurm.jobdesc import Unsupported, job_from_description
 from adapters.slurm.plan import NodePlan, parse_plan_comment, plan_comment
-from solver.model import NicMode, Requirement, Scope
+from solver.domain.model import NicMode, Requirement, Scope
 
 NO_VAL = 0xFFFFFFFE
 

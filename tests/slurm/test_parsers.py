@@ -11,7 +11,7 @@ from adapters.slurm.inventory import build_inventory
 from adapters.slurm.nodetypes import TopoDir
 from adapters.slurm.scontrol import parse_nodes_json, parse_show_node
 from adapters.slurm.topology_conf import parse_topology_conf, parse_topology_yaml
-from solver.errors import InvalidRequest
+from solver.domain.errors import InvalidRequest
 
 
 def problems(excinfo: pytest.ExceptionInfo[InvalidRequest]) -> list[str]:

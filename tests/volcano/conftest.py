@@ -22,7 +22,7 @@ from adapters.volcano.extender import Config, Extender, local_solve
 from adapters.volcano.hypernodes import HyperNode, load
 from adapters.volcano.patcher import RecordingPatcher
 from adapters.volcano.server import RunningServer, serve
-from solver.model import SolveRequest, SolveResult
+from solver.domain.model import SolveRequest, SolveResult
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "volcano"
 

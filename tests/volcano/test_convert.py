@@ -19,8 +19,8 @@ from adapters.volcano.extender import Config, Extender
 from adapters.volcano.patcher import KubernetesPatcher, PatchError, RecordingPatcher
 from fixtures.volcano import build
 from solver.cli import main
-from solver.errors import InvalidRequest
-from solver.model import NicMode, Requirement
+from solver.domain.errors import InvalidRequest
+from solver.domain.model import NicMode, Requirement
 
 from .conftest import FIXTURES, CapturingSolve, Service
 
@@ -251,8 +251,8 @@ def test_pod_anti_affinity_at_hostname_becomes_a_node_rule() -> None:
 
 def test_a_gang_with_anti_affinity_to_itself_gets_one_node_per_pod() -> None:
     from adapters.volcano import batch as batches
-    from adapters.volcano.hypernodes import Fabric
-    from solver.model import Policy
+    from adapters.volcano.hypernodes import HyperNodeTree
+    from solver.domain.model import Policy
     from solver.solve import solve
 
     pods = build.workers("ns", "g", "worker", 2, 1, labels={"app": "g"})
@@ -264,7 +264,7 @@ def test_a_gang_with_anti_affinity_to_itself_gets_one_node_per_pod() -> None:
         for j in snapshot.jobs
     )
     snapshot = dataclasses.replace(snapshot, jobs=jobs)
-    made = batches.build(snapshot, Fabric(), Policy())
+    made = batches.build(snapshot, HyperNodeTree(), Policy())
     (gang,) = made.request.jobs
     assert gang.labels["app"] == "g" and [r.labels for r in gang.anti_affinity] == [{"app": "g"}]
     result = solve(made.request)

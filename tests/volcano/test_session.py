@@ -18,8 +18,8 @@ import pytest
 from adapters.volcano import annotations as ann
 from adapters.volcano.extender import Config
 from adapters.volcano.wire import ALLOCATED, CODE_SUCCESS, CODE_UNRESOLVABLE, CODE_UNSCHEDULABLE
-from solver.model import BatchOrder
-from solver.verify import verify
+from solver.answer.verify import verify
+from solver.domain.model import BatchOrder
 
 from .conftest import Service
 
@@ -281,7 +281,7 @@ def test_no_session_and_solver_refusal_answer_neutrally(service: Service, body: 
     }
     assert service.client.ok("jobReady", {"job": body["Jobs"]["team-a/train-16"]}) == {"status": True}
     # a batch the solver refuses (here: a node whose running pods claim a GPU it does not have)
-    from solver.errors import InvalidRequest, Problem
+    from solver.domain.errors import InvalidRequest, Problem
 
     def refuse(request: Any, deadline: float) -> Any:
         raise InvalidRequest([Problem(path="inventory.nodes[0]", message="made up")])

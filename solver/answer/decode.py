@@ -1,0 +1,217 @@
+"""Decode: the class-level answer back to concrete nodes, GPUs and NICs (the reductions inverted).
+
+Nodes of a class take the chosen configurations in name order; each configuration's witness slots
+are mapped through the node's own canonical-index → device-id table; members of each role fill the
+slots of their shape, strict members into strict slots first. Flags in the result (``aligned``,
+``numa``) are computed from the devices actually chosen, so they are true whatever the model said.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from solver.compile import Compiled
+from solver.compile.locality import NVLINK, Rule, locality_rules
+from solver.domain.fabric import Fabric
+from solver.domain.model import (
+    GpuShare,
+    JobResult,
+    MemberPlacement,
+    MemberShape,
+    NicMode,
+    Node,
+    Requirement,
+)
+from solver.reduce.intranode import Slot
+from solver.reduce.normalise import ConcreteNode, NodeShape, Normalised, alignment_distance, nic_demand
+
+
+def decode(problem: Normalised, compiled: Compiled, solution: dict[str, int] | None) -> tuple[JobResult, ...]:
+    """One ``JobResult`` per job in request order; unplaced jobs carry no reason yet (see explain)."""
+    members: dict[int, list[MemberPlacement]] = defaultdict(list)  # by role index
+    if solution is not None:
+        for cls in problem.classes:
+            slots = _class_slots(cls.index, problem, compiled, solution)
+            _fill(cls.index, cls.shape, slots, problem, compiled, solution, members)
+    results = []
+    nodes = {n.name: n for n in problem.request.inventory.nodes}
+    fabric = Fabric.of(problem.request.inventory)
+    rules = locality_rules(problem)
+    for j, job in enumerate(problem.request.jobs):
+        placed = solution is not None and solution.get(compiled.placed[j].name, 0) == 1
+        job_members: list[MemberPlacement] = []
+        if placed:
+            for r, ref in enumerate(problem.roles):
+                if ref.job_index == j:
+                    job_members.extend(members[r])
+        results.append(
+            JobResult(
+                job_id=job.id,
+                placed=placed,
+                members=tuple(job_members),
+                **where(problem, j, job_members, nodes, fabric, rules),
+            )
+        )
+    return tuple(results)
+
+
+def where(
+    problem: Normalised,
+    j: int,
+    members: Sequence[MemberPlacement],
+    nodes: dict[str, Node],
+    fabric: Fabric,
+    rules: Sequence[Rule],
+) -> dict[str, object]:
+    """The job's footprint for the result: tier reached, leaves, NVLink domains, rails, and whether
+    every PREFERRED locality rule held too."""
+    if not members:
+        return {}
+    used = [nodes[m.node] for m in members]
+    names = {n.name for n in used}
+    leaves = {n.leaf for n in used if n.leaf}
+    tier = 0 if len(names) == 1 else (fabric.common_tier(n.leaf for n in used) or 0)
+    rails = {
+        nic.rail for m in members for nic in nodes[m.node].nics if nic.name in m.nics and nic.rail is not None
+    }
+    return {
+        "locality_tier": tier,
+        "leaves_spanned": len(leaves),
+        "nvlink_domains_spanned": len({n.nvlink_domain for n in used if n.nvlink_domain}),
+        "rails": tuple(sorted(rails)),
+        "rules_held": preferred_rules_held(problem, j, members, nodes, fabric, rules),
+    }
+
+
+def preferred_rules_held(
+    problem: Normalised,
+    j: int,
+    members: Sequence[MemberPlacement],
+    nodes: dict[str, Node],
+    fabric: Fabric,
+    rules: Sequence[Rule],
+) -> bool:
+    """Did the job's PREFERRED rules of place hold: locality with a tier, NVLink domains, rails?"""
+    if problem.request.jobs[j].rail_aligned == Requirement.PREFERRED and not one_rail_set_per_role(
+        members, nodes
+    ):
+        return False
+    for rule in rules:
+        if rule.job != j or rule.mode != Requirement.PREFERRED:
+            continue
+        role_names = {problem.roles[r].role.name for r in rule.roles}
+        used = {m.node for m in members if m.role in role_names}
+        if rule.partition == NVLINK:
+            if len({nodes[n].nvlink_domain for n in used}) > 1 or any(
+                not nodes[n].nvlink_domain for n in used
+            ):
+                return False
+        elif rule.highest_tier and len(used) > 1:
+            tier = fabric.common_tier(nodes[n].leaf for n in used)
+            if tier is None or tier > rule.highest_tier:
+                return False
+    return True
+
+
+def _class_slots(
+    c: int, problem: Normalised, compiled: Compiled, solution: dict[str, int]
+) -> dict[int, list[tuple[ConcreteNode, Slot]]]:
+    """Every open slot of class ``c``, by shape: strict slots first, then in node order."""
+    cls = problem.classes[c]
+    nodes = iter(cls.nodes)
+    by_shape: dict[int, list[tuple[ConcreteNode, Slot]]] = defaultdict(list)
+    for k, config in enumerate(compiled.configs[c]):
+        var = compiled.x.get((c, k))
+        for _ in range(solution.get(var.name, 0) if var is not None else 0):
+            node = next(nodes)
+            for slot in config.slots:
+                by_shape[slot.shape].append((node, slot))
+    for shape in by_shape:
+        by_shape[shape].sort(key=lambda ns: not ns[1].strict)  # stable: node order kept
+    return by_shape
+
+
+def _fill(
+    c: int,
+    shape: NodeShape,
+    slots: dict[int, list[tuple[ConcreteNode, Slot]]],
+    problem: Normalised,
+    compiled: Compiled,
+    solution: dict[str, int],
+    members: dict[int, list[MemberPlacement]],
+) -> None:
+    """Hand the class's slots to the roles: each role's strict members take strict slots first."""
+    for shape_index, open_slots in slots.items():
+        roles = [
+            r for r, ref in enumerate(problem.roles) if ref.shape == shape_index and (r, c) in compiled.y
+        ]
+        wants = {r: solution[compiled.y[r, c].name] for r in roles}
+        strict = {r: solution[compiled.s[r, c].name] if (r, c) in compiled.s else 0 for r in roles}
+        strict_slots = [ns for ns in open_slots if ns[1].strict]
+        other_slots = [ns for ns in open_slots if not ns[1].strict]
+        for r in roles:
+            take = strict_slots[: strict[r]]
+            del strict_slots[: strict[r]]
+            for ns in take:
+                members[r].append(_placement(problem, r, shape, *ns, index=len(members[r])))
+        rest = other_slots + strict_slots
+        for r in roles:
+            n = wants[r] - strict[r]
+            take = rest[:n]
+            del rest[:n]
+            for ns in take:
+                members[r].append(_placement(problem, r, shape, *ns, index=len(members[r])))
+
+
+def _placement(
+    problem: Normalised, r: int, shape: NodeShape, node: ConcreteNode, slot: Slot, *, index: int
+) -> MemberPlacement:
+    member = problem.roles[r].role.member
+    numas = {node.gpu_numa[g] for g in slot.gpus} | {node.nic_numa[n] for n in slot.nics}
+    return MemberPlacement(
+        role=problem.roles[r].role.name,
+        index=index,
+        node=node.name,
+        gpus=tuple(sorted((node.gpu_ids[g] for g in slot.gpus), key=node.rank.__getitem__)),
+        nics=tuple(sorted((node.nic_names[n] for n in slot.nics), key=node.rank.__getitem__)),
+        numa=next(iter(numas)) if len(numas) == 1 and None not in numas else None,
+        aligned=is_aligned(shape, member, slot.gpus, slot.nics),
+        gpu_shares=tuple(
+            GpuShare(gpu=node.gpu_ids[g], milli=slot.share[0], memory_mib=slot.share[1])
+            for g in slot.gpus
+            if slot.share is not None
+        ),
+    )
+
+
+def is_aligned(shape: NodeShape, member: MemberShape, gpus: Sequence[int], nics: Sequence[int]) -> bool:
+    """Is every GPU↔NIC pair of the member at its asked distance or closer?"""
+    if nic_demand(member) == 0 or not gpus:
+        return True
+    limit = int(alignment_distance(member))
+    if member.nics.mode == NicMode.PER_MEMBER:
+        return all(min(shape.nic_distance(g, n) for g in gpus) <= limit for n in nics)
+    owner: dict[int, int] = {}
+
+    def augment(g: int, seen: set[int]) -> bool:
+        for n in nics:
+            if n in seen or shape.nic_distance(g, n) > limit:
+                continue
+            seen.add(n)
+            if n not in owner or augment(owner[n], seen):
+                owner[n] = g
+                return True
+        return False
+
+    return all(augment(g, set()) for g in gpus)
+
+
+def one_rail_set_per_role(members: Sequence[MemberPlacement], nodes: dict[str, Node]) -> bool:
+    """Do all members of each role use NICs on the same rails?"""
+    seen: dict[str, frozenset] = {}
+    for m in members:
+        rails = frozenset(nic.rail for nic in nodes[m.node].nics if nic.name in m.nics)
+        if seen.setdefault(m.role, rails) != rails:
+            return False
+    return True

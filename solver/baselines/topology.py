@@ -1,0 +1,493 @@
+"""Shared machinery of the whole-GPU, topology-aware greedy baselines (``volcano``, ``bestfit``).
+
+Both place one job at a time, jobs by priority then request order, members one at a time, a gang kept
+only if every role reaches its minimum. What differs is injected: how a node's devices are picked for a
+member (first free GPUs and NICs, or first *aligned* GPUs), how candidate nodes are ranked, and how
+candidate switch domains are ranked for a job with network locality.
+
+Everything here is computed from the domain objects directly, without the solver's normalise/compile
+code, and hard rules the greedy policies do not reason about (REQUIRED alignment, NUMA, NVLink) are
+checked on the devices picked: a node whose pick breaks one is skipped, as a node-level admission check
+would reject the pod. PREFERRED alignment is reported truthfully in ``aligned``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from solver.answer.measures import cluster_metrics
+from solver.domain.model import (
+    Distance,
+    FabricSwitch,
+    Gpu,
+    Inventory,
+    Job,
+    JobResult,
+    MemberPlacement,
+    MemberShape,
+    Nic,
+    NicMode,
+    Node,
+    Reason,
+    ReasonCode,
+    Requirement,
+    Role,
+    SolveRequest,
+    SolveResult,
+    SolveStatus,
+    StageTiming,
+    SwitchKind,
+)
+
+
+def _req(value: Requirement) -> Requirement:
+    return Requirement.NONE if value == Requirement.UNSPECIFIED else value
+
+
+# --------------------------------------------------------------------------- one node's free devices
+
+
+@dataclass
+class Free:
+    """What is still free on one node during a ``place`` call."""
+
+    node: Node
+    gpus: list[Gpu]  # whole, healthy, unshared GPUs, in index order
+    nics: list[Nic]  # healthy RDMA NICs, in listed order
+    cpu: int | None  # None: the node does not track it
+    memory: int | None
+    parent: dict[str, str] = field(default_factory=dict)
+    kind: dict[str, SwitchKind] = field(default_factory=dict)
+    links: set[tuple[str, str]] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, node: Node) -> Free:
+        held = {g for a in node.allocations for g in (*a.gpus, *(s.gpu for s in a.gpu_shares))}
+        nics_held = {n for a in node.allocations for n in a.nics}
+        allocs = node.allocations
+        return cls(
+            node=node,
+            gpus=[g for g in sorted(node.gpus, key=lambda g: g.index) if g.healthy and g.id not in held],
+            nics=[n for n in node.nics if n.healthy and n.rdma and n.name not in nics_held],
+            cpu=node.cpu_milli - sum(a.cpu_milli for a in allocs) if node.cpu_milli else None,
+            memory=node.memory_mib - sum(a.memory_mib for a in allocs) if node.memory_mib else None,
+            parent={s.id: s.parent for s in node.pcie_switches},
+            kind={s.id: s.kind for s in node.pcie_switches},
+            links={p for link in node.nvlinks for p in ((link.gpu_a, link.gpu_b), (link.gpu_b, link.gpu_a))},
+        )
+
+    def copy(self) -> Free:
+        return Free(
+            self.node,
+            list(self.gpus),
+            list(self.nics),
+            self.cpu,
+            self.memory,
+            self.parent,
+            self.kind,
+            self.links,
+        )
+
+    def _chain(self, switch: str) -> list[str]:
+        chain: list[str] = []
+        while switch in self.kind and switch not in chain:
+            chain.append(switch)
+            switch = self.parent[switch]
+        return chain
+
+    def distance(self, gpu: Gpu, nic: Nic) -> Distance:
+        """nvidia-smi's class: same switch PIX, common PCIe switch PXB, common host bridge PHB, same NUMA
+        node NODE, else SYS."""
+        if gpu.pcie_switch and gpu.pcie_switch == nic.pcie_switch:
+            return Distance.PIX
+        shared = set(self._chain(gpu.pcie_switch)) & set(self._chain(nic.pcie_switch))
+        if any(self.kind[s] != SwitchKind.HOST_BRIDGE for s in shared):
+            return Distance.PXB
+        if shared:
+            return Distance.PHB
+        if gpu.numa is not None and gpu.numa == nic.numa:
+            return Distance.NODE
+        return Distance.SYS
+
+
+@dataclass(frozen=True)
+class Pick:
+    gpus: tuple[Gpu, ...]
+    nics: tuple[Nic, ...]
+    aligned: bool
+
+
+def nic_count(shape: MemberShape) -> int:
+    if shape.nics.mode == NicMode.PER_GPU:
+        return shape.gpus
+    if shape.nics.mode == NicMode.PER_MEMBER:
+        return shape.nics.count
+    return 0
+
+
+def limit_of(shape: MemberShape) -> Distance:
+    return shape.alignment.distance if shape.alignment.distance != Distance.UNSPECIFIED else Distance.PIX
+
+
+def aligned(free: Free, shape: MemberShape, gpus: Sequence[Gpu], nics: Sequence[Nic]) -> bool:
+    """Each NIC near a GPU (PER_MEMBER) or each GPU with its own near NIC (PER_GPU, by matching)."""
+    if not nics or not gpus:
+        return True
+    limit = limit_of(shape)
+    near = {
+        (g, n) for g, gpu in enumerate(gpus) for n, nic in enumerate(nics) if free.distance(gpu, nic) <= limit
+    }
+    if shape.nics.mode != NicMode.PER_GPU:
+        return all(any((g, n) in near for g in range(len(gpus))) for n in range(len(nics)))
+    owner: dict[int, int] = {}
+
+    def claim(g: int, seen: set[int]) -> bool:
+        for n in range(len(nics)):
+            if (g, n) in near and n not in seen:
+                seen.add(n)
+                if n not in owner or claim(owner[n], seen):
+                    owner[n] = g
+                    return True
+        return False
+
+    return len(gpus) == len(nics) and all(claim(g, set()) for g in range(len(gpus)))
+
+
+def admissible(free: Free, shape: MemberShape, pick: Pick) -> bool:
+    """The hard rules the greedy pick may break: REQUIRED alignment, NUMA, NVLink."""
+    if _req(shape.alignment.mode) == Requirement.REQUIRED and nic_count(shape) and not pick.aligned:
+        return False
+    if _req(shape.numa) == Requirement.REQUIRED:
+        numas = {d.numa for d in (*pick.gpus, *pick.nics)}
+        if len(numas) > 1 or None in numas:
+            return False
+    if _req(shape.nvlink) == Requirement.REQUIRED:
+        return all((a.id, b.id) in free.links for a, b in combinations(pick.gpus, 2))
+    return True
+
+
+def usable_gpus(free: Free, shape: MemberShape) -> list[Gpu]:
+    return [
+        g
+        for g in free.gpus
+        if (not shape.gpu_models or g.model in shape.gpu_models) and g.model not in shape.avoid_gpu_models
+    ]
+
+
+def node_fits(free: Free, shape: MemberShape) -> bool:
+    """CPU, memory, labels and device counts, before any device is picked."""
+    if any(free.node.labels.get(k) != v for k, v in shape.node_selector.items()):
+        return False
+    if free.cpu is not None and free.cpu < shape.cpu_milli:
+        return False
+    if free.memory is not None and free.memory < shape.memory_mib:
+        return False
+    return len(usable_gpus(free, shape)) >= shape.gpus and len(free.nics) >= nic_count(shape)
+
+
+def take(free: Free, shape: MemberShape, pick: Pick) -> None:
+    chosen_gpus = {g.id for g in pick.gpus}
+    chosen_nics = {n.name for n in pick.nics}
+    free.gpus = [g for g in free.gpus if g.id not in chosen_gpus]
+    free.nics = [n for n in free.nics if n.name not in chosen_nics]
+    if free.cpu is not None:
+        free.cpu -= shape.cpu_milli
+    if free.memory is not None:
+        free.memory -= shape.memory_mib
+
+
+# --------------------------------------------------------------------------- the fabric
+
+
+class LocalityIndex:
+    """Switch tiers above the nodes: which nodes sit under which switch, and locality of a node set."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.nodes: dict[str, Node] = {n.name: n for n in inventory.nodes}
+        self.switches: dict[str, FabricSwitch] = {s.id: s for s in inventory.switches}
+        self.above: dict[str, list[str]] = {}  # node -> switches from its leaf up
+        self.under: dict[str, list[str]] = {}  # switch -> node names
+        for node in inventory.nodes:
+            chain, current = [], node.leaf
+            while current in self.switches and current not in chain:
+                chain.append(current)
+                current = self.switches[current].parent
+            self.above[node.name] = chain
+            for s in chain:
+                self.under.setdefault(s, []).append(node.name)
+
+    def domains(self, highest_tier: int) -> list[tuple[int, str]]:
+        """(tier, switch) at or below ``highest_tier`` (0 = any), lowest tier first."""
+        return sorted(
+            (s.tier, s.id)
+            for s in self.switches.values()
+            if s.id in self.under and (not highest_tier or s.tier <= highest_tier)
+        )
+
+    def common_tier(self, nodes: Sequence[str]) -> int | None:
+        """0 for one node; the tier of the lowest switch above all ``nodes``; None if there is none."""
+        distinct = list(dict.fromkeys(nodes))
+        if len(distinct) <= 1:
+            return 0
+        chains = [self.above.get(n, []) for n in distinct]
+        if any(not c for c in chains):
+            return None
+        common = set(chains[0]).intersection(*(set(c) for c in chains[1:]))
+        return min((self.switches[s].tier for s in common), default=None)
+
+    def report(self, job: Job, members: Sequence[MemberPlacement]) -> dict:
+        """The per-job fields of a ``JobResult``: locality tier reached, leaves, NVLink domains, rails."""
+        on = [self.nodes[m.node] for m in members]
+        rails = {
+            nic.rail
+            for m in members
+            for nic in self.nodes[m.node].nics
+            if nic.name in m.nics and nic.rail is not None
+        }
+        return {
+            "locality_tier": self.common_tier([m.node for m in members]) or 0,
+            "leaves_spanned": len({n.leaf for n in on if n.leaf}),
+            "nvlink_domains_spanned": len({n.nvlink_domain for n in on} - {""}),
+            "rails": tuple(sorted(rails)),
+        }
+
+    def broken_rule(self, job: Job, members: Sequence[MemberPlacement]) -> str:
+        """The first REQUIRED job-level rule the members break (locality, role affinity, NVLink
+        domain, rails), or "" — greedy task-by-task placement can break them, so each is checked."""
+
+        def within(names: Sequence[str], tier: int) -> bool:
+            reached = self.common_tier(names)
+            return reached is not None and reached <= tier
+
+        names = [m.node for m in members]
+        hard = _req(job.locality.mode) == Requirement.REQUIRED and job.locality.highest_tier
+        if hard and not within(names, job.locality.highest_tier):
+            return f"locality within tier {job.locality.highest_tier}"
+        for role in job.roles:
+            hard = _req(role.locality.mode) == Requirement.REQUIRED and role.locality.highest_tier
+            group = [m.node for m in members if m.role == role.name]
+            if hard and not within(group, role.locality.highest_tier):
+                return f"role {role.name} locality within tier {role.locality.highest_tier}"
+        for pair in job.role_affinity:
+            if pair.mode in (Requirement.REQUIRED, Requirement.UNSPECIFIED):
+                group = [m.node for m in members if m.role in (pair.role_a, pair.role_b)]
+                tier = 1 if pair.highest_tier is None else pair.highest_tier
+                if not within(group, tier):
+                    return f"roles {pair.role_a} and {pair.role_b} within tier {tier}"
+        domains = {self.nodes[n].nvlink_domain for n in names}
+        if (
+            job.nvlink_domain == Requirement.REQUIRED
+            and len(set(names)) > 1
+            and (len(domains) > 1 or "" in domains)
+        ):
+            return "one NVLink domain"
+        if job.rail_aligned == Requirement.REQUIRED:
+            per_node: dict[str, set[int | None]] = {}
+            for m in members:
+                nics = {n.name: n.rail for n in self.nodes[m.node].nics}
+                per_node.setdefault(m.node, set()).update(nics[x] for x in m.nics)
+            if len({frozenset(r) for r in per_node.values()}) > 1:
+                return "the same rails on every node"
+        return ""
+
+
+def job_locality(job: Job) -> tuple[Requirement, int]:
+    """The job's strictest locality rule over the job and its roles: (mode, highest tier; 0 = any)."""
+    rules = [job.locality, *(r.locality for r in job.roles)]
+    hard = [r.highest_tier for r in rules if _req(r.mode) == Requirement.REQUIRED]
+    if hard:
+        tiers = [t for t in hard if t]
+        return Requirement.REQUIRED, min(tiers) if tiers else 0
+    soft = [r.highest_tier for r in rules if _req(r.mode) == Requirement.PREFERRED]
+    if soft:
+        return Requirement.PREFERRED, 0
+    return Requirement.NONE, 0
+
+
+# --------------------------------------------------------------------------- the greedy loop
+
+PickFn = Callable[[Free, MemberShape], Pick | None]
+NodeScoreFn = Callable[[Free, MemberShape, Pick, Sequence[str], LocalityIndex], float]  # higher is better
+DomainKeyFn = Callable[[Sequence[Free]], float]  # a domain's nodes -> key; lower is tried first
+
+
+@dataclass
+class Greedy:
+    """A one-job-at-a-time placer; see the module docstring."""
+
+    name: str
+    pick: PickFn
+    node_score: NodeScoreFn
+    domain_key: DomainKeyFn
+    domains_from_start: bool = False  # judge a domain's room from the free capacity at the start (Volcano)
+    _fabric: LocalityIndex | None = None
+
+    def place(self, request: SolveRequest) -> SolveResult:
+        started = time.perf_counter()
+        fabric = self._fabric = LocalityIndex(request.inventory)
+        free = {n.name: Free.of(n) for n in request.inventory.nodes if n.schedulable}
+        start_free = {name: len(f.gpus) for name, f in free.items()}
+        order = sorted(range(len(request.jobs)), key=lambda j: (-request.jobs[j].priority, j))
+        results = {j: self._job(request.jobs[j], free, fabric, start_free) for j in order}
+        jobs = tuple(results[j] for j in range(len(request.jobs)))
+        return SolveResult(
+            request_id=request.request_id,
+            status=SolveStatus.FEASIBLE,
+            jobs=jobs,
+            timings=(StageTiming(stage="place", ms=(time.perf_counter() - started) * 1000),),
+            metrics=cluster_metrics(request, jobs),
+        )
+
+    def _job(
+        self, job: Job, free: dict[str, Free], fabric: LocalityIndex, start_free: dict[str, int]
+    ) -> JobResult:
+        mode, highest = job_locality(job)
+        need = sum(r.minimum * r.member.gpus for r in job.roles)
+        candidates: list[tuple[str, list[str]]] = []
+        if mode != Requirement.NONE:
+            room = start_free if self.domains_from_start else {n: len(f.gpus) for n, f in free.items()}
+            for tier in sorted({t for t, _ in fabric.domains(highest)}):
+                at_tier = [s for t, s in fabric.domains(highest) if t == tier]
+                fitting = [s for s in at_tier if sum(room.get(n, 0) for n in fabric.under[s]) >= need]
+                fitting.sort(
+                    key=lambda s: (self.domain_key([free[n] for n in fabric.under[s] if n in free]), s)
+                )
+                candidates += [(s, fabric.under[s]) for s in fitting]
+        if mode != Requirement.REQUIRED or not highest:
+            candidates.append(("cluster", list(free)))
+        broken = ""
+        for _, names in candidates:
+            members, saved = self._try(job, [free[n] for n in names if n in free])
+            if members is None:
+                continue
+            broken = fabric.broken_rule(job, members)
+            if broken:
+                self._restore(saved, free)
+                continue
+            return JobResult(
+                job_id=job.id, placed=True, members=tuple(members), **fabric.report(job, members)
+            )
+        reason = self._reason(job, mode, highest, need, free, fabric)
+        if broken:
+            reason = Reason(
+                code=ReasonCode.LOCALITY,
+                message=f"the {self.name} baseline placed the gang task by task and broke its rule: {broken}",
+            )
+        return JobResult(job_id=job.id, placed=False, reason=reason)
+
+    def _try(self, job: Job, pool: list[Free]) -> tuple[list[MemberPlacement] | None, dict[str, Free]]:
+        """Place the job's members within ``pool``: the members (or None, with ``pool`` as it was) and
+        copies of the pool's nodes as they were before, for a later rollback."""
+        pool = sorted(pool, key=lambda f: f.node.name)
+        saved = {f.node.name: f.copy() for f in pool}
+        members: list[MemberPlacement] = []
+        for role in job.roles:
+            if self._role(role, pool, members) < role.minimum:
+                self._restore(saved, {f.node.name: f for f in pool})
+                return None, saved
+        return members, saved
+
+    @staticmethod
+    def _restore(saved: dict[str, Free], free: dict[str, Free]) -> None:
+        for name, copy in saved.items():
+            free[name].gpus, free[name].nics = copy.gpus, copy.nics
+            free[name].cpu, free[name].memory = copy.cpu, copy.memory
+
+    def _role(self, role: Role, pool: list[Free], members: list[MemberPlacement]) -> int:
+        shape = role.member
+        for index in range(role.replicas):
+            used = [m.node for m in members]
+            best: tuple[float, str, Free, Pick] | None = None
+            for f in pool:
+                if not node_fits(f, shape):
+                    continue
+                pick = self.pick(f, shape)
+                if pick is None or not admissible(f, shape, pick):
+                    continue
+                score = self.node_score(f, shape, pick, used, self._fabric)
+                if best is None or score > best[0]:  # pool is in name order: ties keep the smaller name
+                    best = (score, f.node.name, f, pick)
+            if best is None:
+                return index
+            _, name, f, pick = best
+            take(f, shape, pick)
+            numas = {d.numa for d in (*pick.gpus, *pick.nics)}
+            members.append(
+                MemberPlacement(
+                    role=role.name,
+                    index=index,
+                    node=name,
+                    gpus=tuple(g.id for g in pick.gpus),
+                    nics=tuple(n.name for n in pick.nics),
+                    numa=next(iter(numas)) if len(numas) == 1 and None not in numas else None,
+                    aligned=pick.aligned,
+                )
+            )
+        return role.replicas
+
+    def _reason(
+        self,
+        job: Job,
+        mode: Requirement,
+        highest: int,
+        need: int,
+        free: dict[str, Free],
+        fabric: LocalityIndex,
+    ) -> Reason:
+        total = sum(len(f.gpus) for f in free.values())
+        if mode == Requirement.REQUIRED and highest and total >= need:
+            best = max(
+                (
+                    sum(len(free[n].gpus) for n in fabric.under[s] if n in free)
+                    for _, s in fabric.domains(highest)
+                ),
+                default=0,
+            )
+            return Reason(
+                code=ReasonCode.LOCALITY,
+                message=f"the {self.name} baseline needs {need} free GPUs under one tier-{highest} switch "
+                f"(or lower) for the gang; the best such switch has {best}",
+            )
+        return Reason(
+            code=ReasonCode.INSUFFICIENT_CAPACITY,
+            message=f"the {self.name} baseline found no room for the gang's minimum ({need} GPUs; "
+            f"{total} GPUs free in the cluster, possibly on the wrong nodes or without NICs)",
+        )
+
+
+def first_free_pick(free: Free, shape: MemberShape) -> Pick | None:
+    """Volcano/device-plugin behaviour: the first free GPUs, the first free NICs, no pairing."""
+    gpus = tuple(usable_gpus(free, shape)[: shape.gpus])
+    nics = tuple(free.nics[: nic_count(shape)])
+    if len(gpus) < shape.gpus or len(nics) < nic_count(shape):
+        return None
+    return Pick(gpus, nics, aligned(free, shape, gpus, nics))
+
+
+def first_aligned_pick(free: Free, shape: MemberShape) -> Pick | None:
+    """Slurm-like gres binding: GPUs in index order that have a free NIC within the asked distance, each
+    with its own such NIC; if too few, REQUIRED gives up, PREFERRED tops up with the first free ones."""
+    wanted_nics = nic_count(shape)
+    if not wanted_nics or _req(shape.alignment.mode) == Requirement.NONE:
+        return first_free_pick(free, shape)
+    limit, gpus, nics = limit_of(shape), [], []
+    for gpu in usable_gpus(free, shape):
+        if len(gpus) == shape.gpus:
+            break
+        nic = next((n for n in free.nics if n not in nics and free.distance(gpu, n) <= limit), None)
+        if nic is not None:
+            gpus.append(gpu)
+            nics.append(nic)
+    if shape.nics.mode == NicMode.PER_MEMBER:
+        nics = nics[:wanted_nics]
+    if len(gpus) < shape.gpus or len(nics) < wanted_nics:
+        if _req(shape.alignment.mode) == Requirement.REQUIRED:
+            return None
+        gpus += [g for g in usable_gpus(free, shape) if g not in gpus][: shape.gpus - len(gpus)]
+        nics += [n for n in free.nics if n not in nics][: wanted_nics - len(nics)]
+    if len(gpus) < shape.gpus or len(nics) < wanted_nics:
+        return None
+    return Pick(tuple(gpus), tuple(nics), aligned(free, shape, gpus, nics))

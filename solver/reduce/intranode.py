@@ -1,0 +1,497 @@
+"""Intra-node packing, precomputed per node shape: which sets of members fit one node together.
+
+The CP-SAT model never sees a GPU. It sees *configurations*: multisets of member shapes that fit on
+one node of a given shape at the same time, each with a witness (the concrete canonical GPU and NIC
+indices of every member) and the number of members of each shape that meet all their PREFERRED
+rules in that witness. Configurations are downward closed, so they are enumerated by extending
+feasible ones one member at a time, and they are cached per (node shape, member shapes), since a
+cluster has few node shapes.
+
+Placement of one member inside a node: its GPUs are searched exhaustively (a node has at most a
+few dozen GPUs and the search is memoised on the set of used devices); its NICs are then chosen by a
+closest-first matching, which keeps the search small and is exact on switch-structured servers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import combinations
+
+from solver.domain.model import MemberShape, NicMode, Requirement, Scope
+from solver.reduce.normalise import (
+    FreeGpu,
+    NodeShape,
+    alignment_distance,
+    gpu_count,
+    has_preferences,
+    nic_demand,
+    preferred,
+    required,
+)
+from solver.reduce.separation import WHOLE_NODE
+
+MAX_CONFIGURATIONS = 400  # per node shape: beyond it the model is restricted, never wrong
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one member sits on a node, in the node shape's canonical indices."""
+
+    shape: int  # index into the batch's shape list
+    gpus: tuple[int, ...]
+    nics: tuple[int, ...]
+    strict: bool  # meets every PREFERRED rule of its shape too
+    share: tuple[int, int] | None = None  # (milli, MiB) taken of its one GPU, for a share member
+    whole: bool = True  # its GPUs are held entirely (whole-GPU or mutex members): nothing else lands
+
+
+@dataclass(frozen=True)
+class Configuration:
+    counts: tuple[int, ...]  # members per shape
+    strict: tuple[int, ...]  # of which meet every PREFERRED rule
+    slots: tuple[Slot, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not any(self.counts)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The hard rules of one member shape in one variant (strict: PREFERRED treated as REQUIRED)."""
+
+    gpus: int  # GPUs touched: whole ones, or 1 for a share
+    share: tuple[int, int] | None  # (milli, MiB) of one GPU, or None for whole GPUs
+    mutex: bool  # idle GPUs only, and nothing else may land on them afterwards
+    nics: int
+    per_gpu: bool
+    models: frozenset[str]
+    avoid: frozenset[str]
+    selector: tuple[tuple[str, str], ...]
+    align: bool
+    distance: int
+    numa: bool
+    nvlink: bool
+    cpu: int
+    memory: int
+    rails: frozenset[int] | None = None  # the NICs' rails must be exactly these (rail alignment)
+
+    @staticmethod
+    def of(shape: MemberShape, strict: bool, rails: frozenset[int] | None = None) -> Rules:
+        def hard(rule: Requirement) -> bool:
+            return required(rule) or (strict and preferred(rule))
+
+        share = shape.gpu_share
+        return Rules(
+            gpus=gpu_count(shape),
+            share=None if share is None else (share.milli, share.memory_mib),
+            mutex=shape.mutex,
+            nics=nic_demand(shape),
+            per_gpu=shape.nics.mode == NicMode.PER_GPU,
+            models=frozenset(shape.gpu_models),
+            avoid=frozenset(shape.avoid_gpu_models),
+            selector=tuple(sorted(shape.node_selector.items())),
+            align=hard(shape.alignment.mode),
+            distance=int(alignment_distance(shape)),
+            numa=hard(shape.numa),
+            nvlink=hard(shape.nvlink),
+            cpu=shape.cpu_milli,
+            memory=shape.memory_mib,
+            rails=rails,
+        )
+
+
+def node_admits(node: NodeShape, rules: Rules) -> bool:
+    """Node-level filters: labels, and enough CPU and memory for one member."""
+    labels = dict(node.labels)
+    if any(labels.get(k) != v for k, v in rules.selector):
+        return False
+    if node.cpu_milli is not None and rules.cpu > node.cpu_milli:
+        return False
+    return not (node.memory_mib is not None and rules.memory > node.memory_mib)
+
+
+def gpu_sets(node: NodeShape, rules: Rules) -> tuple[tuple[int, ...], ...]:
+    """Every set of the node's free GPUs one member could take, before NICs are considered."""
+    eligible = [
+        i
+        for i, g in enumerate(node.gpus)
+        if (not rules.models or g.model in rules.models) and g.model not in rules.avoid and fits(g, rules)
+    ]
+    out = []
+    for combo in combinations(eligible, rules.gpus):
+        if rules.nvlink and any((a, b) not in node.nvlink for a, b in combinations(combo, 2)):
+            continue
+        numas = {node.gpus[i].numa for i in combo}
+        if rules.numa and (None in numas or len(numas) > 1):
+            continue
+        out.append(combo)
+    return tuple(out)
+
+
+def fits(gpu: FreeGpu, rules: Rules) -> bool:
+    """Can one GPU, as it is now, take this member's part? Whole GPUs and mutex members need an
+    idle GPU; a share needs the compute and memory it asks for."""
+    if rules.share is None or rules.mutex:
+        return gpu.idle
+    milli, memory = rules.share
+    return gpu.milli >= milli and (gpu.memory_mib is None or gpu.memory_mib >= memory)
+
+
+def _augment(gpu: int, cands: dict[int, list[int]], owner: dict[int, int], seen: set[int]) -> bool:
+    for nic in cands[gpu]:
+        if nic in seen:
+            continue
+        seen.add(nic)
+        if nic not in owner or _augment(owner[nic], cands, owner, seen):
+            owner[nic] = gpu
+            return True
+    return False
+
+
+def choose_nics(
+    node: NodeShape, rules: Rules, gpus: Sequence[int], free: Sequence[int]
+) -> tuple[int, ...] | None:
+    """The member's NICs among ``free``: within the alignment distance where that is a hard rule,
+    closest first otherwise, on exactly the asked rails when there are some. None when the rules
+    cannot be met."""
+    if rules.nics == 0:
+        return ()
+    if rules.rails is not None:
+        free = [n for n in free if node.nics[n].rail in rules.rails]
+        chosen = _choose_nics(node, rules, gpus, free)
+        if chosen is None or {node.nics[n].rail for n in chosen} != rules.rails:
+            return None
+        return chosen
+    return _choose_nics(node, rules, gpus, free)
+
+
+def _choose_nics(
+    node: NodeShape, rules: Rules, gpus: Sequence[int], free: Sequence[int]
+) -> tuple[int, ...] | None:
+    if rules.numa:
+        numas = {node.gpus[g].numa for g in gpus}
+        free = [n for n in free if node.nics[n].numa is not None and (not gpus or node.nics[n].numa in numas)]
+        if not gpus and len({node.nics[n].numa for n in free}) > 1:
+            # A NIC-only member on one NUMA node: take the NUMA node with the most free NICs.
+            best = max(
+                sorted({node.nics[n].numa for n in free}),
+                key=lambda m: sum(node.nics[n].numa == m for n in free),
+            )
+            free = [n for n in free if node.nics[n].numa == best]
+    if len(free) < rules.nics:
+        return None
+
+    def closeness(n: int) -> tuple[int, int]:
+        return (min((node.nic_distance(g, n) for g in gpus), default=99), n)
+
+    ranked = sorted(free, key=closeness)
+    if rules.per_gpu and gpus:
+        near = {
+            g: sorted(
+                (n for n in free if node.nic_distance(g, n) <= rules.distance),
+                key=lambda n, g=g: (node.nic_distance(g, n), n),
+            )
+            for g in gpus
+        }
+        owner: dict[int, int] = {}
+        matched = sum(_augment(g, near, owner, set()) for g in gpus)
+        if rules.align and matched < len(gpus):
+            return None
+        chosen = sorted(owner)
+        rest = [n for n in ranked if n not in owner]
+        return tuple(sorted(chosen + rest[: rules.nics - len(chosen)]))
+    if rules.align:
+        ranked = [n for n in ranked if closeness(n)[0] <= rules.distance]
+        if len(ranked) < rules.nics:
+            return None
+    return tuple(sorted(ranked[: rules.nics]))
+
+
+@dataclass(frozen=True)
+class _Member:
+    shape: int
+    variants: tuple[tuple[Rules, tuple[tuple[int, ...], ...], bool], ...]  # (rules, gpu sets, strict)
+
+
+LOCKED = 1_000_000  # load of a GPU taken whole or by a mutex member: nothing else may land on it
+
+
+def _best_packing(
+    node: NodeShape,
+    members: tuple[_Member, ...],
+    spread_shares: bool = False,
+    near: dict[int, tuple[frozenset[int], frozenset[int]]] | None = None,
+) -> tuple[int, tuple[Slot, ...]] | None:
+    """Place every member on the node maximising the number placed strict; None when they don't fit.
+
+    The state is what the members so far took: per GPU the compute (milli, or LOCKED) and memory,
+    and the NICs. Shares go to the fullest GPU that still takes them (best fit), so the witness
+    leaves whole GPUs whole. Consecutive identical share members take GPUs in index order (they
+    are interchangeable), which keeps the search from trying every permutation.
+    """
+    memo: dict[tuple, tuple[int, tuple[Slot, ...]] | None] = {}
+    n_gpus = len(node.gpus)
+    near = near or {}  # shape → (shapes it may not share a GPU with, nor a PCIe switch)
+
+    def apart(shape: int, combo: tuple[int, ...], marks: tuple[frozenset[int], ...]) -> bool:
+        """Separation rules: no conflicting shape on these GPUs, nor on their switches."""
+        if shape not in near:
+            return True
+        same_gpu, same_switch = near[shape]
+        for g in combo:
+            if marks[g] & same_gpu:
+                return False
+            if same_switch and any(
+                marks[h] & same_switch for h in range(n_gpus) if node.gpu_group[h] == node.gpu_group[g]
+            ):
+                return False
+        return True
+
+    def mark(shape: int, combo: tuple[int, ...], marks: tuple[frozenset[int], ...]) -> tuple:
+        if not near:
+            return marks
+        return tuple(m | {shape} if g in combo else m for g, m in enumerate(marks))
+
+    def share_fits(g: int, rules: Rules, load: tuple[int, ...], memory: tuple[int, ...]) -> bool:
+        if rules.mutex:
+            return load[g] == 0
+        milli, mib = rules.share or (0, 0)
+        gpu = node.gpus[g]
+        return load[g] + milli <= gpu.milli and (gpu.memory_mib is None or memory[g] + mib <= gpu.memory_mib)
+
+    def candidates(
+        member: _Member, rules: Rules, sets: tuple, load: tuple, memory: tuple, floor: int
+    ) -> list:
+        if rules.share is None:
+            return [c for c in sets if all(load[g] == 0 for g in c)]
+        ok = [c for c in sets if c[0] >= floor and share_fits(c[0], rules, load, memory)]
+        sign = -1 if spread_shares else 1
+        return sorted(ok, key=lambda c: (sign * (node.gpus[c[0]].milli - load[c[0]]), c[0]))
+
+    def take(rules: Rules, combo: tuple[int, ...], load: tuple, memory: tuple) -> tuple[tuple, tuple]:
+        load_l, memory_l = list(load), list(memory)
+        for g in combo:
+            if rules.share is None or rules.mutex:
+                load_l[g] = LOCKED
+            else:
+                load_l[g] += rules.share[0]
+                memory_l[g] += rules.share[1]
+        return tuple(load_l), tuple(memory_l)
+
+    def place(
+        i: int, load: tuple, memory: tuple, nmask: int, floor: int, marks: tuple
+    ) -> tuple[int, tuple[Slot, ...]] | None:
+        if i == len(members):
+            return 0, ()
+        key = (i, load, memory, nmask, floor, marks)
+        if key in memo:
+            return memo[key]
+        best: tuple[int, tuple[Slot, ...]] | None = None
+        member = members[i]
+        free_nics = [n for n in range(len(node.nics)) if not nmask >> n & 1]
+        for rules, sets, strict in member.variants:
+            for combo in candidates(member, rules, sets, load, memory, floor):
+                if not apart(member.shape, combo, marks):
+                    continue
+                nics = choose_nics(node, rules, combo, free_nics)
+                if nics is None:
+                    continue
+                nxt = members[i + 1] if i + 1 < len(members) else None
+                same = nxt is not None and nxt.shape == member.shape and len(member.variants) == 1
+                next_floor = combo[0] if same and rules.share is not None else 0
+                new_load, new_memory = take(rules, combo, load, memory)
+                new_marks = mark(member.shape, combo, marks)
+                rest = place(
+                    i + 1, new_load, new_memory, nmask | sum(1 << n for n in nics), next_floor, new_marks
+                )
+                if rest is None:
+                    continue
+                score = rest[0] + (1 if strict else 0)
+                if best is None or score > best[0]:
+                    slot = Slot(
+                        member.shape, combo, nics, strict, rules.share, rules.share is None or rules.mutex
+                    )
+                    best = (score, (slot, *rest[1]))
+                if best[0] == len(members) - i:
+                    break  # every remaining member strict: nothing better exists
+            if best is not None and best[0] == len(members) - i:
+                break
+        memo[key] = best
+        return best
+
+    return place(0, (0,) * n_gpus, (0,) * n_gpus, 0, 0, (frozenset(),) * n_gpus)
+
+
+def _member_for(
+    node: NodeShape, index: int, shape: MemberShape, rails: frozenset[int] | None = None
+) -> _Member | None:
+    if (index, WHOLE_NODE) in node.taboo:
+        return None
+    forbidden = {g for s, g in node.taboo if s == index}
+    variants = []
+    for strict in (True, False) if has_preferences(shape) else (True,):
+        rules = Rules.of(shape, strict, rails)
+        if not node_admits(node, rules):
+            continue
+        sets = tuple(c for c in gpu_sets(node, rules) if not forbidden.intersection(c))
+        if sets:
+            variants.append((rules, sets, strict))
+    return _Member(index, tuple(variants)) if variants else None
+
+
+def _order(members: list[_Member], shapes: Sequence[MemberShape]) -> tuple[_Member, ...]:
+    """Hard-to-place members first: NIC rules, then more GPUs. Keeps the memoised search small."""
+
+    def key(m: _Member) -> tuple:
+        s = shapes[m.shape]
+        constrained = nic_demand(s) > 0 and (s.alignment.mode >= 2 or s.numa >= 2)
+        share = s.gpu_share.milli if s.gpu_share is not None else 0
+        return (not constrained, -s.gpus, -share, -nic_demand(s), m.shape)
+
+    return tuple(sorted(members, key=key))
+
+
+def _fits_totals(node: NodeShape, counts: Sequence[int], shapes: Sequence[MemberShape]) -> bool:
+    """Cheap necessary conditions before the search: GPUs, GPU compute, NICs, CPU, memory."""
+    pairs = list(zip(counts, shapes, strict=True))
+    whole = sum(c * s.gpus for c, s in pairs if s.gpu_share is None) + sum(
+        c for c, s in pairs if s.mutex and s.gpu_share
+    )
+    milli = 1000 * whole + sum(
+        c * s.gpu_share.milli for c, s in pairs if s.gpu_share is not None and not s.mutex
+    )
+    nics = sum(c * nic_demand(s) for c, s in pairs)
+    cpu = sum(c * s.cpu_milli for c, s in pairs)
+    mem = sum(c * s.memory_mib for c, s in pairs)
+    return (
+        whole <= sum(g.idle for g in node.gpus)
+        and milli <= sum(g.milli for g in node.gpus)
+        and nics <= len(node.nics)
+        and (node.cpu_milli is None or cpu <= node.cpu_milli)
+        and (node.memory_mib is None or mem <= node.memory_mib)
+    )
+
+
+def enumerate_configurations(
+    node: NodeShape,
+    shapes: Sequence[MemberShape],
+    spread_shares: bool = False,
+    conflicts: Sequence[tuple[int, int, int]] = (),
+    rails: Sequence[frozenset[int] | None] = (),
+    limits: Sequence[int] = (),
+) -> tuple[Configuration, ...]:
+    """Every multiset of ``shapes`` that fits on ``node`` together (the empty one first), capped at
+    ``MAX_CONFIGURATIONS``, with at most ``limits[i]`` members of shape i where limits are given
+    (the batch's supply: a configuration holding more members than the batch has is never used,
+    and without the cap a small CPU-only pod alone opens hundreds). Shapes that cannot sit on this
+    node alone never appear."""
+    singles = {i: _member_for(node, i, s, rails[i] if rails else None) for i, s in enumerate(shapes)}
+    same_node = {(a, b) for a, b, scope in conflicts if scope == Scope.NODE}
+    near = {
+        a: (
+            frozenset(b for x, b, scope in conflicts if x == a and scope == Scope.GPU),
+            frozenset(b for x, b, scope in conflicts if x == a and scope == Scope.PCIE_SWITCH),
+        )
+        for a in {a for a, _, scope in conflicts if scope in (Scope.GPU, Scope.PCIE_SWITCH)}
+    }
+    usable = [i for i, m in singles.items() if m is not None]
+    empty = Configuration(counts=(0,) * len(shapes), strict=(0,) * len(shapes), slots=())
+    found = [empty]
+    frontier: list[tuple[int, ...]] = [()]  # members as nondecreasing shape indices
+    while frontier and len(found) < MAX_CONFIGURATIONS:
+        next_frontier = []
+        for members in frontier:
+            for i in (u for u in usable if not members or u >= members[-1]):
+                if any((i, m) in same_node for m in members):
+                    continue
+                grown = (*members, i)
+                counts = [0] * len(shapes)
+                for m in grown:
+                    counts[m] += 1
+                if limits and counts[i] > limits[i]:
+                    continue
+                if not _fits_totals(node, counts, shapes):
+                    continue
+                packed = _best_packing(node, _order([singles[m] for m in grown], shapes), spread_shares, near)
+                if packed is None:
+                    continue
+                strict = [0] * len(shapes)
+                for slot in packed[1]:
+                    strict[slot.shape] += slot.strict
+                found.append(Configuration(tuple(counts), tuple(strict), packed[1]))
+                next_frontier.append(grown)
+                if len(found) >= MAX_CONFIGURATIONS:
+                    break
+            if len(found) >= MAX_CONFIGURATIONS:
+                break
+        frontier = next_frontier
+    return tuple(found)
+
+
+@lru_cache(maxsize=65_536)  # node shapes x member shapes seen; a replay's steady state fits
+def configurations_for(
+    node: NodeShape,
+    shapes_json: tuple[str, ...],
+    spread_shares: bool = False,
+    conflicts: tuple[tuple[int, int, int], ...] = (),
+    rails: tuple[frozenset[int] | None, ...] = (),
+    limits: tuple[int, ...] = (),
+) -> tuple[Configuration, ...]:
+    """Cached :func:`enumerate_configurations`, keyed by the shapes' JSON (shapes hold dicts)."""
+    shapes = [MemberShape.model_validate_json(s) for s in shapes_json]
+    return enumerate_configurations(node, shapes, spread_shares, conflicts, rails, limits)
+
+
+def free_after(node: NodeShape, config: Configuration) -> list[int]:
+    """Free milli of each of the node's GPUs once ``config``'s members sit on it."""
+    free = [g.milli for g in node.gpus]
+    for slot in config.slots:
+        for g in slot.gpus:
+            free[g] = 0 if slot.whole or slot.share is None else free[g] - slot.share[0]
+    return free
+
+
+def hosts_some_member(shapes: Sequence[MemberShape]) -> Callable[[NodeShape], bool]:
+    """The ``fit_test`` of :func:`solver.reduce.normalise.normalise`: could some member of ``shapes`` sit on
+    a node of this shape alone, as it stands? A necessary test (the member's own rules, not its
+    NICs' matching), so no node that could take part is lost."""
+    shapes_json = tuple(m.model_dump_json() for m in shapes)
+    loosest = tuple(Rules.of(shape, strict=False) for shape in shapes)
+    return lambda node: _hosts_any(node, shapes_json, loosest)
+
+
+_HOSTS: dict[tuple[NodeShape, tuple[str, ...]], bool] = {}
+
+
+def _hosts_any(node: NodeShape, shapes_json: tuple[str, ...], loosest: Sequence[Rules]) -> bool:
+    """Could some member shape sit on the node alone? Remembered by node shape and the shapes'
+    JSON: a scheduler's stream of similar pods asks it of the same node states again and again.
+    Each pod's CPU and memory make its shapes new, though, so a new question is first put to
+    :func:`_may_host`, which turns most nodes of a full cluster away without the full search."""
+    key = (node, shapes_json)
+    hit = _HOSTS.get(key)
+    if hit is None:
+        if len(_HOSTS) >= 1 << 18:
+            _HOSTS.clear()
+        hit = any(_may_host(node, rules) for rules in loosest)
+        if hit:
+            shapes = [MemberShape.model_validate_json(s) for s in shapes_json]
+            hit = any(_member_for(node, i, s) is not None for i, s in enumerate(shapes))
+        _HOSTS[key] = hit
+    return hit
+
+
+def _may_host(node: NodeShape, rules: Rules) -> bool:
+    """A necessary condition for :func:`_member_for` under its loosest rules: the node admits the
+    member and has enough GPUs of an accepted model that could take the member's part."""
+    if not node_admits(node, rules):
+        return False
+    eligible = sum(
+        1
+        for g in node.gpus
+        if (not rules.models or g.model in rules.models) and g.model not in rules.avoid and fits(g, rules)
+    )
+    return eligible >= rules.gpus

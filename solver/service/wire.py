@@ -1,0 +1,451 @@
+"""Proto ⇄ domain conversion, as a generic walk.
+
+The proto (``proto/topoplace/v1/placement.proto``) and the domain (``solver.domain.model``) share field
+names and enum numbers, so a message becomes a domain value by ``MessageToDict`` followed by
+``model_validate``, and back by a plain walk of the domain value followed by ``ParseDict``. No field
+is named here: adding a field to both sides needs no change in this module.
+
+Two proto3 rules need care, and they are the only logic here:
+
+* ``MessageToDict`` omits a scalar that has no presence when it equals its zero value. That is what
+  we want where the domain has a default ("0 means the default" is the wire rule), but not where the
+  domain field is required (``Role.replicas``, ``JobResult.placed``): there the zero is put back so
+  that the domain judges it ("must be at least 1, got 0") instead of calling it missing.
+* ``optional`` scalars (``healthy``, ``numa``, ``min_replicas`` ...) keep presence on the wire, so an
+  explicit ``healthy: false`` or ``numa: 0`` reaches the domain unchanged and an unset one takes the
+  domain default.
+
+Every way the input can be wrong becomes :class:`solver.domain.errors.InvalidRequest` with one
+:class:`solver.domain.errors.Problem` per fault, each naming where (proto field names, list indexes in
+brackets) and why.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import types
+import typing
+from collections.abc import Mapping
+from enum import IntEnum
+from typing import Any, TypeVar
+
+from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+from pydantic import BaseModel, ValidationError
+
+from solver.domain.errors import InvalidRequest, Problem
+from solver.domain.model import Node, SolveRequest, SolveResult
+from topoplace.v1 import placement_pb2
+
+M = TypeVar("M", bound=BaseModel)
+
+# --------------------------------------------------------------------------- public API
+
+
+def request_from_proto(msg: placement_pb2.SolveRequest) -> SolveRequest:
+    """The domain request a wire request stands for; :class:`InvalidRequest` when a local rule fails.
+
+    Nodes are converted one by one and remembered by their wire bytes: a scheduler sends nearly the
+    same inventory on every call, and converting thousands of unchanged nodes again would cost more
+    than the whole search.
+    """
+    if not msg.HasField("inventory"):
+        return _from_proto(msg, SolveRequest)
+    problems: list[Problem] = []
+    nodes = []
+    for i, node_msg in enumerate(msg.inventory.nodes):
+        try:
+            nodes.append(_node_from_proto(node_msg))
+        except InvalidRequest as exc:
+            problems += [_under(f"inventory.nodes[{i}]", p) for p in exc.problems]
+    shell = _without_nodes(msg)
+    data = _message_data(shell, SolveRequest)
+    data.setdefault("inventory", {})["nodes"] = nodes
+    try:
+        request = SolveRequest.model_validate(data)
+    except ValidationError as exc:
+        problems += [_problem_from_error(err) for err in _root_causes(exc.errors())]
+    if problems:
+        raise InvalidRequest(problems)
+    return request
+
+
+def result_from_proto(msg: placement_pb2.SolveResponse) -> SolveResult:
+    """The domain result a wire response stands for (used by the client and by round-trip tests)."""
+    return _from_proto(msg, SolveResult)
+
+
+def request_to_proto(request: SolveRequest) -> placement_pb2.SolveRequest:
+    """The wire form of a domain request.
+
+    Raises :class:`InvalidRequest` when a value the domain allows does not fit its wire type
+    (e.g. a seed above 2**31 - 1), since that is still the caller's input.
+    """
+    try:
+        return _to_proto(request, placement_pb2.SolveRequest())
+    except json_format.ParseError as exc:
+        location, reason = split_parse_error(str(exc))
+        raise InvalidRequest([Problem(path=location or "request", message=reason)]) from None
+
+
+def result_to_proto(result: SolveResult) -> placement_pb2.SolveResponse:
+    """The wire form of a domain result. A failure here is a bug, so it is not dressed as bad input."""
+    return _to_proto(result, placement_pb2.SolveResponse())
+
+
+def node_to_json(node: Node) -> str:
+    """One node as canonical JSON, e.g. what ``topoplace ingest nvidia-smi`` prints for pasting
+    into ``inventory.nodes`` of a request file."""
+    return json_text(_to_proto(node, placement_pb2.Node()))
+
+
+def json_text(msg: Message) -> str:
+    """A message as the JSON of request and result files: proto field names, enum names, indent 2.
+
+    Proto field names rather than lowerCamelCase because they are the names the domain and every
+    error path use, so what a person reads in a file is what an error points at. Fields come in
+    proto order and map entries sorted (by :func:`_plain`), so equal values give equal text.
+    """
+    return json_format.MessageToJson(msg, preserving_proto_field_name=True, indent=2)
+
+
+def request_from_json_text(text: str, source_name: str) -> SolveRequest:
+    """Parse a request in protobuf's canonical JSON mapping (lowerCamelCase or proto field names).
+
+    ``source_name`` (a file name, ``<stdin>``...) is the path of problems found before the text is a
+    message: bad JSON (with ``:line:col``), unknown fields, wrong types, unknown enum names.
+    """
+    return request_from_dict(_load_json(text, source_name), source_name)
+
+
+def result_from_json_text(text: str, source_name: str) -> SolveResult:
+    """Parse a result in protobuf's canonical JSON mapping; see :func:`request_from_json_text`."""
+    return result_from_dict(_load_json(text, source_name), source_name)
+
+
+def request_from_dict(data: Any, source_name: str) -> SolveRequest:
+    """A request from JSON-like data (e.g. loaded from YAML) in the canonical JSON mapping."""
+    return request_from_proto(_parse_dict(data, placement_pb2.SolveRequest(), source_name))
+
+
+def result_from_dict(data: Any, source_name: str) -> SolveResult:
+    """A result from JSON-like data in the canonical JSON mapping."""
+    return result_from_proto(_parse_dict(data, placement_pb2.SolveResponse(), source_name))
+
+
+# --------------------------------------------------------------------------- proto → domain
+
+
+def _from_proto(msg: Message, model_cls: type[M]) -> M:
+    data = _message_data(msg, model_cls)
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidRequest([_problem_from_error(err) for err in _root_causes(exc.errors())]) from None
+
+
+_NODE_CACHE: dict[bytes, Node] = {}
+_NODE_CACHE_SIZE = 65_536
+
+
+def _node_from_proto(msg: placement_pb2.Node) -> Node:
+    key = msg.SerializeToString(deterministic=True)
+    node = _NODE_CACHE.get(key)
+    if node is None:
+        node = _from_proto(msg, Node)
+        if len(_NODE_CACHE) >= _NODE_CACHE_SIZE:
+            _NODE_CACHE.clear()  # a new cluster: start again rather than track recency per node
+        _NODE_CACHE[key] = node
+    return node
+
+
+def _without_nodes(msg: placement_pb2.SolveRequest) -> placement_pb2.SolveRequest:
+    """``msg`` with every field but the inventory's nodes (copied field by field, nodes skipped)."""
+    shell = placement_pb2.SolveRequest()
+    for field, value in msg.ListFields():
+        if field.name == "inventory":
+            continue
+        if field.message_type is None:
+            setattr(shell, field.name, value)
+        else:
+            getattr(shell, field.name).MergeFrom(value)
+    shell.inventory.SetInParent()
+    for field, value in msg.inventory.ListFields():
+        if field.name != "nodes":
+            getattr(shell.inventory, field.name).MergeFrom(value)
+    return shell
+
+
+def _under(prefix: str, problem: Problem) -> Problem:
+    path = prefix if problem.path == "request" else f"{prefix}.{problem.path}"
+    return Problem(path=path, message=problem.message)
+
+
+def _root_causes(errors: list[Any]) -> list[Any]:
+    """Drop pydantic's echo of item errors: a list whose items all failed is also reported as
+    "too short" (no valid items left), which is not a fault of its own."""
+
+    def echoes(err: Any) -> bool:
+        loc = err["loc"]
+        return err["type"] == "too_short" and any(
+            other["loc"][: len(loc)] == loc and len(other["loc"]) > len(loc) for other in errors
+        )
+
+    return [err for err in errors if not echoes(err)]
+
+
+_MAP, _MESSAGES, _SCALARS, _MESSAGE, _PRESENT, _PLAIN = range(6)
+
+
+@functools.cache
+def _plan(desc: Descriptor, model_cls: type[BaseModel]) -> tuple[tuple[str, int, Any, Any], ...]:
+    """How to read each field of ``desc`` the domain knows: (name, how, nested class, zero)."""
+    plan = []
+    for name, info in model_cls.model_fields.items():
+        field = desc.fields_by_name.get(name)
+        if field is None:
+            continue
+        nested = _nested_model(info.annotation)
+        required_zero = _zero_value(field) if info.is_required() and not field.has_presence else None
+        if _is_map(field):
+            plan.append((name, _MAP, None, required_zero))
+        elif _is_repeated(field):
+            how = _MESSAGES if field.message_type is not None else _SCALARS
+            plan.append((name, how, nested, required_zero))
+        elif field.message_type is not None:
+            plan.append((name, _MESSAGE, nested, None))
+        elif field.has_presence:
+            plan.append((name, _PRESENT, None, None))
+        else:
+            plan.append((name, _PLAIN, _zero_value(field), required_zero))
+    return tuple(plan)
+
+
+def _message_data(msg: Message, model_cls: type[BaseModel]) -> dict[str, Any]:
+    """The dict ``model_validate`` reads, straight from the message: what ``MessageToDict`` with
+    integer enums and proto names gives, but an order of magnitude faster on big inventories (it
+    reads fields through the C extension instead of building JSON in Python), with 64-bit integers
+    as numbers, and the zeros of fields the domain requires put back (proto3 drops a zero without
+    presence; a zero ``replicas`` must read "at least 1, got 0", not "is required")."""
+    out: dict[str, Any] = {}
+    for name, how, extra, required_zero in _plan(msg.DESCRIPTOR, model_cls):
+        value = getattr(msg, name)
+        if how == _MAP:
+            if value:
+                out[name] = dict(value)
+            elif required_zero is not None:
+                out[name] = {}
+        elif how == _MESSAGES:
+            if value:
+                out[name] = [_message_data(item, extra) for item in value]
+            elif required_zero is not None:
+                out[name] = []
+        elif how == _SCALARS:
+            if value:
+                out[name] = list(value)
+            elif required_zero is not None:
+                out[name] = []
+        elif how == _MESSAGE:
+            if msg.HasField(name):
+                out[name] = _message_data(value, extra)
+        elif how == _PRESENT:
+            if msg.HasField(name):
+                out[name] = value
+        elif value != extra or required_zero is not None:
+            out[name] = value
+    return out
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The model class inside ``X``, ``tuple[X, ...]`` or ``X | None``; None for scalars and maps."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin in (tuple, typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _nested_model(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _is_map(field: FieldDescriptor) -> bool:
+    return field.message_type is not None and field.message_type.GetOptions().map_entry
+
+
+def _zero_value(field: FieldDescriptor) -> Any:
+    """The value proto3 means by an absent field without presence."""
+    if _is_map(field):
+        return {}
+    if _is_repeated(field):
+        return []
+    if field.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES):
+        return ""
+    if field.type == FieldDescriptor.TYPE_BOOL:
+        return False
+    if field.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+        return 0.0
+    return 0
+
+
+def _is_repeated(field: FieldDescriptor) -> bool:
+    # ``is_repeated`` is the modern spelling; ``label`` is deprecated but present in older protobufs.
+    repeated = getattr(field, "is_repeated", None)
+    if repeated is not None:
+        return bool(repeated)
+    return field.label == FieldDescriptor.LABEL_REPEATED
+
+
+# --------------------------------------------------------------------------- domain → proto
+
+
+def _to_proto(value: BaseModel, msg: Message) -> Any:
+    json_format.ParseDict(_plain(value), msg)
+    return msg
+
+
+def _plain(value: Any) -> Any:
+    """A domain value as JSON-like data ``ParseDict`` accepts.
+
+    ``None`` (an unset ``optional``) is dropped, tuples become lists, enums their numbers, and map
+    entries are sorted so that equal values always serialise to equal bytes.
+    """
+    if isinstance(value, BaseModel):
+        items = ((name, getattr(value, name)) for name in type(value).model_fields)
+        return {name: _plain(v) for name, v in items if v is not None}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(value[k]) for k in sorted(value)}
+    if isinstance(value, IntEnum):
+        return int(value)
+    return value
+
+
+# --------------------------------------------------------------------------- JSON text
+
+
+def _load_json(text: str, source_name: str) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_refuse_duplicate_keys)
+    except json.JSONDecodeError as exc:
+        path = f"{source_name}:{exc.lineno}:{exc.colno}"
+        raise InvalidRequest([Problem(path=path, message=f"invalid JSON: {exc.msg}")]) from None
+    except _DuplicateKey as exc:
+        raise InvalidRequest([Problem(path=source_name, message=str(exc))]) from None
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A key given twice would silently keep only the last value (e.g. two ``nodes`` lists)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"key {key!r} appears more than once in one object")
+        out[key] = value
+    return out
+
+
+def _parse_dict(data: Any, msg: Message, source_name: str) -> Any:
+    if data is None:
+        raise InvalidRequest([Problem(path=source_name, message="is empty")])
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise InvalidRequest([Problem(path=source_name, message=f"top level must be an object, got {kind}")])
+    try:
+        json_format.ParseDict(data, msg)
+    except json_format.ParseError as exc:
+        location, reason = split_parse_error(str(exc))
+        message = f"{location}: {reason}" if location else reason
+        raise InvalidRequest([Problem(path=source_name, message=message)]) from None
+    return msg
+
+
+_CHAIN_STEP = re.compile(r"^Failed to parse (\w+) field: ")
+_AVAILABLE = re.compile(r'\.?\s*Available Fields\(except extensions\): "\[(.*?)\]"', re.DOTALL)
+
+
+def split_parse_error(
+    text: str, roots: tuple[str, ...] = ("SolveRequest", "SolveResponse")
+) -> tuple[str, str]:
+    """Split a ``json_format.ParseError`` message into (field path, reason).
+
+    Its messages nest one "Failed to parse X field: " per level and usually end in
+    ``at SolveRequest.jobs[0].roles[0]...`` (``roots``: the message types a path may start at); the
+    path with indexes wins when present, else the chain of field names.
+    """
+    location_re = re.compile(rf' at "?(?:{"|".join(roots)})\.?([\w.\[\]]*)"?')
+    chain: list[str] = []
+    while match := _CHAIN_STEP.match(text):
+        chain.append(match.group(1))
+        text = text[match.end() :]
+    location = ".".join(chain)
+    if found := location_re.search(text):
+        location = found.group(1).rstrip(".") or location
+        text = text[: found.start()] + text[found.end() :]
+    text = _AVAILABLE.sub(lambda m: "; known fields: " + m.group(1).replace("'", ""), text)
+    reason = " ".join(text.split()).rstrip(".")
+    return location, reason[:1].lower() + reason[1:]
+
+
+# --------------------------------------------------------------------------- pydantic errors
+
+
+def _problem_from_error(err: Any) -> Problem:
+    return Problem(path=_format_loc(err["loc"]), message=_describe(err))
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    """``('inventory', 'nodes', 3, 'index')`` → ``inventory.nodes[3].index``.
+
+    Strings are field names (the domain's names are the proto's); pydantic's ``[key]`` marker of a
+    bad map key is kept as is.
+    """
+    path = ""
+    for part in loc:
+        if isinstance(part, int) or part == "[key]":
+            path += f"[{part}]" if isinstance(part, int) else "[key]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "request"
+
+
+def _describe(err: Any) -> str:
+    """A plain sentence for one pydantic error, with the offending value."""
+    kind, ctx, got = err["type"], err.get("ctx") or {}, _show(err.get("input"))
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx['ge']}, got {got}"
+    if kind == "greater_than":
+        return f"must be greater than {ctx['gt']}, got {got}"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx['le']}, got {got}"
+    if kind == "less_than":
+        return f"must be less than {ctx['lt']}, got {got}"
+    if kind == "string_too_short":
+        if ctx.get("min_length") == 1:
+            return "must not be empty"
+        return f"must have at least {ctx['min_length']} characters, got {got}"
+    if kind == "too_short":
+        return f"must have at least {ctx['min_length']} item(s), got {ctx.get('actual_length', 0)}"
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "is not a known field"
+    if kind == "enum":
+        return f"must be one of {ctx.get('expected', 'the enum values')}, got {got}"
+    message = str(err["msg"]).replace("Input should be", "must be")
+    return f"{message[:1].lower()}{message[1:]}, got {got}"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, (dict, list)):
+        return type(value).__name__
+    return str(value)
