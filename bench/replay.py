@@ -61,6 +61,8 @@ from solver.domain.model import Policy as SolvePolicy
 TARGET_RATIO = 1.3
 HEADLINE_PERCENT = 130
 PUBLISHED = {"random": 87.47, "gpupacking": 92.00, "bestfit": 93.08, "fgd": 95.39}  # FGD's artifact, 10 seeds
+# FGD's published means on the other pod lists (../shared/data/openb/SOURCE.md), by variant name.
+PUBLISHED_FGD = {"multigpu50": 97.18, "gpuspec33": 94.55, "gpushare100": 86.90, "cpu250": 93.41}
 SIMULATOR_TIE_DRAWS = 10  # values FGD's simulator draws before rand.Perm of the nodes (--simulator-ties)
 
 PlaceFn = Callable[[SolveRequest], SolveResult]
@@ -630,8 +632,17 @@ def _job(args: tuple) -> RunResult:
     )
 
 
-def table(results: Sequence[RunResult]) -> str:
-    """Allocation % at 130 % arrived, per policy: mean, min, max over seeds, and the published mean."""
+def published(policy: str, pods: str) -> float | None:
+    """FGD's artifact's ten-seed mean for a policy on the pod list at ``pods``, where one exists."""
+    name = Path(pods).stem.removeprefix("openb_pod_list_")
+    if name == "default":
+        return PUBLISHED.get(policy)
+    return PUBLISHED_FGD.get(name) if policy == "fgd" else None
+
+
+def table(results: Sequence[RunResult], pods: str = str(openb.DEFAULT_PODS)) -> str:
+    """Allocation % at 130 % arrived, per policy: mean, min, max over seeds, the published mean on the
+    pod list at ``pods``, and seed by seed against FGD where FGD ran on the same seeds."""
     by_policy: dict[str, list[RunResult]] = defaultdict(list)
     for r in results:
         by_policy[r.policy].append(r)
@@ -645,7 +656,7 @@ def table(results: Sequence[RunResult]) -> str:
         values = [r.headline for r in runs if r.headline is not None]
         if not values:
             continue
-        published = PUBLISHED.get(policy)
+        mean_published = published(policy, pods)
         paired = [(r.headline, fgd[r.seed]) for r in runs if r.headline is not None and r.seed in fgd]
         versus = "-"
         if paired and policy != "fgd":
@@ -654,7 +665,7 @@ def table(results: Sequence[RunResult]) -> str:
             versus = f"{gain:+.2f}, {better}/{worse} of {len(paired)}"
         lines.append(
             f"{policy:<18} {len(values):>5} {sum(values) / len(values):>16.2f} {min(values):>7.2f} "
-            f"{max(values):>7.2f} {published if published is not None else '-':>9} "
+            f"{max(values):>7.2f} {mean_published if mean_published is not None else '-':>9} "
             f"{sum(r.failed for r in runs) / len(runs):>11.0f} "
             f"{sum(r.seconds for r in runs) / len(runs):>6.1f} {versus:>27}"
         )
@@ -704,18 +715,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.table:
-        saved = [r for path in args.table for r in json.loads(Path(path).read_text())["runs"]]
-        print(
-            table(
-                [
-                    RunResult(
-                        **{k: v for k, v in r.items() if k != "curve"},
-                        curve={int(p): v for p, v in r["curve"].items()},
-                    )
-                    for r in saved
-                ]
+        files = [json.loads(Path(path).read_text()) for path in args.table]
+        if len({f["pods"] for f in files}) > 1:
+            parser.error("--table: these files replay different pod lists; give one pod list's files")
+        runs = [
+            RunResult(
+                **{k: v for k, v in r.items() if k != "curve"},
+                curve={int(p): v for p, v in r["curve"].items()},
             )
-        )
+            for f in files
+            for r in f["runs"]
+        ]
+        print(table(runs, files[0]["pods"]))
         return 0
     args.pods = str(openb.VARIANTS.get(args.pods, args.pods))
     tie_draws = SIMULATOR_TIE_DRAWS if args.simulator_ties else 0
@@ -783,7 +794,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wall = time.perf_counter() - started
     order = {(w[0], w[1]): k for k, w in enumerate(work)}
     results.sort(key=lambda r: order[r.policy, r.seed])
-    print(table(results))
+    print(table(results, args.pods))
     print(f"wall time {wall:.0f} s for {len(results)} of {len(work)} runs")
     if args.out:
         Path(args.out).write_text(

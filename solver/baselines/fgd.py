@@ -89,6 +89,10 @@ TIES: dict[str, Callable[[Workload], TieKey] | None] = {
     "cpu-only-least-cpu": _cpu_only(lambda state, i, pod: -float(state.cpu_left[i])),
     "cpu-only-most-cpu": _cpu_only(lambda state, i, pod: float(state.cpu_left[i])),
     "cpu-only-fewest-free-gpus": _cpu_only(lambda state, i, pod: -float(state.total_left[i])),
+    # fewest free GPUs, then the least free CPU (best fit on the CPU that GPU pods can no longer use)
+    "cpu-only-bestfit": _cpu_only(
+        lambda state, i, pod: -float(state.total_left[i]) * 1e7 - float(state.cpu_left[i])
+    ),
     "used": _always(_used_fraction),
     "bestfit": _always(_least_free),
     "fewer-gpus": _always(lambda state, i, pod: -float(state.gpu_count[i])),
