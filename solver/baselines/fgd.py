@@ -65,16 +65,14 @@ def _fill(workload: Workload) -> TieKey:
     return key
 
 
-def _spare(workload: Workload) -> TieKey:
-    """FILL's rule for CPU-only pods alone (GPU pods keep FGD's node rank): a CPU-only pod to the
-    node with the most CPU to spare beyond what its free GPUs want at the workload's CPU per GPU."""
-    fill = _fill(workload)
-    return lambda state, i, pod: 0.0 if pod.gpus else fill(state, i, pod)
+def _cpu_only(make: Callable[[Workload], TieKey]) -> Callable[[Workload], TieKey]:
+    """A tie key for CPU-only pods alone; GPU pods keep FGD's node rank (issue 25's cpu250 study)."""
 
+    def made(workload: Workload) -> TieKey:
+        key = make(workload)
+        return lambda state, i, pod: 0.0 if pod.gpus else key(state, i, pod)
 
-def _cpu_only(key: TieKey) -> Callable[[Workload], TieKey]:
-    """A tie key for CPU-only pods alone; GPU pods keep FGD's node rank."""
-    return lambda workload: lambda state, i, pod: 0.0 if pod.gpus else key(state, i, pod)
+    return made
 
 
 def _always(key: TieKey) -> Callable[[Workload], TieKey]:
@@ -85,13 +83,13 @@ def _always(key: TieKey) -> Callable[[Workload], TieKey]:
 TIES: dict[str, Callable[[Workload], TieKey] | None] = {
     "rank": None,  # the published FGD: the node rank alone
     "fill": _fill,
-    "spare": _spare,
-    "cpu-only-least-cpu": _cpu_only(lambda state, i, pod: -float(state.cpu_left[i])),
-    "cpu-only-most-cpu": _cpu_only(lambda state, i, pod: float(state.cpu_left[i])),
-    "cpu-only-fewest-free-gpus": _cpu_only(lambda state, i, pod: -float(state.total_left[i])),
+    "spare": _cpu_only(_fill),  # FILL's rule for CPU-only pods: where CPU is spare beside free GPUs
+    "cpu-only-least-cpu": _cpu_only(_always(lambda state, i, pod: -float(state.cpu_left[i]))),
+    "cpu-only-most-cpu": _cpu_only(_always(lambda state, i, pod: float(state.cpu_left[i]))),
+    "cpu-only-fewest-free-gpus": _cpu_only(_always(lambda state, i, pod: -float(state.total_left[i]))),
     # fewest free GPUs, then the least free CPU (best fit on the CPU that GPU pods can no longer use)
     "cpu-only-bestfit": _cpu_only(
-        lambda state, i, pod: -float(state.total_left[i]) * 1e7 - float(state.cpu_left[i])
+        _always(lambda state, i, pod: -float(state.total_left[i]) * 1e7 - float(state.cpu_left[i]))
     ),
     "used": _always(_used_fraction),
     "bestfit": _always(_least_free),
