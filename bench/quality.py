@@ -7,8 +7,8 @@ members (alignment REQUIRED), of which 40 % have a hard HyperNode tier (leaf for
 above), 40 % a soft one, priorities 0–3. Per seed, each placer on the same request:
 
 - ``volcano``: Volcano-like (binpack + network-topology-aware HyperNodes, gang rollback, first free
-  GPUs and NICs) in queue order; ``volcano-best10``: the best of 10 seeded shuffles of the queue
-  (jobs are still taken by priority), judged like the solver's first tier;
+  GPUs and NICs) in queue order; ``volcano-best10``: the best of the queue order and 10 seeded
+  shuffles of it (jobs are still taken by priority), judged like the solver's first tier (then jobs);
 - ``bestfit``: Slurm-like best fit, first aligned GPUs;
 - ``topoplace-Ns``: the solver with an N-second limit.
 
@@ -128,11 +128,13 @@ def first_tier(req: SolveRequest, result: SolveResult) -> tuple[float, float]:
 
 
 def best_of_shuffles(place: Callable[[SolveRequest], SolveResult], req: SolveRequest, n: int) -> SolveResult:
-    """The best of ``n`` seeded shuffles of the queue, by priority-weighted GPUs then jobs placed."""
+    """The best of the queue order and ``n`` seeded shuffles of it, by priority-weighted GPUs then
+    jobs placed."""
     best: tuple[tuple[float, float], SolveResult] | None = None
-    for k in range(n):
+    for k in range(n + 1):
         jobs = list(req.jobs)
-        random.Random(k).shuffle(jobs)
+        if k:
+            random.Random(k).shuffle(jobs)
         out = place(req.model_copy(update={"jobs": tuple(jobs)}))
         key = first_tier(req, out)
         if best is None or key > best[0]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
 from solver.answer.decode import decode
 from solver.answer.explain import explain
@@ -34,13 +35,22 @@ from solver.domain.validate import unfit_jobs, validate
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import Normalised, normalise
 from solver.reduce.policy import apply_policy_chains
+from solver.reduce.pools import pool, unpool
 from solver.reduce.rails import expand_rails
-from solver.search.floor import complete, greedy_hint, repack
+from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, complete, portfolio, repack
 from solver.search.sequence import arrival_steps, candidate_orders, solve_in_order, step_size
-from solver.search.tiers import overall_status, solve_lexicographic
+from solver.search.tiers import MERGE_MAX_VARIABLES, settle, solve_lexicographic
 
-# Time kept back from the caller's deadline for decode, verify, explain and the reply.
+# Time kept back from the caller's deadline for the reply.
 DEADLINE_MARGIN_S = 0.05
+# The floor's placers may take this share of the time left for search (always their first plan).
+FLOOR_SHARE = 0.25
+# Below this, CP-SAT would not even hand back its hint on a big model: the floor's plan is the answer.
+MIN_SEARCH_S = 0.05
+# What one pass of the floor costs, per (role, class) pair the model has: measured on 1,024 HGX nodes
+# (bench/quality.py), 2 cores. It sizes the portfolio from the request alone, so that deterministic
+# mode gives the same answer on a loaded machine.
+FLOOR_PASS_S_PER_PAIR = 4e-6
 
 
 class Stopwatch:
@@ -73,6 +83,10 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
     unplaced with that reason (``NO_NODE_FITS``) and the rest of the batch is placed.
     """
     clock = Stopwatch()
+    limit = request.policy.time_limit_s
+    if deadline_s is not None:
+        limit = min(limit, deadline_s)
+    deadline = clock.started + limit - DEADLINE_MARGIN_S  # the whole call, end to end
     with clock.stage("validate"):
         problems = validate(request)
         unfit = {} if problems else unfit_jobs(request)
@@ -93,45 +107,56 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
         # Policy chains become tiers and member rules; from here on the rewritten request is the
         # request (the verifier checks against it too, so the chains' filters are checked as well).
         request = apply_policy_chains(request)
-        problem = expand_rails(normalise(request, hosts_some_member))
+        pooled, pools = pool(request)
+        problem = expand_rails(normalise(pooled, hosts_some_member))
+        problem = replace(problem, pools=frozenset(j for j in range(len(pooled.jobs)) if pools.pooled(j)))
     with clock.stage("compile"):
         compiled = compile_model(problem, request.policy)
 
-    budget = request.policy.time_limit_s
-    if deadline_s is not None:
-        budget = min(budget, deadline_s)
-    # Keep back time for decode, verify and explain, which grow with the problem like the stages
-    # before the search did.
-    budget = max(0.01, budget - clock.elapsed() * 1.5 - DEADLINE_MARGIN_S)
-
-    with clock.stage("solve"):
-        outcomes = solve_lexicographic(
+    # Decode, explain and verify grow with the problem as the stages before the search did: half
+    # of that time is kept back for them, out of the caller's end-to-end budget.
+    search_ends = deadline - 0.5 * clock.elapsed()
+    with clock.stage("floor"):
+        candidates = portfolio(
+            problem,
             compiled,
-            request.policy,
-            budget,
-            hint=complete(problem, compiled, greedy_hint(problem, compiled)),
-            polish=lambda solution: complete(problem, compiled, solution),
-            repack_fn=lambda solution: repack(problem, compiled, solution),
+            time.perf_counter() + FLOOR_SHARE * max(0.0, search_ends - time.perf_counter()),
+            passes=floor_passes(compiled, request.policy.time_limit_s),
+            seed=request.policy.seed,
         )
-    values = [o.value for o in outcomes]
-    solution = next((o.solution for o in reversed(outcomes) if o.solution is not None), None)
-    status = overall_status(outcomes)
+    best = candidates[0]
+    with clock.stage("solve"):
+        budget = search_ends - time.perf_counter()
+        outcomes = []
+        # A small model is searched whatever the clock says: it is proven in milliseconds.
+        if budget >= MIN_SEARCH_S or len(compiled.model.proto.variables) <= MERGE_MAX_VARIABLES:
+            outcomes = solve_lexicographic(
+                compiled,
+                request.policy,
+                budget,
+                hint=best.plan,
+                polish=lambda solution: complete(problem, compiled, solution),
+                repack_fn=lambda solution: repack(problem, compiled, solution),
+            )
+    solution, values, kept_floor = settle(compiled, outcomes, best.plan)
+    status = SolveStatus.OPTIMAL if all(v.optimal for v in values) else SolveStatus.FEASIBLE
 
     with clock.stage("decode"):
         jobs = decode(problem, compiled, solution)
     with clock.stage("explain"):
-        jobs = explain(problem, compiled, jobs, timed_out=status == SolveStatus.UNKNOWN)
+        jobs = explain(problem, compiled, jobs, timed_out=not outcomes)
+        jobs = unpool(pools, request, jobs)
     metrics = cluster_metrics(request, jobs)
     result = SolveResult(
         request_id=request.request_id,
         status=status,
         jobs=jobs,
-        objectives=tuple(values),
-        # The gap of the highest tier: lower tiers are optimised within it, their own gaps are in
-        # ``objectives`` (and ``status`` is OPTIMAL only when every tier is proven).
-        gap=values[0].gap if values else 0.0,
+        objectives=values,
+        # The largest gap of any tier: FEASIBLE never reads "gap 0" while a tier is still open.
+        gap=max((v.gap for v in values), default=0.0),
         model_size=model_size(problem, compiled),
         metrics=metrics,
+        plan_source=f"floor:{best.placer}" if kept_floor else "search",
     )
     with clock.stage("verify"):
         violations = verify(request, result)
@@ -250,6 +275,13 @@ def best_of_orders(request: SolveRequest, budget_s: float) -> SolveResult:
         k += 1
     assert best is not None  # the given order is always tried
     return best[1]
+
+
+def floor_passes(compiled: Compiled, time_limit_s: float) -> int:
+    """How many placers the floor runs: its named orders at least, more shuffles as the time limit
+    allows (a fifth of it), sized from the model so that equal requests run equal portfolios."""
+    per_pass = FLOOR_PASS_S_PER_PAIR * max(1, len(compiled.y))
+    return max(0, min(MAX_SHUFFLES, int(0.2 * time_limit_s / per_pass) - NAMED_ORDERS))
 
 
 def model_size(problem: Normalised, compiled: Compiled) -> ModelSize:

@@ -218,6 +218,7 @@ def test_result_reports_stages_size_and_status() -> None:
         "validate",
         "normalise",
         "compile",
+        "floor",
         "solve",
         "decode",
         "explain",

@@ -38,9 +38,15 @@ def add_member_variables(model: cp_model.CpModel, problem: Normalised, configs: 
     """Members per role and class, only where a node of the class can host the role's shape
     (candidate pruning: a role gets no variable on a class that can never take it)."""
     y, s = {}, {}
+    # Per (class, shape): roles of one shape are many, and a class's configurations are many too.
+    most_of = {
+        (cls.index, shape): per_node(configs, cls.index, shape)
+        for cls in problem.classes
+        for shape in {ref.shape for ref in problem.roles}
+    }
     for r, ref in enumerate(problem.roles):
         for cls in problem.classes:
-            most = per_node(configs, cls.index, ref.shape)
+            most = most_of[cls.index, ref.shape]
             if most == 0:
                 continue
             ub = min(ref.role.replicas, most * cls.count)

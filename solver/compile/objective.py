@@ -79,10 +79,10 @@ def objective_tiers(
     for name in policy.objective:
         if name == ObjectiveTier.PLACED_WORK:
             tiers.append(placed_work(problem, y))
-            if len(placed) > 1:
+            jobs, upper = jobs_started(problem, y, placed)
+            if upper > 1:
                 # Among plans that place the same work, the one that starts more jobs.
-                jobs = [(1, var) for var in placed.values()]
-                tiers.append(Tier.of(ObjectiveTier.PLACED_WORK, "placed_work.jobs", jobs, len(placed)))
+                tiers.append(Tier.of(ObjectiveTier.PLACED_WORK, "placed_work.jobs", jobs, upper))
         elif name == ObjectiveTier.TOPOLOGY:
             tiers.extend(topology(problem, s, locality, variant))
         elif name == ObjectiveTier.PACKING and policy.packing == Packing.FILL:
@@ -95,6 +95,20 @@ def objective_tiers(
             terms = order_terms(problem, order or {})
             tiers.append(Tier.of(ObjectiveTier.NODE_ORDER, "node_order", terms, 0, minimise=True))
     return tuple(tiers)
+
+
+def jobs_started(problem: Normalised, y: Vars, placed: dict[int, cp_model.IntVar]) -> tuple[Terms, int]:
+    """Jobs started, as terms and their most: one per placed job, one per placed member of a pool
+    (each member of a pool is a pod of the batch)."""
+    terms: Terms = [(1, var) for j, var in placed.items() if j not in problem.pools]
+    terms += [(1, var) for (r, _), var in y.items() if problem.roles[r].job_index in problem.pools]
+    upper = len(placed) - len(problem.pools)
+    upper += sum(
+        problem.roles[g].role.replicas
+        for g in problem.groups()
+        if problem.roles[g].job_index in problem.pools
+    )
+    return terms, upper
 
 
 def placed_work(problem: Normalised, y: Vars) -> Tier:

@@ -436,3 +436,6 @@ class SolveResult(Frozen):
     timings: tuple[StageTiming, ...] = ()
     model_size: ModelSize = ModelSize()
     metrics: ClusterMetrics = ClusterMetrics()
+    # Who made the returned plan: "search" (CP-SAT, from the floor's best plan), "floor:<placer>"
+    # (a greedy placer's plan, no search bettered it), or a baseline's name.
+    plan_source: str = ""

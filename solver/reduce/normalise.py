@@ -13,9 +13,10 @@ Two reductions happen here (in cvxpy's sense: each keeps what is needed to map t
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
+from types import MappingProxyType
 
 from solver.domain.model import (
     Distance,
@@ -185,17 +186,25 @@ class Normalised:
     # ``fit_test`` of :func:`normalise`): the model never sees them; explanations still ask whether
     # a relaxed rule would let one in.
     unfit: tuple[NodeShape, ...] = ()
+    # Jobs that stand for a pool of pods (``solver.reduce.pools``): the jobs tier counts their
+    # members, and the floor places as many of their members as fit.
+    pools: frozenset[int] = frozenset()
 
     def group_of(self, r: int) -> int:
         g = self.roles[r].group
         return r if g < 0 else g
 
-    def groups(self) -> dict[int, list[int]]:
-        """Each role (by its first variant) → all its variants."""
+    def groups(self) -> Mapping[int, tuple[int, ...]]:
+        """Each role (by its first variant) → all its variants (computed once: the floor and the
+        explanations ask for it per job)."""
+        return self._groups
+
+    @cached_property
+    def _groups(self) -> Mapping[int, tuple[int, ...]]:
         out: dict[int, list[int]] = {}
         for r in range(len(self.roles)):
             out.setdefault(self.group_of(r), []).append(r)
-        return out
+        return MappingProxyType({g: tuple(v) for g, v in out.items()})
 
     def rails_of(self, shape: int) -> frozenset[int] | None:
         return self.shape_rails[shape] if self.shape_rails else None

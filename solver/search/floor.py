@@ -16,7 +16,11 @@ time, and a truthful basis for reporting the tiers nobody had time to search.
 
 from __future__ import annotations
 
+import random
+import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
@@ -24,44 +28,126 @@ from solver.compile import Compiled
 from solver.compile.locality import NVLINK, place_of
 from solver.compile.order import order_values
 from solver.domain.fabric import Fabric
-from solver.domain.model import Requirement
 from solver.reduce.normalise import Normalised
+
+
+class Floor:
+    """What every greedy pass over one compiled problem shares, computed once: the configuration
+    index of each class, the classes each role variant may use, each job's roles and the scopes to
+    try it in. The portfolio runs the greedy several times; none of this depends on the order."""
+
+    def __init__(self, problem: Normalised, compiled: Compiled) -> None:
+        self.problem, self.compiled = problem, compiled
+        self.index = {c: {k.counts: i for i, k in enumerate(cfg)} for c, cfg in compiled.configs.items()}
+        hosts: dict[int, list[int]] = defaultdict(list)
+        for r, c in compiled.y:
+            hosts[r].append(c)
+        self.hosts = {r: tuple(cs) for r, cs in hosts.items()}
+        self.roles = roles_by_job(problem)
+        self.fabric = Fabric.of(problem.request.inventory)
+        self._scopes: dict[int, list[set[int] | None]] = {}
+        self._domains: dict[tuple[str, int], dict[str, set[int]]] = {}
+
+    def scopes(self, j: int) -> list[set[int] | None]:
+        """The sets of classes to try job ``j`` in, in order (None = anywhere). Every set lies
+        inside one domain of each REQUIRED rule at its hard level, so a plan the floor makes breaks
+        no REQUIRED rule of place; first come the domains of every rule's levels, lowest first (the
+        one with the least free GPUs first), then the REQUIRED rules' domains themselves, then
+        anywhere if no rule is REQUIRED."""
+        if j in self._scopes:
+            return self._scopes[j]
+        problem = self.problem
+        rules = [rule for rule in self.compiled.locality.rules if rule.job == j]
+        hard: list[set[int]] | None = None  # None: no REQUIRED rule bounds the job
+        for rule in rules:
+            for level, is_hard in rule.levels(self.fabric):
+                if is_hard:
+                    found = list(self.domains(rule.partition, level).values())
+                    hard = found if hard is None else [a & b for a in hard for b in found if a & b]
+
+        def room(classes: set[int]) -> int:
+            return sum(len(problem.classes[c].shape.gpus) * problem.classes[c].count for c in classes)
+
+        base: list[set[int] | None] = (
+            [None] if hard is None else sorted(hard, key=lambda cs: (room(cs), sorted(cs)))
+        )
+        out: list[set[int] | None] = []
+        for rule in rules:
+            for level, _ in rule.levels(self.fabric):
+                for domain in sorted(
+                    self.domains(rule.partition, level).values(), key=lambda cs: (room(cs), sorted(cs))
+                ):
+                    out.extend(domain if b is None else domain & b for b in base if b is None or domain & b)
+        out.extend(base)
+        seen: set[frozenset[int] | None] = set()
+        unique = []  # the same set twice would only repeat a failed try
+        for scope in out:
+            key = None if scope is None else frozenset(scope)
+            if key not in seen:
+                seen.add(key)
+                unique.append(scope)
+        self._scopes[j] = unique
+        return unique
+
+    def domains(self, partition: str, level: int) -> dict[str, set[int]]:
+        """The classes under each domain of ``partition`` at ``level``."""
+        key = (partition, level)
+        if key not in self._domains:
+            found: dict[str, set[int]] = {}
+            for cls in self.problem.classes:
+                place = place_of(cls, partition)
+                d = (place if partition == NVLINK else self.fabric.domain(place, level)) if place else None
+                if d is not None:
+                    found.setdefault(d, set()).add(cls.index)
+            self._domains[key] = found
+        return self._domains[key]
 
 
 def greedy_hint(
     problem: Normalised,
     compiled: Compiled,
-    jobs: list[int] | None = None,
+    jobs: Sequence[int] | None = None,
     counts: dict[int, int] | None = None,
+    floor: Floor | None = None,
 ) -> dict[str, int]:
     """The greedy plan; ``jobs`` (default: all, in :func:`job_order`) and, per role group, how many
     members to place (``counts``; default: the role's minimum)."""
+    floor = floor or Floor(problem, compiled)
     counts = counts or {}
-    index = {c: {k.counts: i for i, k in enumerate(configs)} for c, configs in compiled.configs.items()}
     state = {cls.index: Counter({0: cls.count}) for cls in problem.classes}  # config index → nodes
     members: Counter[tuple[int, int]] = Counter()  # (role, class) → members
     placed: set[int] = set()
     chosen_variants: set[int] = set()
-    fabric = Fabric.of(problem.request.inventory)
     for j in job_order(problem) if jobs is None else jobs:
-        for allowed in scopes(problem, compiled, fabric, j):
-            trial = {c: Counter(v) for c, v in state.items() if allowed is None or c in allowed}
+        for allowed in floor.scopes(j):
+            # Moves are journalled and undone when the job does not fit whole: copying the state of
+            # every class for every try cost more than the whole search on a 1,000-node cluster.
+            journal: list[tuple[int, int, int]] = []
             taken: Counter[tuple[int, int]] = Counter()
             chosen: list[int] = []
-            for variants in roles_of(problem, j):
-                want = counts.get(problem.group_of(variants[0]), problem.roles[variants[0]].minimum)
+            for variants in floor.roles.get(j, ()):
+                least = counts.get(problem.group_of(variants[0]), problem.roles[variants[0]].minimum)
+                # A pool's members are pods of their own: as many as fit, at least its minimum.
+                most = (
+                    problem.roles[variants[0]].role.replicas if j in problem.pools and not counts else least
+                )
                 fitted = next(
-                    (v for v in variants if fits(problem, compiled, index, trial, taken, v, want)), None
+                    (
+                        v
+                        for v in variants
+                        if place_role(floor, state, allowed, journal, taken, v, least, most)
+                    ),
+                    None,
                 )
                 if fitted is None:
                     break
                 chosen.append(fitted)
             else:
-                state = {**state, **trial}
                 placed.add(j)
                 members.update(taken)
                 chosen_variants.update(chosen)
                 break
+            undo(state, journal)
     hint = {var.name: 0 for var in compiled.x.values()} | {var.name: 0 for var in compiled.y.values()}
     for c, counter in state.items():
         for k, n in counter.items():
@@ -78,110 +164,86 @@ def greedy_hint(
 
 def job_order(problem: Normalised) -> list[int]:
     """Highest priority first, then the most GPUs."""
-
-    def size(j: int) -> int:
-        return sum(r.replicas * max(r.member.gpus, 1) for r in problem.request.jobs[j].roles)
-
     jobs = range(len(problem.request.jobs))
-    return sorted(jobs, key=lambda j: (-problem.request.jobs[j].priority, -size(j), j))
+    return sorted(jobs, key=lambda j: (-problem.request.jobs[j].priority, -job_gpus(problem, j), j))
 
 
-def scopes(problem: Normalised, compiled: Compiled, fabric: Fabric, j: int) -> list[set[int] | None]:
-    """The sets of classes to try the job in, in order (None = anywhere): for each level of its
-    rules, lowest first, each domain of that level, the one with the least free GPUs first; then
-    anywhere, unless a rule is REQUIRED."""
-    rules = [rule for rule in compiled.locality.rules if rule.job == j]
-    if not rules:
-        return [None]
-    out: list[set[int] | None] = []
-    for rule in rules:
-        for level, _ in rule.levels(fabric):
-            domains: dict[str, set[int]] = {}
-            for cls in problem.classes:
-                place = place_of(cls, rule.partition)
-                d = (place if rule.partition == NVLINK else fabric.domain(place, level)) if place else None
-                if d is not None:
-                    domains.setdefault(d, set()).add(cls.index)
+def job_gpus(problem: Normalised, j: int) -> int:
+    """GPUs a job asks for (a pool: one of its pods, each its own job)."""
+    roles = problem.request.jobs[j].roles
+    if j in problem.pools:
+        return max(roles[0].member.gpus, 1)
+    return sum(r.replicas * max(r.member.gpus, 1) for r in roles)
 
-            def room(classes: set[int]) -> int:
-                return sum(len(problem.classes[c].shape.gpus) * problem.classes[c].count for c in classes)
 
-            out.extend(sorted(domains.values(), key=lambda cs: (room(cs), sorted(cs))))
-    if not any(rule.mode == Requirement.REQUIRED for rule in rules):
-        out.append(None)
+def roles_by_job(problem: Normalised) -> dict[int, list[tuple[int, ...]]]:
+    """Per job, its roles, each as the tuple of its variants (one for most roles)."""
+    out: dict[int, list[tuple[int, ...]]] = {}
+    for g, variants in problem.groups().items():
+        out.setdefault(problem.roles[g].job_index, []).append(variants)
     return out
 
 
-def roles_of(problem: Normalised, j: int) -> list[list[int]]:
-    """The job's roles, each as the list of its variants (one for most roles)."""
-    return [variants for g, variants in problem.groups().items() if problem.roles[g].job_index == j]
-
-
-def fits(
-    problem: Normalised,
-    compiled: Compiled,
-    index: dict[int, dict[tuple[int, ...], int]],
-    state: dict[int, Counter],
-    taken: Counter,
-    r: int,
-    want: int,
-) -> bool:
-    """Place ``want`` members of role variant ``r`` into ``state`` if they fit; leave ``state``
-    untouched if not."""
-    trial = {c: Counter(v) for c, v in state.items()}
-    trial_taken: Counter = Counter()
-    if not place_role(problem, compiled, index, trial, trial_taken, r, want):
-        return False
-    state.clear()
-    state.update(trial)
-    taken.update(trial_taken)
-    return True
+def undo(state: dict[int, Counter], journal: list[tuple[int, int, int]]) -> None:
+    """Take back the moves of ``journal`` (class, from config, to config), latest first."""
+    for c, k, grown in reversed(journal):
+        state[c][grown] -= 1
+        state[c][k] += 1
+    journal.clear()
 
 
 def place_role(
-    problem: Normalised,
-    compiled: Compiled,
-    index: dict[int, dict[tuple[int, ...], int]],
+    floor: Floor,
     state: dict[int, Counter],
+    allowed: set[int] | None,
+    journal: list[tuple[int, int, int]],
     taken: Counter,
     r: int,
-    want: int,
+    least: int,
+    most: int,
 ) -> bool:
-    """Place ``want`` members, one at a time, into ``state``; False if they do not fit."""
-    ref = problem.roles[r]
-    for _ in range(want):
-        move = best_move(problem, compiled, index, state, ref.shape, r)
+    """Place between ``least`` and ``most`` members of role variant ``r`` (as many as fit), one at
+    a time, on classes in ``allowed`` (None: any); if fewer than ``least`` fit, leave ``state``,
+    ``journal`` and ``taken`` as they were."""
+    shape = floor.problem.roles[r].shape
+    mark = len(journal)
+    moved: Counter[tuple[int, int]] = Counter()
+    for n in range(most):
+        move = best_move(floor, state, allowed, shape, r)
+        if move is None and n >= least:
+            break
         if move is None:
+            tail = journal[mark:]
+            del journal[mark:]
+            undo(state, tail)
             return False
         c, k, grown = move
         state[c][k] -= 1
         state[c][grown] += 1
-        taken[r, c] += 1
+        journal.append(move)
+        moved[r, c] += 1
+    taken.update(moved)
     return True
 
 
 def best_move(
-    problem: Normalised,
-    compiled: Compiled,
-    index: dict[int, dict[tuple[int, ...], int]],
-    state: dict[int, Counter],
-    shape: int,
-    r: int,
+    floor: Floor, state: dict[int, Counter], allowed: set[int] | None, shape: int, r: int
 ) -> tuple[int, int, int] | None:
     """The (class, from config, to config) that adds one member of ``shape`` to the fullest node
     that can take it."""
     best: tuple[int, int, int] | None = None
     best_key: tuple | None = None
-    for c, counter in state.items():
-        if (r, c) not in compiled.y:
+    for c in floor.hosts.get(r, ()):
+        if allowed is not None and c not in allowed:
             continue
-        configs = compiled.configs[c]
-        for k, n in counter.items():
+        configs = floor.compiled.configs[c]
+        index = floor.index[c]
+        for k, n in state[c].items():
             if n <= 0:
                 continue
             counts = list(configs[k].counts)
             counts[shape] += 1
-            grown = index[c].get(tuple(counts))
+            grown = index.get(tuple(counts))
             if grown is None:
                 continue
             key = (k == 0, -sum(configs[k].counts), c, k)  # used nodes first, fullest first
@@ -223,14 +285,21 @@ def complete(problem: Normalised, compiled: Compiled, solution: dict[str, int]) 
     for r, var in compiled.variant.items():
         out[var.name] = int(any(rr == r for rr, _ in used))
     classes = problem.classes
+    job_leaves = {(problem.roles[r].job_index, classes[c].leaf) for r, c in used}
     for (j, leaf), var in compiled.locality.spans.items():
-        out[var.name] = int(any(problem.roles[r].job_index == j and classes[c].leaf == leaf for r, c in used))
+        out[var.name] = int((j, leaf) in job_leaves)
     fabric = Fabric.of(problem.request.inventory)
+    # Each rule's variables, found once (a scan of them all per rule was quadratic in the batch).
+    base_of: dict[int, list[tuple[str, cp_model.IntVar]]] = defaultdict(list)
+    for (k, place), var in compiled.locality.base.items():
+        base_of[k].append((place, var))
+    use_of: dict[tuple[int, int], list[tuple[str, cp_model.IntVar]]] = defaultdict(list)
+    for (k, lv, d), var in compiled.locality.use.items():
+        use_of[k, lv].append((d, var))
     for i, rule in enumerate(compiled.locality.rules):
         places = {place_of(classes[c], rule.partition) for r, c in used if r in rule.roles}
-        for (k, place), var in compiled.locality.base.items():
-            if k == i:
-                out[var.name] = int(place in places)
+        for place, var in base_of.get(i, ()):
+            out[var.name] = int(place in places)
         placed = out.get(compiled.placed[rule.job].name, 0)
         for level, _ in rule.levels(fabric):
             domains = {place if rule.partition == NVLINK else fabric.domain(place, level) for place in places}
@@ -238,9 +307,8 @@ def complete(problem: Normalised, compiled: Compiled, solution: dict[str, int]) 
             flag = compiled.locality.within.get((i, level))
             if flag is not None and getattr(flag, "name", "").startswith("within["):
                 out[flag.name] = int(placed and inside)
-            for (k, lv, d), var in compiled.locality.use.items():
-                if (k, lv) == (i, level):
-                    out[var.name] = int(d in domains)
+            for d, var in use_of.get((i, level), ()):
+                out[var.name] = int(d in domains)
     touched: dict[int, int] = {}
     for (c, _), var in compiled.x.items():
         touched[c] = touched.get(c, 0) + out.get(var.name, 0)
@@ -248,10 +316,13 @@ def complete(problem: Normalised, compiled: Compiled, solution: dict[str, int]) 
     return with_most_strict(problem, compiled, out)
 
 
-def repack(problem: Normalised, compiled: Compiled, solution: dict[str, int]) -> dict[str, int] | None:
+def repack(
+    problem: Normalised, compiled: Compiled, solution: dict[str, int], floor: Floor | None = None
+) -> dict[str, int] | None:
     """The same jobs with the same member counts as ``solution``, placed again greedily with
     locality first; None if the greedy cannot fit them all. A tier above placed work cared only
     for how much is placed; this often keeps that and puts gangs back under one leaf."""
+    floor = floor or Floor(problem, compiled)
     placed = [j for j, var in compiled.placed.items() if solution.get(var.name, 0)]
     counts: Counter[int] = Counter()
     for (r, _), var in compiled.y.items():
@@ -260,9 +331,7 @@ def repack(problem: Normalised, compiled: Compiled, solution: dict[str, int]) ->
 
     def gpus(j: int) -> int:
         return sum(
-            counts[g] * max(problem.roles[g].role.member.gpus, 1)
-            for g in problem.groups()
-            if problem.roles[g].job_index == j
+            counts[v[0]] * max(problem.roles[v[0]].role.member.gpus, 1) for v in floor.roles.get(j, ())
         )
 
     # Two orders: the usual one, and biggest first (which packs tighter when every job must fit).
@@ -270,7 +339,78 @@ def repack(problem: Normalised, compiled: Compiled, solution: dict[str, int]) ->
         [j for j in job_order(problem) if j in wanted],
         sorted(wanted, key=lambda j: (-gpus(j), j)),
     ):
-        plan = greedy_hint(problem, compiled, jobs=order, counts=dict(counts))
+        plan = greedy_hint(problem, compiled, jobs=order, counts=dict(counts), floor=floor)
         if all(plan[compiled.placed[j].name] for j in placed):
             return complete(problem, compiled, plan)
     return None
+
+
+# --------------------------------------------------------------------------- the portfolio
+
+NAMED_ORDERS = 4  # largest-first, queue, smallest-first, locality-first
+MAX_SHUFFLES = 32
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One placer's plan, completed, with its value on every tier (highest first)."""
+
+    placer: str
+    plan: dict[str, int]
+    values: tuple[int, ...]
+
+
+def orders(problem: Normalised, floor: Floor, shuffles: int, seed: int) -> Iterator[tuple[str, list[int]]]:
+    """The job orders of the portfolio, all by priority first (a lower-priority job never goes
+    before a higher one, as in Volcano's and Slurm's queues), then:
+
+    - ``largest-first``: the most GPUs first (packs big gangs while room is whole);
+    - ``queue``: the batch's own order (what Volcano does with jobs of one priority);
+    - ``smallest-first``: the fewest GPUs first (starts the most jobs);
+    - ``locality-first``: jobs with locality rules first, largest first, then the rest smallest
+      first (gangs get whole leaves before pods break them up);
+    - ``shuffle-k``: seeded shuffles, the tie orders a queue could have had.
+    """
+    jobs = problem.request.jobs
+    n = len(jobs)
+
+    def prio(j: int) -> int:
+        return -jobs[j].priority
+
+    ruled = {rule.job for rule in floor.compiled.locality.rules}
+    yield "largest-first", job_order(problem)
+    yield "queue", sorted(range(n), key=lambda j: (prio(j), j))
+    yield "smallest-first", sorted(range(n), key=lambda j: (prio(j), job_gpus(problem, j), j))
+    yield (
+        "locality-first",
+        sorted(
+            range(n),
+            key=lambda j: (
+                prio(j),
+                j not in ruled,
+                -job_gpus(problem, j) if j in ruled else job_gpus(problem, j),
+                j,
+            ),
+        ),
+    )
+    for k in range(shuffles):
+        rng = random.Random(f"{seed}/{k}")
+        keys = [rng.random() for _ in range(n)]
+        yield f"shuffle-{k}", sorted(range(n), key=lambda j: (prio(j), keys[j]))
+
+
+def portfolio(
+    problem: Normalised, compiled: Compiled, deadline: float, *, passes: int = 0, seed: int = 0
+) -> list[Candidate]:
+    """The floor: the named placers of :func:`orders` and ``passes`` shuffles, in turn while time
+    remains (the first always), each plan completed and valued on every tier; best first
+    (lexicographically by tier values, then the earlier placer). The search starts from the first;
+    no answer is worse than it."""
+    floor = Floor(problem, compiled)
+    out: list[Candidate] = []
+    for name, order in orders(problem, floor, passes, seed):
+        if out and time.perf_counter() >= deadline:
+            break
+        plan = complete(problem, compiled, greedy_hint(problem, compiled, jobs=order, floor=floor))
+        out.append(Candidate(name, plan, tuple(t.value_of(plan) for t in compiled.tiers)))
+    return sorted(out, key=lambda c: c.values, reverse=True)  # stable: ties keep the earlier placer

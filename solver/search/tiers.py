@@ -99,9 +99,14 @@ def solve_lexicographic(
         effort = policy.time_limit_s * weights[i] / sum(weights)
         outcome = run_tier(model, tier, policy, max(0.01, share), effort)
         if outcome.solution is None and hint is not None:
-            # Nothing found in time: the answer in hand (the tier above's, or the completed greedy
-            # plan for the first tier) stands; the verifier checks it like any other.
+            # Nothing found in time: the answer in hand (the tier above's, or the floor's plan for
+            # the first tier) stands; the verifier checks it like any other.
             outcome = unsolved(tier, hint, keep=i == 0)
+        elif outcome.solution is not None and hint is not None and tier.value_of(hint) > outcome.value.value:
+            # CP-SAT may drop a hint it could not complete in time and stop on a worse plan: the
+            # answer in hand stands, with the bound the search proved.
+            kept = outcome.value.model_copy(update={"value": float(tier.value_of(hint))})
+            outcome = TierOutcome(kept, hint)
         ms = (time.perf_counter() - started) * 1000
         outcome = TierOutcome(outcome.value.model_copy(update={"ms": ms}), outcome.solution)
         outcomes.append(outcome)
@@ -252,3 +257,42 @@ def overall_status(outcomes: list[TierOutcome]) -> SolveStatus:
     if all(o.value.optimal for o in outcomes) and all(o.solution is not None for o in outcomes):
         return SolveStatus.OPTIMAL
     return SolveStatus.FEASIBLE
+
+
+def settle(
+    compiled: Compiled, outcomes: Sequence[TierOutcome], floor_plan: dict[str, int]
+) -> tuple[dict[str, int], tuple[TierValue, ...], bool]:
+    """The plan to return and the truth about it, tier by tier: the search's plan unless the floor's
+    is lexicographically better (then the floor's: no answer is worse than the floor); every tier's
+    value is the returned plan's own; every bound is a true one — never above what the tier can
+    take, the tier's trivial bound where no search bounded it (or where the bound was proved with
+    tiers above held at other values), never below the plan's value. Returns (plan, values, whether
+    the floor's plan was kept)."""
+    found = next((o.solution for o in reversed(outcomes) if o.solution is not None), None)
+    floor_values = tuple(t.value_of(floor_plan) for t in compiled.tiers)
+    found_values = tuple(t.value_of(found) for t in compiled.tiers) if found is not None else None
+    keep_floor = found_values is None or floor_values > found_values
+    plan = floor_plan if keep_floor else found
+    # Bounds of tiers below the first where the plans differ were proved for other values above.
+    differs = len(compiled.tiers)
+    if keep_floor and found_values is not None:
+        differs = next(i for i, (a, b) in enumerate(zip(floor_values, found_values, strict=True)) if a != b)
+    values = []
+    for i, tier in enumerate(compiled.tiers):
+        value = float(tier.value_of(plan))
+        searched = outcomes[i] if i < len(outcomes) else None
+        bound = float(tier.upper)
+        if searched is not None and i <= differs:
+            bound = min(bound, searched.value.bound)
+        bound = max(bound, value)
+        values.append(
+            TierValue(
+                tier=tier.tier,
+                name=tier.name,
+                ms=searched.value.ms if searched is not None else 0.0,
+                value=value,
+                bound=bound,
+                optimal=value >= bound,
+            )
+        )
+    return plan, tuple(values), keep_floor

@@ -597,7 +597,7 @@ class ClusterMetrics(_message.Message):
     def __init__(self, gpus_total: _Optional[int] = ..., gpus_used_before: _Optional[int] = ..., gpus_used_after: _Optional[int] = ..., nodes_fully_free_before: _Optional[int] = ..., nodes_fully_free_after: _Optional[int] = ..., stranded_gpus_before: _Optional[float] = ..., stranded_gpus_after: _Optional[float] = ..., fragmentation_before: _Optional[float] = ..., fragmentation_after: _Optional[float] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("request_id", "status", "jobs", "objectives", "gap", "timings", "model_size", "metrics")
+    __slots__ = ("request_id", "status", "jobs", "objectives", "gap", "timings", "model_size", "metrics", "plan_source")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
@@ -606,6 +606,7 @@ class SolveResponse(_message.Message):
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
     MODEL_SIZE_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    PLAN_SOURCE_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     status: SolveStatus
     jobs: _containers.RepeatedCompositeFieldContainer[JobResult]
@@ -614,4 +615,5 @@ class SolveResponse(_message.Message):
     timings: _containers.RepeatedCompositeFieldContainer[StageTiming]
     model_size: ModelSize
     metrics: ClusterMetrics
-    def __init__(self, request_id: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., jobs: _Optional[_Iterable[_Union[JobResult, _Mapping]]] = ..., objectives: _Optional[_Iterable[_Union[TierValue, _Mapping]]] = ..., gap: _Optional[float] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., model_size: _Optional[_Union[ModelSize, _Mapping]] = ..., metrics: _Optional[_Union[ClusterMetrics, _Mapping]] = ...) -> None: ...
+    plan_source: str
+    def __init__(self, request_id: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., jobs: _Optional[_Iterable[_Union[JobResult, _Mapping]]] = ..., objectives: _Optional[_Iterable[_Union[TierValue, _Mapping]]] = ..., gap: _Optional[float] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., model_size: _Optional[_Union[ModelSize, _Mapping]] = ..., metrics: _Optional[_Union[ClusterMetrics, _Mapping]] = ..., plan_source: _Optional[str] = ...) -> None: ...

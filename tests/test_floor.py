@@ -1,0 +1,126 @@
+"""The floor (issue 18): greedy placers in the model's own variables, the best of them the search's
+start, and an answer never worse than any of them — tier by tier, on any request. And pools: pods
+nothing tells apart solved as one job of many members, handed back pod by pod."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from unittest.mock import patch
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import solver.solve
+from solver.compile import compile_model
+from solver.domain.model import Locality, ObjectiveTier, Policy, ReasonCode, Requirement
+from solver.domain.validate import validate
+from solver.reduce.intranode import hosts_some_member
+from solver.reduce.normalise import normalise
+from solver.reduce.pools import pool
+from solver.reduce.rails import expand_rails
+from solver.search.floor import portfolio
+from solver.solve import solve
+from tests.solver_cases import best_placed_work, fat_tree, job, request, server
+
+
+def floor_of(req):
+    pooled, pools = pool(req)
+    problem = expand_rails(normalise(pooled, hosts_some_member))
+    problem = replace(problem, pools=frozenset(j for j in range(len(pooled.jobs)) if pools.pooled(j)))
+    compiled = compile_model(problem, req.policy)
+    return compiled, portfolio(problem, compiled, time.perf_counter() + 60, passes=4, seed=0)
+
+
+@st.composite
+def batches(draw: st.DrawFn):
+    leaves = draw(st.integers(1, 3))
+    nodes = [
+        server(
+            f"n{i}",
+            leaf=f"leaf{draw(st.integers(0, leaves - 1))}",
+            nvlink_domain=draw(st.sampled_from(["", "rack0"])),
+            used_gpus=sorted(draw(st.sets(st.integers(0, 3), max_size=4))),
+        )
+        for i in range(draw(st.integers(2, 5)))
+    ]
+    jobs = []
+    for j in range(draw(st.integers(1, 6))):
+        mode = draw(st.sampled_from([Requirement.NONE, Requirement.PREFERRED, Requirement.REQUIRED]))
+        jobs.append(
+            job(
+                f"j{j}",
+                draw(st.integers(1, 4)),
+                members=draw(st.integers(1, 3)),
+                priority=draw(st.integers(0, 2)),
+                locality=Locality(mode=mode, highest_tier=draw(st.integers(1, 2))),
+                nvlink_domain=draw(st.sampled_from([Requirement.NONE, Requirement.REQUIRED])),
+            )
+        )
+    return request(nodes, jobs, fat_tree(leaves, 2))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches())
+def test_the_answer_is_never_worse_than_any_placer_of_the_floor(req) -> None:
+    assume(not validate(req))
+    compiled, candidates = floor_of(req)
+    result = solve(req)  # verified inside
+    answer = tuple(v.value for v in result.objectives)
+    assert [v.name for v in result.objectives] == [t.name for t in compiled.tiers]
+    for candidate in candidates:
+        assert answer >= candidate.values, candidate.placer
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches())
+def test_a_floor_plan_alone_is_a_valid_answer(req) -> None:
+    """With no time to search, the floor's plan is returned: verified (solve raises otherwise),
+    honest about being unproven, and never above the optimum."""
+    assume(not validate(req))
+    tiny = req.model_copy(update={"policy": Policy(time_limit_s=0.001)})
+    # A model this small is searched whatever the clock says; treat it as a big one here.
+    with patch.object(solver.solve, "MERGE_MAX_VARIABLES", -1):
+        result = solve(tiny)
+    assert result.plan_source.startswith("floor:")
+    assert all(v.ms == 0 for v in result.objectives)  # no tier was searched, and it says so
+    first = result.objectives[0]
+    assert first.value <= best_placed_work(req) <= first.bound
+
+
+def test_bounds_never_exceed_what_a_tier_can_take() -> None:
+    """A reported bound above the most the tier could ever be (all work of every job) is no bound."""
+    nodes = [server(f"n{i}", used_gpus=(i % 4,)) for i in range(4)]
+    jobs = [job(f"j{i}", 1 + i % 3, members=1 + i % 2, priority=i % 3) for i in range(8)]
+    result = solve(request(nodes, jobs))
+    most = sum((j.priority + 1) * 1000 * r.member.gpus * r.replicas for j in jobs for r in j.roles)
+    work = next(v for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
+    assert work.value <= work.bound <= most
+    assert (result.gap == 0) == all(v.optimal for v in result.objectives)
+
+
+def test_pods_of_one_shape_are_pooled_and_handed_back_pod_by_pod() -> None:
+    nodes = [server("n0", used_gpus=(0,)), server("n1", used_gpus=(1, 2))]
+    pods = [job(f"pod{i}", 1) for i in range(6)]  # 5 free GPUs: one pod is left out
+    gang = job("gang", 2, members=1, locality=Locality(mode=Requirement.PREFERRED, highest_tier=1))
+    req = request(nodes, [*pods[:3], gang, *pods[3:]])
+    pooled, pools = pool(req)
+    assert len(pooled.jobs) == 2 and pools.members_of[0] == (0, 1, 2, 4, 5, 6)
+    result = solve(req)
+    assert [j.job_id for j in result.jobs] == [j.id for j in req.jobs]
+    placed = [j for j in result.jobs if j.placed]
+    assert all(len(j.members) == 1 and j.members[0].index == 0 for j in placed if j.job_id != "gang")
+    jobs_tier = next(v for v in result.objectives if v.name == "placed_work.jobs")
+    assert jobs_tier.value == len(placed)
+    left = [j for j in result.jobs if not j.placed]
+    assert left and all(j.reason is not None for j in left)
+    assert {j.reason.code for j in left} <= {ReasonCode.INSUFFICIENT_CAPACITY, ReasonCode.OUTPRIORITISED}
+
+
+def test_pods_with_anti_affinity_in_the_batch_are_not_pooled() -> None:
+    from solver.domain.model import AntiAffinity
+
+    pods = [job(f"pod{i}", 1) for i in range(3)]
+    pods[0] = pods[0].model_copy(update={"anti_affinity": (AntiAffinity(labels={"team": "a"}),)})
+    pooled, pools = pool(request([server("n0")], pods))
+    assert pooled.jobs == tuple(pods) and all(len(m) == 1 for m in pools.members_of)
