@@ -83,10 +83,6 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
     unplaced with that reason (``NO_NODE_FITS``) and the rest of the batch is placed.
     """
     clock = Stopwatch()
-    limit = request.policy.time_limit_s
-    if deadline_s is not None:
-        limit = min(limit, deadline_s)
-    deadline = clock.started + limit - DEADLINE_MARGIN_S  # the whole call, end to end
     with clock.stage("validate"):
         problems = validate(request)
         unfit = {} if problems else unfit_jobs(request)
@@ -103,6 +99,10 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
         return solve_largest_first(request, clock, deadline_s=deadline_s)
     if request.policy.batch_order == BatchOrder.BEST_OF_ORDERS and len(request.jobs) > 1:
         return solve_best_of_orders(request, clock, deadline_s=deadline_s)
+    limit = request.policy.time_limit_s
+    if deadline_s is not None:
+        limit = min(limit, deadline_s)
+    deadline = clock.started + limit - DEADLINE_MARGIN_S  # the whole call, end to end
     with clock.stage("normalise"):
         # Policy chains become tiers and member rules; from here on the rewritten request is the
         # request (the verifier checks against it too, so the chains' filters are checked as well).
