@@ -37,20 +37,24 @@ from solver.reduce.normalise import Normalised, normalise
 from solver.reduce.policy import apply_policy_chains
 from solver.reduce.pools import pool, unpool
 from solver.reduce.rails import expand_rails
+from solver.search.alone import AloneProbe
 from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, complete, portfolio, repack
 from solver.search.sequence import arrival_steps, candidate_orders, solve_in_order, step_size
 from solver.search.tiers import MERGE_MAX_VARIABLES, settle, solve_lexicographic
 
 # Time kept back from the caller's deadline for the reply.
 DEADLINE_MARGIN_S = 0.05
-# The floor's placers may take this share of the time left for search (always their first plan).
-FLOOR_SHARE = 0.25
+# Explanations search relaxed copies of unplaced jobs (solver.search.alone): this share of the time
+# limit, at least the minimum and at most the maximum, for all unplaced jobs of a request together,
+# and never past the call's end-to-end deadline.
+EXPLAIN_SHARE, EXPLAIN_MIN_S, EXPLAIN_MAX_S = 0.2, 0.25, 2.0
 # Below this, CP-SAT would not even hand back its hint on a big model: the floor's plan is the answer.
 MIN_SEARCH_S = 0.05
-# What one pass of the floor costs, per (role, class) pair the model has: measured on 1,024 HGX nodes
-# (bench/quality.py), 2 cores. It sizes the portfolio from the request alone, so that deterministic
-# mode gives the same answer on a loaded machine.
-FLOOR_PASS_S_PER_PAIR = 4e-6
+# What one pass of the floor (a greedy plan, completed and valued) costs per model variable: about
+# 0.2 s for the 13,800 variables of 1,024 HGX nodes x 200 jobs (bench/quality.py), 2 cores. It sizes
+# the portfolio from the request alone, so that deterministic mode gives the same answer whatever
+# the machine's load.
+FLOOR_PASS_S_PER_VARIABLE = 1.5e-5
 
 
 class Stopwatch:
@@ -109,18 +113,23 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
         request = apply_policy_chains(request)
         pooled, pools = pool(request)
         problem = expand_rails(normalise(pooled, hosts_some_member))
-        problem = replace(problem, pools=frozenset(j for j in range(len(pooled.jobs)) if pools.pooled(j)))
+        problem = replace(problem, pooled_from=pools.members_of)
     with clock.stage("compile"):
         compiled = compile_model(problem, request.policy)
 
     # Decode, explain and verify grow with the problem as the stages before the search did: half
-    # of that time is kept back for them, out of the caller's end-to-end budget.
-    search_ends = deadline - 0.5 * clock.elapsed()
+    # of that time is kept back for them, out of the caller's end-to-end budget, and a part of the
+    # explanations' own search budget.
+    before_search = clock.elapsed()
+    explain_s = min(EXPLAIN_MAX_S, max(EXPLAIN_MIN_S, EXPLAIN_SHARE * request.policy.time_limit_s))
+    search_ends = deadline - 0.5 * before_search - min(explain_s, 0.1 * limit)
     with clock.stage("floor"):
         candidates = portfolio(
             problem,
             compiled,
-            time.perf_counter() + FLOOR_SHARE * max(0.0, search_ends - time.perf_counter()),
+            # How many placers run is sized from the request (``floor_passes``), so that equal requests
+            # get equal floors; the clock only stops them at the end of the search's time.
+            search_ends,
             passes=floor_passes(compiled, request.policy.time_limit_s),
             seed=request.policy.seed,
         )
@@ -144,7 +153,11 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
     with clock.stage("decode"):
         jobs = decode(problem, compiled, solution)
     with clock.stage("explain"):
-        jobs = explain(problem, compiled, jobs, timed_out=not outcomes)
+        # Relaxations are checked by searches of the relaxed job alone (on the pooled request the
+        # explanation's job indexes refer to): a small budget of its own, within the call's deadline.
+        explain_s = min(explain_s, max(0.0, deadline - 0.25 * before_search - time.perf_counter()))
+        probe = AloneProbe(problem.request, explain_s, request.policy.deterministic)
+        jobs = explain(problem, compiled, jobs, timed_out=not outcomes, probe=probe)
         jobs = unpool(pools, request, jobs)
     metrics = cluster_metrics(request, jobs)
     result = SolveResult(
@@ -278,9 +291,9 @@ def best_of_orders(request: SolveRequest, budget_s: float) -> SolveResult:
 
 
 def floor_passes(compiled: Compiled, time_limit_s: float) -> int:
-    """How many placers the floor runs: its named orders at least, more shuffles as the time limit
-    allows (a fifth of it), sized from the model so that equal requests run equal portfolios."""
-    per_pass = FLOOR_PASS_S_PER_PAIR * max(1, len(compiled.y))
+    """How many shuffles the floor runs besides its named orders: as many as a fifth of the time
+    limit pays for, sized from the model so that equal requests run equal portfolios."""
+    per_pass = FLOOR_PASS_S_PER_VARIABLE * max(1, len(compiled.model.proto.variables))
     return max(0, min(MAX_SHUFFLES, int(0.2 * time_limit_s / per_pass) - NAMED_ORDERS))
 
 

@@ -34,7 +34,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "--scontrol", type=Path, required=True, help="`scontrol -o show node -d` or --json output"
     )
     inventory.add_argument(
-        "--topo-dir", type=Path, required=True, help="nvidia-smi topo -m captures (see README)"
+        "--topo-dir", type=Path, required=True, help="nvidia-smi topo -m captures (see docs/slurm.md)"
     )
     inventory.add_argument("--gres-conf", type=Path, help="gres.conf (device order behind IDX)")
     inventory.add_argument("--topology", type=Path, help="topology.conf or topology.yaml")

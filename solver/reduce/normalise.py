@@ -186,9 +186,20 @@ class Normalised:
     # ``fit_test`` of :func:`normalise`): the model never sees them; explanations still ask whether
     # a relaxed rule would let one in.
     unfit: tuple[NodeShape, ...] = ()
-    # Jobs that stand for a pool of pods (``solver.reduce.pools``): the jobs tier counts their
-    # members, and the floor places as many of their members as fit.
-    pools: frozenset[int] = frozenset()
+    unfit_names: tuple[str, ...] = ()  # per unfit shape, the first node of that shape (for messages)
+    # Per job, the batch positions of the jobs it stands for (``solver.reduce.pools``: a pool of pods
+    # stands for several); empty when nothing was pooled.
+    pooled_from: tuple[tuple[int, ...], ...] = ()
+
+    @cached_property
+    def pools(self) -> frozenset[int]:
+        """Jobs that stand for a pool of pods: the jobs tier counts their members, and the floor
+        places their members one by one, at their pods' places in the batch."""
+        return frozenset(j for j, batch in enumerate(self.pooled_from) if len(batch) > 1)
+
+    def batch_positions(self, j: int) -> tuple[int, ...]:
+        """Where the jobs job ``j`` stands for sit in the batch, in order."""
+        return self.pooled_from[j] if self.pooled_from else (j,)
 
     def group_of(self, r: int) -> int:
         g = self.roles[r].group
@@ -454,7 +465,7 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
     by_total = request.policy.packing == Packing.FILL and ObjectiveTier.PACKING in request.policy.objective
     # Per class key, its nodes and their ranks (one lookup per node: this loop walks the cluster).
     by_key: dict[tuple[NodeShape, str, str, int], tuple[list[ConcreteNode], list[int]]] = {}
-    unfit: dict[NodeShape, None] = {}
+    unfit: dict[NodeShape, str] = {}  # shape → its first node
     candidates = 0
     owned = tuple(owners)
     fit_of: dict[int, tuple[NodeShape, bool]] = {}  # by shape object: equal shapes are one (interned)
@@ -467,7 +478,7 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
             if known is None or known[0] is not shape:
                 known = fit_of[id(shape)] = (shape, fits(shape))
             if not known[1]:
-                unfit[shape] = None
+                unfit.setdefault(shape, node.name)
                 continue
         total = sum(1 for g in node.gpus if g.healthy) if by_total else 0
         key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "", total)
@@ -498,4 +509,5 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
         conflicts=separation.shape_conflicts(owners),
         candidate_nodes=candidates,
         unfit=tuple(unfit),
+        unfit_names=tuple(unfit.values()),
     )
