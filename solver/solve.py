@@ -9,7 +9,7 @@ are the rings); this module only chains them and keeps time. A batch placed one 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -18,16 +18,20 @@ from solver.answer.explain import explain
 from solver.answer.measures import cluster_metrics
 from solver.answer.verify import verify
 from solver.compile import Compiled, compile_model
-from solver.domain.errors import InvalidRequest, VerificationFailed
+from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
 from solver.domain.model import (
     BatchOrder,
+    Job,
+    JobResult,
     ModelSize,
+    Reason,
+    ReasonCode,
     SolveRequest,
     SolveResult,
     SolveStatus,
     StageTiming,
 )
-from solver.domain.validate import validate
+from solver.domain.validate import unfit_jobs, validate
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import Normalised, normalise
 from solver.reduce.policy import apply_policy_chains
@@ -79,21 +83,30 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
     time to answer before it, whatever the policy's time limit says.
     Raises ``InvalidRequest`` for bad input and ``VerificationFailed`` if the answer is wrong.
     A batch with ``BatchOrder.LARGEST_FIRST`` is placed one job at a time (``solver.search.sequence``).
+    A job with a member no node of the inventory could hold even empty is well formed: it is left
+    unplaced with that reason (``NO_NODE_FITS``) and the rest of the batch is placed.
     """
-    if request.policy.batch_order == BatchOrder.LARGEST_FIRST and len(request.jobs) > 1:
-        return solve_largest_first(request, deadline_s=deadline_s)
-    if request.policy.batch_order == BatchOrder.BEST_OF_ORDERS and len(request.jobs) > 1:
-        return solve_best_of_orders(request, deadline_s=deadline_s)
     clock = Stopwatch()
+    with clock.stage("validate"):
+        problems = validate(request)
+        unfit = {} if problems else unfit_jobs(request)
+    if problems:
+        raise InvalidRequest(problems)
+    if unfit:
+        return solve_without_unfit(request, unfit, clock, deadline_s)
+    return solve_valid(request, clock, deadline_s)
+
+
+def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | None = None) -> SolveResult:
+    """:func:`solve` of a validated request in which every member fits some node."""
+    if request.policy.batch_order == BatchOrder.LARGEST_FIRST and len(request.jobs) > 1:
+        return solve_largest_first(request, clock, deadline_s=deadline_s)
+    if request.policy.batch_order == BatchOrder.BEST_OF_ORDERS and len(request.jobs) > 1:
+        return solve_best_of_orders(request, clock, deadline_s=deadline_s)
     limit = request.policy.time_limit_s
     if deadline_s is not None:
         limit = min(limit, deadline_s)
     deadline = clock.started + limit - DEADLINE_MARGIN_S  # the whole call, end to end
-    with clock.stage("validate"):
-        problems = validate(request)
-    if problems:
-        raise InvalidRequest(problems)
-
     with clock.stage("normalise"):
         # Policy chains become tiers and member rules; from here on the rewritten request is the
         # request (the verifier checks against it too, so the chains' filters are checked as well).
@@ -165,34 +178,70 @@ def solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRes
     return result.model_copy(update={"timings": tuple(clock.stages)})
 
 
-def solve_largest_first(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+def solve_without_unfit(
+    request: SolveRequest,
+    unfit: dict[int, tuple[Problem, ...]],
+    clock: Stopwatch,
+    deadline_s: float | None = None,
+) -> SolveResult:
+    """The batch's other jobs solved as a batch of their own; each unfit job unplaced, with every
+    member ask no node could meet as its reason; the whole verified against the whole request."""
+    rest = request.model_copy(update={"jobs": tuple(j for k, j in enumerate(request.jobs) if k not in unfit)})
+    solved = solve_valid(rest, clock, deadline_s)
+    found = {jr.job_id: jr for jr in solved.jobs}
+    jobs = tuple(
+        JobResult(job_id=job.id, placed=False, reason=unfit_reason(job, unfit[k]))
+        if k in unfit
+        else found[job.id]
+        for k, job in enumerate(request.jobs)
+    )
+    result = solved.model_copy(update={"jobs": jobs, "metrics": cluster_metrics(request, jobs)})
+    with clock.stage("verify"):
+        violations = verify(request, result)
+    if violations:
+        raise VerificationFailed(violations)
+    return result.model_copy(update={"timings": tuple(clock.stages)})
+
+
+def unfit_reason(job: Job, problems: Sequence[Problem]) -> Reason:
+    """NO_NODE_FITS, naming each role's member and what it asks beyond every node of the inventory."""
+    by_role: dict[int, list[str]] = {}
+    for problem in problems:
+        by_role.setdefault(int(problem.path.partition(".roles[")[2].partition("]")[0]), []).append(
+            problem.message
+        )
+    parts = [f"a member of role {job.roles[r].name} {'; '.join(asks)}" for r, asks in by_role.items()]
+    return Reason(code=ReasonCode.NO_NODE_FITS, message="; ".join(parts))
+
+
+def solve_largest_first(
+    request: SolveRequest, clock: Stopwatch, *, deadline_s: float | None = None
+) -> SolveResult:
     """The batch placed one step at a time, largest first (:func:`solve_in_order`)."""
     return one_job_at_a_time(
-        request, "steps", lambda r, budget: solve_in_order(r, solve_step, budget), deadline_s
+        request, clock, "steps", lambda r, budget: solve_in_order(r, solve_step, budget), deadline_s
     )
 
 
-def solve_best_of_orders(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+def solve_best_of_orders(
+    request: SolveRequest, clock: Stopwatch, *, deadline_s: float | None = None
+) -> SolveResult:
     """The batch placed one step at a time in each of several orders (the given one, then
     :func:`solver.search.sequence.candidate_orders`); the plan placing the most work, then leaving the least
     fragmentation, then the earliest order, is kept."""
-    return one_job_at_a_time(request, "orders", best_of_orders, deadline_s)
+    return one_job_at_a_time(request, clock, "orders", best_of_orders, deadline_s)
 
 
 def one_job_at_a_time(
     request: SolveRequest,
+    clock: Stopwatch,
     stage: str,
     place: Callable[[SolveRequest, float], SolveResult],
     deadline_s: float | None,
 ) -> SolveResult:
-    """The batch validated whole, placed by ``place(request, budget_s)`` as chains of one-job solves
+    """The (validated) batch placed by ``place(request, budget_s)`` as chains of one-job solves
     (each verified), and the plan verified again against the whole request: rules between jobs of
     different steps (shares of one GPU, capacity, metrics) are checked where they meet."""
-    clock = Stopwatch()
-    with clock.stage("validate"):
-        problems = validate(request)
-    if problems:
-        raise InvalidRequest(problems)
     request = apply_policy_chains(request)
     budget = (
         request.policy.time_limit_s if deadline_s is None else min(request.policy.time_limit_s, deadline_s)
