@@ -122,9 +122,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--policy", default="fgd", help="any policy name bench.replay knows")
     parser.add_argument("--seeds", default="42", help="e.g. 42-51 or 42,45")
     parser.add_argument("--nodes", default=str(openb.DEFAULT_NODES), help="node list CSV")
-    parser.add_argument("--pods", default=str(openb.DEFAULT_PODS), help="pod list CSV")
+    parser.add_argument(
+        "--pods", default=str(openb.DEFAULT_PODS), help="pod list CSV, or a published variant by name"
+    )
     args = parser.parse_args(argv)
-    nodes, pods = openb.load_nodes(Path(args.nodes)), openb.load_pods(Path(args.pods))
+    pods_csv = openb.VARIANTS.get(args.pods, Path(args.pods))
+    nodes, pods = openb.load_nodes(Path(args.nodes)), openb.load_pods(pods_csv)
     totals: Counter[str] = Counter()
     seeds = replay.parse_seeds(args.seeds)
     for seed in seeds:

@@ -2,10 +2,11 @@
 to this project's domain.
 
 Any node list with the columns ``sn,cpu_milli,memory_mib,gpu,model`` and any pod list with
-``name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec`` (other columns ignored) is accepted, so the
-trace's variants (gpuspec, multigpu, cpu-heavy ...) load the same way. ``gpu_milli`` is per GPU: a
-sharing pod asks ``num_gpu`` = 1 and ``gpu_milli`` < 1000; a pod with ``num_gpu`` = n > 0 and
-``gpu_milli`` = 1000 asks for n whole GPUs.
+``name,cpu_milli,memory_mib,num_gpu,gpu_milli`` (other columns ignored) is accepted, so every variant
+the trace publishes loads as published: ``gpu_spec`` (the GPU models a pod accepts) is optional, and
+``openb_pod_list_multigpu50.csv`` has none (every pod takes any model), as FGD's simulator reads it.
+``gpu_milli`` is per GPU: a sharing pod asks ``num_gpu`` = 1 and ``gpu_milli`` < 1000; a pod with
+``num_gpu`` = n > 0 and ``gpu_milli`` = 1000 asks for n whole GPUs.
 
 Two views of the same rows: ``PodSpec``/``ClusterState`` (``solver.baselines.sharing``) for the fast replay,
 and ``Inventory``/``Job`` domain objects for anything that takes a ``SolveRequest`` (the solver included).
@@ -26,8 +27,17 @@ from solver.domain.model import Gpu, GpuShare, Inventory, Job, MemberShape, Node
 DATA = OPENB_DIR
 DEFAULT_NODES = DATA / "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = DATA / "openb_pod_list_default.csv"
+# Every pod list published with the node list, by the name its file carries (SOURCE.md there).
+VARIANTS = {
+    "default": DEFAULT_PODS,
+    **{
+        name: DATA / "variants" / f"openb_pod_list_{name}.csv"
+        for name in ("multigpu50", "gpuspec33", "gpushare100", "cpu250")
+    },
+}
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
-POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec")
+# Required; gpu_spec (the GPU models a pod accepts) is read when present.
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 GPU_MODEL_LABEL = "gpu.model"
 
 
@@ -108,7 +118,7 @@ def load_pods(path: Path = DEFAULT_PODS) -> tuple[PodRow, ...]:
     rows = _rows(path, POD_COLUMNS)
     pods = []
     for k, row in enumerate(rows):
-        spec = _model(row["gpu_spec"])
+        spec = _model(row.get("gpu_spec"))
         pods.append(
             PodRow(
                 name=row["name"],

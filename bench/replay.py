@@ -61,6 +61,9 @@ from solver.domain.model import Policy as SolvePolicy
 TARGET_RATIO = 1.3
 HEADLINE_PERCENT = 130
 PUBLISHED = {"random": 87.47, "gpupacking": 92.00, "bestfit": 93.08, "fgd": 95.39}  # FGD's artifact, 10 seeds
+# FGD's published means on the other pod lists (../shared/data/openb/SOURCE.md), by variant name.
+PUBLISHED_FGD = {"multigpu50": 97.18, "gpuspec33": 94.55, "gpushare100": 86.90, "cpu250": 93.41}
+SIMULATOR_TIE_DRAWS = 10  # values FGD's simulator draws before rand.Perm of the nodes (--simulator-ties)
 
 PlaceFn = Callable[[SolveRequest], SolveResult]
 BEST_OF_ORDERS_LIMIT_S = 60.0  # a solver-bestofN window's time limit (see make_policy)
@@ -83,8 +86,13 @@ def arrivals(
     *,
     ratio: float = TARGET_RATIO,
     cooked: tuple[int, ...] | None = None,
+    tie_draws: int = 0,
 ) -> Arrivals:
-    """The seeded arrival order and node ranks of one run (steps 1-3 of the module docstring)."""
+    """The seeded arrival order and node ranks of one run (steps 1-3 of the module docstring).
+
+    ``tie_draws``: values taken from the seeded source between the inflation and ``rand.Perm`` of the
+    nodes. FGD's simulator takes 10 there in its published runs (SIMULATOR_TIE_DRAWS), which is what
+    its per-seed figures depend on; the ten-seed means do not (../shared/data/openb/SOURCE.md)."""
     rng = GoRand(seed, cooked)
     rng.int63()
     ordered = sorted(pods, key=lambda p: p.name)
@@ -107,6 +115,8 @@ def arrivals(
     else:
         while float(total) > target and shuffled:
             total -= shuffled.pop(rng.intn(len(shuffled))).total_milli
+    for _ in range(tie_draws):
+        rng.int63()
     by_name = sorted(range(len(nodes)), key=lambda i: nodes[i].name)
     perm = rng.perm(len(nodes))
     ranks = [0] * len(nodes)
@@ -254,6 +264,8 @@ def make_policy(
             return FGD(workload, points=int(variant.removeprefix("points")))
         if variant == "tight-gpu":  # a share to the fullest of the node's best-scored GPUs
             return FGD(workload, tight_gpu=True)
+        if variant.startswith("tight-gpu+strand"):  # ... and CPU stranding counted, e.g. +strand0.5
+            return FGD(workload, tight_gpu=True, strand=float(variant.removeprefix("tight-gpu+strand")))
         return FGD(workload, tie=variant) if variant in TIES else _unknown(name)
     if name.startswith("place:"):  # any in-project baseline through its place(request), e.g. place:fgd:16
         from solver.baselines import placer
@@ -297,6 +309,19 @@ def make_policy(
         fast = FGD(workload, tight_gpu=True) if head.endswith("-fast") and endgame else None
         return RequestPolicy(name, place, window, filtered=filtered, endgame=endgame, before_endgame=fast)
     return _unknown(name)
+
+
+def twin_of(name: str) -> str:
+    """The greedy that makes a solver policy's choices (FGD with the solver's share rule, over the
+    same windows and orders; tests/test_replay.py checks them pod for pod on a slice)."""
+    head, _, tie = name.partition("/")
+    base = "fgd/fill" if tie == "fill" else "fgd/tight-gpu"
+    for kind in ("-bestof", "-sorted"):
+        if head.startswith("solver" + kind):
+            return base + kind + head.removeprefix("solver" + kind)
+    if head == "solver":
+        return base
+    raise ValueError(f"{name!r} has no greedy twin (solver, solver-bestofN, solver-sortedN do)")
 
 
 def _unknown(name: str) -> NoReturn:
@@ -425,15 +450,30 @@ def run(
     progress: Callable[[str], None] | None = None,
     filtered: bool = True,
     observe: Callable[[openb.PodRow, Choice | None, ClusterState], None] | None = None,
+    retry: bool = True,
+    tie_draws: int = 0,
+    span: tuple[int, int] | None = None,
 ) -> RunResult:
     """One policy, one seed: the whole arrival sequence, events recorded after every pod; ``observe``
-    sees each pod, its choice (None: dropped) and the state once the choice is bound."""
+    sees each pod, its choice (None: dropped) and the state once the choice is bound.
+
+    A window's choices are bound in arrival order, and with ``retry`` no pod that fits at its turn is
+    dropped: a pod the window's plan left out that fits the cluster as it stands when its turn comes
+    (the plan put later pods first) is placed there and then by the same policy alone, and a later
+    pod whose planned place that took is placed again the same way (``_at_its_turn``). Online, a pod
+    is dropped only when it fits nowhere; the simulator counts that, so windows must not do worse.
+
+    ``span`` (first, end): only the windows starting at arrival positions first..end-1 are the
+    policy's own; the others are made by its greedy twin (``twin_of``), which makes its choices up to
+    float noise (bench/RESULTS-replay.md) many times faster. A stretch of a long run, such as where a
+    window once failed, is so replayed by the solver itself from the state the run reaches there."""
     started = time.perf_counter()
-    seq = arrivals(pods, nodes, seed)
+    seq = arrivals(pods, nodes, seed, tie_draws=tie_draws)
     state = openb.cluster_state(nodes, seq.ranks)
     order = [nodes[i].name for i in sorted(range(len(nodes)), key=lambda i: seq.ranks[i])]
     policy = make_policy(policy_name, openb.workload(pods), seq.rng, order, filtered=filtered)
     mirror = InventoryMirror(nodes) if isinstance(policy, RequestPolicy) else None
+    twin = make_policy(twin_of(policy_name), openb.workload(pods), seq.rng, order) if span else None
     events: list[tuple[int, int]] = []
     arrived = placed = 0
     step = policy.window if isinstance(policy, RequestPolicy | SortedWindows | BestOfOrders) else 1
@@ -443,12 +483,16 @@ def run(
         if isinstance(policy, RequestPolicy):
             step = policy.window_now(failed)
         batch = seq.pods[start : start + step]
-        if isinstance(policy, RequestPolicy) and policy.before_endgame is not None and not failed:
+        if twin is not None and span is not None and not span[0] <= start < span[1]:
+            choices = _decide(twin, state, mirror, batch, seed)
+        elif isinstance(policy, RequestPolicy) and policy.before_endgame is not None and not failed:
             choices = _decide(policy.before_endgame, state, mirror, batch, seed)
         else:
             choices = _decide(policy, state, mirror, batch, seed)
         for pod, choice in zip(batch, choices, strict=True):
             arrived += pod.total_milli
+            if retry and len(batch) > 1:
+                choice = _at_its_turn(policy, state, mirror, pod, choice, seed)
             if choice is not None:
                 node, gpus = choice
                 state.bind(node, pod.spec(), gpus)
@@ -474,6 +518,38 @@ def run(
         capacity_milli=gpus * MILLI,
         curve=curve_of(events, gpus),
     )
+
+
+def still_fits(state: ClusterState, choice: Choice, spec: PodSpec) -> bool:
+    """Can node ``choice[0]`` still take the pod on GPUs ``choice[1]`` (CPU, memory, each GPU)?"""
+    i, gpus = choice
+    if state.cpu_left[i] < spec.cpu or state.mem_left[i] < spec.memory:
+        return False
+    ok = state.gpu_fits(spec)[i]
+    return all(ok[g] for g in gpus)
+
+
+def _at_its_turn(
+    policy: PodPlacer | RequestPolicy | SortedWindows | BestOfOrders,
+    state: ClusterState,
+    mirror: InventoryMirror | None,
+    pod: openb.PodRow,
+    planned: Choice | None,
+    seed: int,
+) -> Choice | None:
+    """The pod's place when its turn comes in arrival order: the window's plan where it still fits,
+    else (left out, or its planned place taken by a pod placed at its own turn) the policy's choice
+    for the pod alone on the cluster as it stands, if any node fits it now."""
+    spec = pod.spec()
+    if planned is not None and still_fits(state, planned, spec):
+        return planned
+    if not state.feasible(spec).any():
+        return None
+    if isinstance(policy, SortedWindows | BestOfOrders):
+        return policy.policy.choose(state, spec)
+    if isinstance(policy, RequestPolicy):
+        return _decide(policy, state, mirror, [pod], seed)[0]
+    return policy.choose(state, spec)
 
 
 def _decide(
@@ -540,31 +616,58 @@ def _load(nodes_path: str, pods_path: str, limit_nodes: int | None, limit_pods: 
 
 def _job(args: tuple) -> RunResult:
     """One (policy, seed) in a worker process."""
-    policy, seed, nodes_path, pods_path, limit_nodes, limit_pods, filtered = args
+    policy, seed, nodes_path, pods_path, limit_nodes, limit_pods, filtered, retry, tie_draws, span = args
     nodes, pods = _load(nodes_path, pods_path, limit_nodes, limit_pods)
     report = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    return run(policy, nodes, pods, seed, progress=report, filtered=filtered)
+    return run(
+        policy,
+        nodes,
+        pods,
+        seed,
+        progress=report,
+        filtered=filtered,
+        retry=retry,
+        tie_draws=tie_draws,
+        span=span,
+    )
 
 
-def table(results: Sequence[RunResult]) -> str:
-    """Allocation % at 130 % arrived, per policy: mean, min, max over seeds, and the published mean."""
+def published(policy: str, pods: str) -> float | None:
+    """FGD's artifact's ten-seed mean for a policy on the pod list at ``pods``, where one exists."""
+    name = Path(pods).stem.removeprefix("openb_pod_list_")
+    if name == "default":
+        return PUBLISHED.get(policy)
+    return PUBLISHED_FGD.get(name) if policy == "fgd" else None
+
+
+def table(results: Sequence[RunResult], pods: str = str(openb.DEFAULT_PODS)) -> str:
+    """Allocation % at 130 % arrived, per policy: mean, min, max over seeds, the published mean on the
+    pod list at ``pods``, and seed by seed against FGD where FGD ran on the same seeds."""
     by_policy: dict[str, list[RunResult]] = defaultdict(list)
     for r in results:
         by_policy[r.policy].append(r)
+    # Against FGD seed by seed, where FGD ran on the same seeds: (mean difference, better, worse).
+    fgd = {r.seed: r.headline for r in by_policy.get("fgd", ()) if r.headline is not None}
     lines = [
         f"{'policy':<18} {'seeds':>5} {'alloc@130% mean':>16} {'min':>7} {'max':>7} {'published':>9} "
-        f"{'failed pods':>11} {'s/run':>6}"
+        f"{'failed pods':>11} {'s/run':>6} {'vs fgd: mean, better/worse':>27}"
     ]
     for policy, runs in by_policy.items():
         values = [r.headline for r in runs if r.headline is not None]
         if not values:
             continue
-        published = PUBLISHED.get(policy)
+        mean_published = published(policy, pods)
+        paired = [(r.headline, fgd[r.seed]) for r in runs if r.headline is not None and r.seed in fgd]
+        versus = "-"
+        if paired and policy != "fgd":
+            gain = sum(a - b for a, b in paired) / len(paired)
+            better, worse = sum(a > b for a, b in paired), sum(a < b for a, b in paired)
+            versus = f"{gain:+.2f}, {better}/{worse} of {len(paired)}"
         lines.append(
             f"{policy:<18} {len(values):>5} {sum(values) / len(values):>16.2f} {min(values):>7.2f} "
-            f"{max(values):>7.2f} {published if published is not None else '-':>9} "
+            f"{max(values):>7.2f} {mean_published if mean_published is not None else '-':>9} "
             f"{sum(r.failed for r in runs) / len(runs):>11.0f} "
-            f"{sum(r.seconds for r in runs) / len(runs):>6.1f}"
+            f"{sum(r.seconds for r in runs) / len(runs):>6.1f} {versus:>27}"
         )
     return "\n".join(lines)
 
@@ -572,7 +675,11 @@ def table(results: Sequence[RunResult]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.replay", description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", default=str(openb.DEFAULT_NODES), help="node list CSV")
-    parser.add_argument("--pods", default=str(openb.DEFAULT_PODS), help="pod list CSV")
+    parser.add_argument(
+        "--pods",
+        default=str(openb.DEFAULT_PODS),
+        help=f"pod list CSV, or a published variant by name: {', '.join(openb.VARIANTS)}",
+    )
     parser.add_argument("--policies", default="random,bestfit,gpupacking,fgd")
     parser.add_argument("--seeds", default="42-51", help="e.g. 42-51 or 42,45")
     parser.add_argument("--limit-nodes", type=int, default=None, help="use the first N nodes of the list")
@@ -584,18 +691,79 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="hand the solver every node, not only those the filter stage passes (same choices, slower)",
     )
+    parser.add_argument(
+        "--no-retry",
+        action="store_true",
+        help="windows drop the pods their plan left out even where one fits at its turn (as before)",
+    )
+    parser.add_argument(
+        "--simulator-ties",
+        action="store_true",
+        help=f"draw {SIMULATOR_TIE_DRAWS} values before the node ranks, as FGD's simulator does: its "
+        "per-seed tie-break stream (the ten-seed means do not depend on it)",
+    )
+    parser.add_argument(
+        "--table",
+        nargs="+",
+        metavar="JSON",
+        help="print the table of runs written by --out (several files: their runs together), run nothing",
+    )
+    parser.add_argument(
+        "--span",
+        metavar="FIRST:END",
+        help="a solver policy makes only the windows starting at pods FIRST..END-1, its greedy twin the rest",
+    )
     args = parser.parse_args(argv)
+    if args.table:
+        files = [json.loads(Path(path).read_text()) for path in args.table]
+        if len({f["pods"] for f in files}) > 1:
+            parser.error("--table: these files replay different pod lists; give one pod list's files")
+        runs = [
+            RunResult(
+                **{k: v for k, v in r.items() if k != "curve"},
+                curve={int(p): v for p, v in r["curve"].items()},
+            )
+            for f in files
+            for r in f["runs"]
+        ]
+        print(table(runs, files[0]["pods"]))
+        return 0
+    args.pods = str(openb.VARIANTS.get(args.pods, args.pods))
+    tie_draws = SIMULATOR_TIE_DRAWS if args.simulator_ties else 0
+    span = None
+    if args.span:
+        first, _, end = args.span.partition(":")
+        try:
+            span = (int(first), int(end))
+        except ValueError:
+            parser.error(f"--span {args.span!r}: expected FIRST:END, two pod positions")
 
-    load_cooked()  # fail early, with the path, if Go's table is missing
-    _load(args.nodes, args.pods, args.limit_nodes, args.limit_pods)
+    try:  # fail early, with the path, if Go's table or the trace is missing
+        load_cooked()
+        _load(args.nodes, args.pods, args.limit_nodes, args.limit_pods)
+    except (OSError, ValueError) as exc:
+        parser.error(f"{exc} (the trace is looked for in {openb.DATA}; TOPOPLACE_OPENB sets the folder)")
     work = [
-        (p, s, args.nodes, args.pods, args.limit_nodes, args.limit_pods, not args.whole_inventory)
+        (
+            p,
+            s,
+            args.nodes,
+            args.pods,
+            args.limit_nodes,
+            args.limit_pods,
+            not args.whole_inventory,
+            not args.no_retry,
+            tie_draws,
+            span,
+        )
         for p in args.policies.split(",")
         for s in parse_seeds(args.seeds)
     ]
     for policy in {w[0] for w in work}:
         try:  # unknown names fail before any work starts
             make_policy(policy, (), GoRand(0, (0,) * 607))
+            if span:
+                twin_of(policy)
         except ValueError as exc:
             parser.error(str(exc))
     started = time.perf_counter()
@@ -626,7 +794,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wall = time.perf_counter() - started
     order = {(w[0], w[1]): k for k, w in enumerate(work)}
     results.sort(key=lambda r: order[r.policy, r.seed])
-    print(table(results))
+    print(table(results, args.pods))
     print(f"wall time {wall:.0f} s for {len(results)} of {len(work)} runs")
     if args.out:
         Path(args.out).write_text(
@@ -636,6 +804,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "pods": args.pods,
                     "limit_nodes": args.limit_nodes,
                     "limit_pods": args.limit_pods,
+                    "retry": not args.no_retry,
+                    "tie_draws": tie_draws,
                     "wall_seconds": round(wall, 1),
                     "complete": not interrupted and len(results) == len(work),
                     "runs": [asdict(r) for r in results],

@@ -1,85 +1,388 @@
-"""Slurm alone vs Slurm through the topoplace hook, on the same real emulated cluster and job stream.
+"""Slurm alone vs typed GRES alone vs typed GRES + the topoplace hook, on a real Slurm, side by side.
 
-Both runs start a fresh emulated cluster (``adapters/slurm/emulate.py``: real munged, slurmctld with
-cons_tres + topology/tree, one ``slurmd -N`` per node) from the same nvidia-smi capture, whose GPU k
-is *not* next to NIC k. Both lay down the same background load with the hook off (Slurm picks those
-devices), then submit the same stream of GPU jobs — every job asks for GPUs and as many NICs
-(``--gpus-per-node=k --gres=nic:k``) — in the same order; only the second run has the hook on.
+Every run starts a fresh emulated cluster (``adapters/slurm/emulate.py``: real munged, slurmctld 22.05
+with cons_tres + topology/tree, one ``slurmd -N`` per node on loopback) of four node types, each 8 GPUs
+in two NVLink halves (NV18 inside a half, NV2 across) and 8 NICs, 2 GPUs + 2 NICs per PCIe switch
+group, which differ in how GPUs, NICs and halves meet (``BENCH_KINDS``: aligned, rotated NICs, reversed
+NICs, halves across the NUMA nodes). The captures are synthetic ``nvidia-smi topo -m`` text written
+by :func:`halves_capture`. Three configurations, same seed → same background and same job stream:
 
-Reported per run: jobs started, GPUs allocated, GPU↔NIC pairs not on one PCIe switch group, leaf
-switches spanned per gang, NVLink pairs broken; and the hook's added ``sbatch`` latency (median of N
-submits with the hook on minus the median with it off, service up).
+* ``slurm``  — Slurm alone: ``Gres=gpu:8,nic:8``, gres.conf with ``Cores=`` and ``Links=``, no types;
+* ``typed``  — GRES typed per switch group (``gpu:sw0:2,…``, the README's install step 2), no hook;
+* ``hook``   — typed GRES + job_submit.lua + agent + solver.
 
-    .venv/bin/python -m bench.slurm_compare [--nodes 64] [--latency-samples 30]
+The TaskProlog (``adapters/slurm/taskprolog.sh``) runs in all three. Background: Slurm places ~40 %
+of the GPUs itself (``-w node --gres=gpu:k``, hook off). Stream (:func:`job_stream`): 1–8-GPU jobs and
+2–4-node gangs, about a third GPU-only, the rest asking one NIC per GPU (``--gres=nic:k``).
+
+Measured per run, on what Slurm allocated (``scontrol show job -d``, IDX through gres.conf):
+jobs started; GPU↔NIC pairs not on one PCIe switch group; NICs held by GPU-only jobs; 2- and
+4-GPU allocations whose GPUs straddle the two NVLink halves ("broken NVLink islands"); jobs whose task
+environment (``CUDA_VISIBLE_DEVICES``, ``NCCL_IB_HCA``, printed by ``srun`` on every node) names
+devices Slurm did not give them; gangs stranded (pending although enough GPUs are free in total);
+``sbatch`` time; and for the hook the agent's answers.
+
+    .venv/bin/python -m bench.slurm_compare --nodes 64 --seeds 1 2 3 [--output bench/RESULTS-slurm.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import platform
 import random
+import re
 import shutil
 import statistics
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from adapters.slurm.agent import Agent, AgentConfig, serve_agent
 from adapters.slurm.emulate import ClusterSpec, EmulatedCluster, missing_binaries
-from adapters.slurm.gres import node_devices, parse_gres_conf, parse_gres_item, split_outside_parens
+from adapters.slurm.gres import (
+    node_devices,
+    parse_gres_conf,
+    parse_gres_item,
+    parse_gres_string,
+    split_outside_parens,
+)
 from adapters.slurm.nodetypes import load_node_type
 from solver.service.server import serve
 
 ROOT = Path(__file__).resolve().parents[1]
-CAPTURE = ROOT / "fixtures" / "topo" / "a100-nv12-8gpu-10nic-fixture.txt"
+CONFIGS = ("slurm", "typed", "hook")
+STRONG, WEAK = 18, 2
+
+# Per kind: the GPUs and the NICs of each of the four PCIe switch groups (groups 0-1 on NUMA 0), and
+# the two NVLink halves (NV18 inside a half, NV2 across).
+HALVES = ((0, 1, 2, 3), (4, 5, 6, 7))
+KINDS: dict[str, tuple[tuple[tuple[tuple[int, ...], tuple[int, ...]], ...], tuple[tuple[int, ...], ...]]] = {
+    "aligned": ((((0, 1), (0, 1)), ((2, 3), (2, 3)), ((4, 5), (4, 5)), ((6, 7), (6, 7))), HALVES),
+    "rotated": ((((0, 1), (2, 3)), ((2, 3), (4, 5)), ((4, 5), (6, 7)), ((6, 7), (0, 1))), HALVES),
+    "reversed": ((((0, 1), (7, 6)), ((2, 3), (5, 4)), ((4, 5), (3, 2)), ((6, 7), (1, 0))), HALVES),
+    # halves across the NUMA nodes: a 2-GPU job on one switch is fine, a 4-GPU one must span NUMA
+    "crossed": (
+        (((0, 1), (0, 1)), ((2, 3), (2, 3)), ((4, 5), (4, 5)), ((6, 7), (6, 7))),
+        ((0, 1, 4, 5), (2, 3, 6, 7)),
+    ),
+    # switch groups straddling the halves (GPU0 with GPU4): Slurm 22.05 cannot type these (see
+    # docs/slurm.md); tests use it to show why, the bench does not.
+    "straddling": ((((0, 4), (0, 1)), ((1, 5), (2, 3)), ((2, 6), (4, 5)), ((3, 7), (6, 7))), HALVES),
+}
+BENCH_KINDS = ("aligned", "rotated", "reversed", "crossed")
+
+
+def halves_capture(kind: str) -> str:
+    """``nvidia-smi topo -m`` text of one node kind (synthetic: no such capture is public)."""
+    groups, halves = KINDS[kind]
+    half = {g: h for h, members in enumerate(halves) for g in members}
+    group_of: dict[str, int] = {}
+    for g, (gpus, nics) in enumerate(groups):
+        group_of.update({f"GPU{i}": g for i in gpus})
+        group_of.update({f"NIC{i}": g for i in nics})
+    devices = [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(8)]
+
+    def cell(a: str, b: str) -> str:
+        if a == b:
+            return "X "
+        if a.startswith("GPU") and b.startswith("GPU"):
+            return f"NV{STRONG if half[int(a[3:])] == half[int(b[3:])] else WEAK}"
+        if group_of[a] == group_of[b]:
+            return "PIX" if a.startswith("NIC") and b.startswith("NIC") else "PXB"
+        return "NODE" if group_of[a] // 2 == group_of[b] // 2 else "SYS"
+
+    lines = [
+        f"# synthetic 8-GPU node, kind {kind}: NVLink halves {halves} (NV{STRONG} inside, "
+        f"NV{WEAK} across), 2 GPUs + 2 NICs per PCIe switch group",
+        "# topoplace: gpu_model=H100-SXM5-80GB gpu_memory_mib=81920",
+        "\t" + "\t".join(devices) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID",
+    ]
+    for a in devices:
+        row = [a, *(cell(a, b) for b in devices)]
+        if a.startswith("GPU"):
+            numa = group_of[a] // 2
+            row += [f"{numa * 8}-{numa * 8 + 7}", str(numa), "N/A"]
+        lines.append("\t".join(row))
+    lines += ["", "NIC Legend:", ""] + [f"  NIC{i}: mlx5_{i}" for i in range(8)]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- workload
 
 
 @dataclass(frozen=True)
 class Submit:
     nodes: int
     gpus: int
-    switches: bool = False
+    nics: bool
 
     def args(self) -> list[str]:
-        # A time limit lets the backfill scheduler start jobs behind one that has to wait.
-        args = [f"-N{self.nodes}", f"--gpus-per-node={self.gpus}", f"--gres=nic:{self.gpus}", "-t", "60"]
-        return [*args, "--switches=1"] if self.switches else args
+        # A time limit lets backfill start jobs behind one that has to wait.
+        gres = [f"--gres=nic:{self.gpus}"] if self.nics else []
+        return [f"-N{self.nodes}", f"--gpus-per-node={self.gpus}", *gres, "-t", "60"]
 
 
-def job_stream(seed: int = 1) -> list[Submit]:
-    jobs = (
-        [Submit(1, 1)] * 12
-        + [Submit(1, 2)] * 8
-        + [Submit(1, 4)] * 6
-        + [Submit(2, 4)] * 4
-        + [Submit(4, 8)] * 4
-        + [Submit(4, 8, switches=True)] * 2
-    )
+def job_stream(nodes: int, seed: int) -> list[Submit]:
+    """Per 8 nodes 12 small jobs (1/2/4 GPUs, one 2×4 gang), per 16 nodes an 8-GPU job, a 2×8 and
+    a 4×4 gang: ~1.3× the GPUs the background leaves free, so packing decides what starts."""
     rng = random.Random(seed)
+    small = [(1, 1)] * 5 + [(1, 2)] * 4 + [(1, 4)] * 2 + [(2, 4)]
+    large = [(1, 8), (2, 8), (4, 4)]
+    shapes = small * max(1, nodes // 8) + large * max(1, nodes // 16)
+    jobs = [Submit(n, g, rng.random() < 0.65) for n, g in shapes]
     rng.shuffle(jobs)
     return jobs
 
 
-def background(names: list[str]) -> list[list[str]]:
-    """Every other node runs a 3-GPU job that Slurm placed itself (IDX 0-2, splitting a group)."""
-    return [["-w", name, "--gres=gpu:3"] for name in names[::2]]
+def background(names: list[str], seed: int) -> list[list[str]]:
+    """~40 % of the GPUs, placed by Slurm itself: per node 0-6 GPUs (mean 3.2), half with NICs."""
+    rng = random.Random(seed * 7919)
+    out = []
+    for name in names:
+        k = rng.choice((0, 1, 2, 3, 4, 5, 6, 2, 3, 6))
+        if k:
+            gres = f"--gres=gpu:{k},nic:{k // 2}" if rng.random() < 0.5 and k // 2 else f"--gres=gpu:{k}"
+            out.append(["-w", name, gres])
+    return out
+
+
+# --------------------------------------------------------------------------- one run
 
 
 @dataclass
 class RunResult:
-    started: int = 0
+    config: str
+    seed: int
+    nodes: int
     submitted: int = 0
-    gpus: int = 0
-    unaligned_pairs: int = 0
+    started: int = 0
+    gpus_started: int = 0
     pairs: int = 0
-    gang_leaves: list[int] | None = None
+    off_switch: int = 0
+    gpu_only_with_nics: int = 0
+    nvlink_jobs: int = 0  # running jobs with 2 or 4 GPUs on some node
     nvlink_broken: int = 0
-    submit_ms: list[float] | None = None
+    env_checked: int = 0
+    env_wrong: int = 0
+    env_wrong_examples: list[str] = field(default_factory=list)
+    gangs_pending: int = 0
+    gangs_stranded: int = 0
+    pending_reasons: dict[str, int] = field(default_factory=dict)  # "planned:Resources" → jobs
+    submit_ms: list[float] = field(default_factory=list)
+    answers: dict[str, int] = field(default_factory=dict)
+    reasons: dict[str, int] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class CountingAgent(Agent):
+    """The real agent, counting its answers for the report."""
+
+    def place(self, desc: dict[str, Any]) -> dict[str, Any]:
+        answer = super().place(desc)
+        self.counts = getattr(self, "counts", Counter())
+        self.counts[answer["action"]] += 1
+        if answer["action"] != "apply":
+            reason = re.sub(r"\d+", "N", answer.get("message", ""))[:110]
+            self.why = getattr(self, "why", Counter())
+            self.why[reason] += 1
+        return answer
+
+
+def run(config: str, nodes: int, seed: int, workdir: Path) -> RunResult:
+    started_at = time.monotonic()
+    captures = workdir / "captures"
+    captures.mkdir(parents=True)
+    paths = []
+    for kind in BENCH_KINDS:
+        path = captures / f"{kind}.txt"
+        path.write_text(halves_capture(kind))
+        paths.append(path)
+    cluster = EmulatedCluster(
+        workdir / "cluster",
+        ClusterSpec(
+            nodes=nodes, nodes_per_leaf=8, leaves_per_spine=2, captures=tuple(paths), typed=config != "slurm"
+        ),
+    )
+    cluster.write_files({"enabled": "no", "timeout": "2"})
+    server = serve("127.0.0.1", 0) if config == "hook" else None
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    os.environ["PATH"] = cluster.env()["PATH"]
+    result = RunResult(config=config, seed=seed, nodes=nodes)
+    running = None
+    agent = None
+    cluster.start(timeout_s=300)
+    try:
+        for args in background(cluster.spec.names(), seed):
+            cluster.run("sbatch", "-o", "/dev/null", *args, "--wrap", "sleep 3000")
+        _settle(cluster, 60)
+        if server is not None:
+            etc = cluster.root / "etc"
+            agent = CountingAgent(
+                AgentConfig(
+                    solver=f"127.0.0.1:{server.port}",
+                    topo_dir=cluster.topo_dir,
+                    gres_conf=etc / "gres.conf",
+                    topology=etc / "topology.conf",
+                )
+            )
+            running = serve_agent(agent)
+            cluster.write_hook_conf({"agent": running.address, "enabled": "yes"})
+            agent.refresh()
+        ids = []
+        out = cluster.root / "out"
+        task = "echo TP $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES hca=$NCCL_IB_HCA"
+        for submit in job_stream(nodes, seed):
+            t0 = time.perf_counter()
+            done = cluster.run(
+                "sbatch",
+                "--parsable",
+                "-o",
+                str(out / "%j.out"),
+                *submit.args(),
+                "--wrap",
+                f"srun -l sh -c '{task}'; sleep 3000",
+                check=False,
+            )
+            result.submit_ms.append((time.perf_counter() - t0) * 1000)
+            result.submitted += 1
+            if done.returncode == 0:
+                ids.append((done.stdout.strip(), submit))
+            else:
+                result.refused.append(f"{' '.join(submit.args())}: {done.stderr.strip()[:200]}")
+        _settle(cluster, 90)
+        time.sleep(5)  # the srun steps of the last jobs print their environment
+        measure(cluster, ids, result)
+        if agent is not None:
+            result.answers = dict(getattr(agent, "counts", {}))
+            result.reasons = dict(getattr(agent, "why", {}))
+    finally:
+        if running:
+            running.stop()
+        if server is not None:
+            server.stop()
+        cluster.stop()
+    result.seconds = round(time.monotonic() - started_at, 1)
+    return result
+
+
+def _settle(cluster: EmulatedCluster, timeout_s: float) -> None:
+    """Until the set of running jobs stops changing for 6 s (scheduler and backfill passes done)."""
+    deadline = time.monotonic() + timeout_s
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        now = cluster.run("squeue", "-h", "-t", "R", "-o", "%i", check=False).stdout.split()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since > 6:
+            return
+        time.sleep(1)
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def measure(cluster: EmulatedCluster, ids: list[tuple[str, Any]], result: RunResult) -> None:
+    gres_conf = parse_gres_conf((cluster.root / "etc" / "gres.conf").read_text())
+    types = {}
+    for path, names in cluster.spec.node_types().items():
+        node_type = load_node_type(path)
+        for name in names:
+            types[name] = node_type
+    jobs = cluster.jobs()
+    for job_id, submit in ids:
+        job = jobs.get(job_id)
+        if not job:
+            continue
+        if job["state"] != "RUNNING":
+            key = f"{'planned' if job['plan'] else 'unplanned'}:{job.get('reason', '')}"
+            result.pending_reasons[key] = result.pending_reasons.get(key, 0) + 1
+            if submit.nodes > 1:
+                result.gangs_pending += 1
+                if _stranded(cluster, submit):
+                    result.gangs_stranded += 1
+            continue
+        result.started += 1
+        alloc: dict[str, str] = job["alloc"]  # type: ignore[assignment]
+        broken = False
+        held: dict[str, tuple[list[int], list[str]]] = {}
+        for node, gres in alloc.items():
+            node_type = types[node]
+            nic_names = [n.name for n in node_type.node.nics]
+            group_of = node_type.group_of()
+            gpus, nics = _allocated(gres_conf, node, gres, nic_names)
+            held[node] = (sorted(gpus), sorted(nics))
+            result.gpus_started += len(gpus)
+            if submit.nics:
+                result.pairs += len(gpus)
+                result.off_switch += _unaligned(gpus, nics, group_of)
+            elif nics:
+                result.gpu_only_with_nics += 1
+            if len(gpus) in (2, 4) and _straddles(node_type, gpus):
+                broken = True
+        if submit.gpus in (2, 4):
+            result.nvlink_jobs += 1
+            result.nvlink_broken += broken
+        _check_environment(cluster, job_id, held, result)
+
+
+def _straddles(node_type: Any, gpus: list[int]) -> bool:
+    """Some pair of the GPUs has fewer links than the node's strong pairs (crosses the halves)."""
+    links = {(lk.gpu_a, lk.gpu_b): lk.links for lk in node_type.node.nvlinks}
+    ids = [f"GPU{g}" for g in gpus]
+    return any(
+        links.get((a, b), links.get((b, a), 0)) < STRONG for i, a in enumerate(ids) for b in ids[i + 1 :]
+    )
+
+
+def _check_environment(
+    cluster: EmulatedCluster, job_id: str, held: dict[str, tuple[list[int], list[str]]], result: RunResult
+) -> None:
+    path = cluster.root / "out" / f"{job_id}.out"
+    lines = [ln for ln in (path.read_text().splitlines() if path.exists() else []) if " TP " in ln]
+    if len(lines) < len(held):
+        return  # the step has not printed yet: not counted either way
+    result.env_checked += 1
+    for line in lines:
+        match = re.search(r"TP (\S+) gpus=(\S*) hca=(\S*)", line)
+        if not match or match.group(1) not in held:
+            result.env_wrong += 1
+            result.env_wrong_examples.append(f"{job_id}: {line}")
+            return
+        node, gpus, hca = match.groups()
+        want_gpus, want_nics = held[node]
+        seen_gpus = sorted(int(g) for g in gpus.split(",") if g.isdigit())
+        seen_nics = sorted(n for n in hca.removeprefix("=").split(",") if n)
+        if seen_gpus != want_gpus or (seen_nics and seen_nics != want_nics):
+            result.env_wrong += 1
+            result.env_wrong_examples.append(
+                f"{job_id} {node}: env {gpus} {hca}; Slurm {want_gpus} {want_nics}"
+            )
+            return
+
+
+def _stranded(cluster: EmulatedCluster, submit: Any) -> bool:
+    """Pending gang although the cluster has enough free GPUs in total (they are spread out)."""
+    text = cluster.run("scontrol", "-o", "show", "node", "-d", check=False).stdout
+    free_per_node = []
+    for line in text.splitlines():
+        total = _gpu_count(re.search(r"\bGres=(\S*)", line))
+        used = _gpu_count(re.search(r"\bGresUsed=(\S*)", line))
+        free_per_node.append(total - used)
+    return sum(free_per_node) >= submit.nodes * submit.gpus
+
+
+def _gpu_count(match: re.Match[str] | None) -> int:
+    if match is None:
+        return 0
+    return sum(item.count for item in parse_gres_string(match.group(1)) if item.name == "gpu")
 
 
 def _allocated(gres_conf, node: str, gres: str, nic_names: list[str]) -> tuple[list[int], list[str]]:
@@ -88,14 +391,16 @@ def _allocated(gres_conf, node: str, gres: str, nic_names: list[str]) -> tuple[l
     for item in (parse_gres_item(p) for p in split_outside_parens(gres)):
         for idx in item.indices:
             device = devices.get(item.name)[idx]
-            (gpus if item.name == "gpu" else nics).append(
-                device.number if item.name == "gpu" else nic_names[device.number]
-            )
+            if item.name == "gpu":
+                gpus.append(device.number)
+            elif item.name == "nic":
+                nics.append(nic_names[device.number])
     return gpus, nics
 
 
 def _unaligned(gpus: list[int], nics: list[str], group_of: dict[str, str]) -> int:
-    """GPUs that cannot each get a distinct NIC of their own switch group (a best matching)."""
+    """GPUs that cannot each get a distinct NIC of their own switch group (a greedy matching, exact
+    here: a group's devices are interchangeable)."""
     free = list(nics)
     misses = 0
     for gpu in gpus:
@@ -107,95 +412,7 @@ def _unaligned(gpus: list[int], nics: list[str], group_of: dict[str, str]) -> in
     return misses
 
 
-def run(hook: bool, nodes: int, latency_samples: int, workdir: Path) -> RunResult:
-    cluster = EmulatedCluster(
-        workdir, ClusterSpec(nodes=nodes, nodes_per_leaf=8, leaves_per_spine=2, capture=CAPTURE)
-    )
-    cluster.write_files({"enabled": "no", "timeout": "5"})
-    server = serve("127.0.0.1", 0)
-    os.environ["SLURM_CONF"] = str(cluster.conf)
-    os.environ["PATH"] = cluster.env()["PATH"]
-    cluster.start(timeout_s=180)
-    running = None
-    try:
-        agent = Agent(
-            AgentConfig(
-                solver=f"127.0.0.1:{server.port}",
-                topo_dir=cluster.topo_dir,
-                gres_conf=workdir / "etc" / "gres.conf",
-                topology=workdir / "etc" / "topology.conf",
-            )
-        )
-        running = serve_agent(agent)
-        cluster.write_hook_conf({"agent": running.address})
-        for args in background(cluster.spec.names()):
-            cluster.run("sbatch", "-o", "/dev/null", *args, "--wrap", "sleep 3000")
-        time.sleep(3)
-        cluster.write_hook_conf({"enabled": "yes" if hook else "no"})
-        agent.refresh()
-        result = RunResult(submit_ms=[])
-        ids = []
-        for submit in job_stream():
-            t0 = time.perf_counter()
-            done = cluster.run(
-                "sbatch", "--parsable", "-o", "/dev/null", *submit.args(), "--wrap", "sleep 3000", check=False
-            )
-            result.submit_ms.append((time.perf_counter() - t0) * 1000)  # type: ignore[union-attr]
-            result.submitted += 1
-            if done.returncode == 0:
-                ids.append((done.stdout.strip(), submit))
-            else:
-                result.refused.append(f"{' '.join(submit.args())}: {done.stderr.strip()}")
-        time.sleep(8)  # a few scheduler passes
-        measure(cluster, ids, result)
-        result.submit_ms = latency(cluster, latency_samples) if hook else []
-        return result
-    finally:
-        if running:
-            running.stop()
-        server.stop()
-        cluster.stop()
-
-
-def latency(cluster: EmulatedCluster, samples: int) -> list[float]:
-    """Paired sbatch timings of a 1-GPU job that cannot start (held), hook on then off."""
-    on, off = [], []
-    for i in range(samples):
-        for enabled, bucket in (("yes", on), ("no", off)) if i % 2 == 0 else (("no", off), ("yes", on)):
-            cluster.write_hook_conf({"enabled": enabled})
-            t0 = time.perf_counter()
-            cluster.run("sbatch", "-H", "-o", "/dev/null", "--gpus-per-node=1", "--wrap", "true")
-            bucket.append((time.perf_counter() - t0) * 1000)
-    return [statistics.median(on), statistics.median(off)]
-
-
-def measure(cluster: EmulatedCluster, ids: list[tuple[str, Submit]], result: RunResult) -> None:
-    gres_conf = parse_gres_conf((cluster.root / "etc" / "gres.conf").read_text())
-    node_type = load_node_type(CAPTURE)
-    nic_names = [n.name for n in node_type.node.nics]
-    group_of = node_type.group_of()
-    leaf_of = {}
-    for line in (cluster.root / "etc" / "topology.conf").read_text().splitlines():
-        if " Nodes=" in line:
-            from adapters.slurm.hostlist import expand
-
-            leaf = line.split()[0].split("=")[1]
-            leaf_of.update(dict.fromkeys(expand(line.split("Nodes=")[1]), leaf))
-    jobs = cluster.jobs()
-    result.gang_leaves = []
-    for job_id, submit in ids:
-        job = jobs.get(job_id)
-        if not job or job["state"] != "RUNNING":
-            continue
-        result.started += 1
-        alloc: dict[str, str] = job["alloc"]  # type: ignore[assignment]
-        for node, gres in alloc.items():
-            gpus, nics = _allocated(gres_conf, node, gres, nic_names)
-            result.gpus += len(gpus)
-            result.pairs += len(gpus)
-            result.unaligned_pairs += _unaligned(gpus, nics, group_of)
-        if submit.nodes > 1:
-            result.gang_leaves.append(len({leaf_of[n] for n in alloc}))
+# --------------------------------------------------------------------------- report
 
 
 def machine() -> str:
@@ -206,73 +423,159 @@ def machine() -> str:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
     ).stdout
-    return f"commit {commit.strip()}, {os.cpu_count()} cores, {platform.machine()}, {cpu}"
+    load = os.getloadavg()[0]
+    return f"commit {commit.strip()}, {os.cpu_count()} cores, {platform.machine()}, {cpu}, load {load:.1f}"
+
+
+def render(results: list[RunResult], command: str) -> str:
+    def cell(r: RunResult, key: str) -> str:
+        if key == "pairs":
+            return f"{r.off_switch} / {r.pairs}"
+        if key == "nvlink":
+            return f"{r.nvlink_broken} / {r.nvlink_jobs}"
+        if key == "env":
+            return f"{r.env_wrong} / {r.env_checked}"
+        if key == "gangs":
+            return f"{r.gangs_stranded} / {r.gangs_pending}"
+        if key == "submit":
+            p95 = sorted(r.submit_ms)[int(0.95 * len(r.submit_ms))]
+            return f"{statistics.median(r.submit_ms):.0f} / {p95:.0f}"
+        return str(getattr(r, key))
+
+    rows = [
+        ("jobs started (of submitted)", "started"),
+        ("GPUs of started jobs", "gpus_started"),
+        ("GPU↔NIC pairs off-switch / pairs asked", "pairs"),
+        ("GPU-only job-nodes holding NICs", "gpu_only_with_nics"),
+        ("2/4-GPU jobs straddling NVLink halves / running", "nvlink"),
+        ("jobs whose env names devices Slurm did not give / checked", "env"),
+        ("gangs stranded (enough free GPUs in total) / pending", "gangs"),
+        ("sbatch ms median / p95", "submit"),
+    ]
+    by_key = {(r.nodes, r.seed, r.config): r for r in results}
+    out = [f"Command: `{command}`", f"Machine: {machine()}", ""]
+    for nodes, seed in sorted({(r.nodes, r.seed) for r in results}):
+        runs = [by_key.get((nodes, seed, c)) for c in CONFIGS]
+        present = [(c, r) for c, r in zip(CONFIGS, runs, strict=True) if r is not None]
+        out += [
+            f"### {nodes} nodes, seed {seed} ({present[0][1].submitted} jobs submitted)",
+            "",
+            "| | " + " | ".join(c for c, _ in present) + " |",
+            "|---|" + "---|" * len(present),
+        ]
+        out += [f"| {name} | " + " | ".join(cell(r, key) for _, r in present) + " |" for name, key in rows]
+        out += [
+            "",
+            "Pending at the end: " + "; ".join(f"{c} {json.dumps(r.pending_reasons)}" for c, r in present),
+        ]
+        hook = by_key.get((nodes, seed, "hook"))
+        if hook is not None:
+            out += ["", f"Hook answers: {json.dumps(hook.answers)}; not applied: {json.dumps(hook.reasons)}"]
+        examples = [e for _, r in present for e in r.env_wrong_examples[:2]]
+        if examples:
+            out += ["", "Environment mismatches: " + "; ".join(examples)]
+        out.append("")
+    return "\n".join(out)
+
+
+def _summary_row(runs: dict[str, list[RunResult]], present: list[str], name: str, value: Any) -> str:
+    cells = []
+    for c in present:
+        per = [value(r) for r in runs[c]]
+        total = tuple(sum(x) for x in zip(*per, strict=True)) if isinstance(per[0], tuple) else sum(per)
+        fmt = (lambda v: " / ".join(map(str, v))) if isinstance(total, tuple) else str
+        cells.append(f"{fmt(total)} ({', '.join(fmt(v) for v in per)})")
+    return f"| {name} | " + " | ".join(cells) + " |"
+
+
+def summary(results: list[RunResult]) -> str:
+    """Per node count and configuration, over the seeds: totals (and per-seed figures in brackets)."""
+    out = []
+    for nodes in sorted({r.nodes for r in results}):
+        runs = {
+            c: sorted((r for r in results if r.nodes == nodes and r.config == c), key=lambda r: r.seed)
+            for c in CONFIGS
+        }
+        present = [c for c in CONFIGS if runs[c]]
+        seeds = sorted({r.seed for r in results if r.nodes == nodes})
+        out += [
+            f"### {nodes} nodes, seeds {', '.join(map(str, seeds))}: totals (per seed)",
+            "",
+            "| | " + " | ".join(present) + " |",
+            "|---|" + "---|" * len(present),
+        ]
+
+        out += [
+            _summary_row(runs, present, "jobs started", lambda r: r.started),
+            _summary_row(runs, present, "GPUs of started jobs", lambda r: r.gpus_started),
+            _summary_row(
+                runs, present, "GPU↔NIC pairs off-switch / asked", lambda r: (r.off_switch, r.pairs)
+            ),
+            _summary_row(runs, present, "GPU-only job-nodes holding NICs", lambda r: r.gpu_only_with_nics),
+            _summary_row(
+                runs,
+                present,
+                "2/4-GPU jobs across NVLink halves / running",
+                lambda r: (r.nvlink_broken, r.nvlink_jobs),
+            ),
+            _summary_row(
+                runs,
+                present,
+                "env names devices Slurm did not give / checked",
+                lambda r: (r.env_wrong, r.env_checked),
+            ),
+            _summary_row(
+                runs, present, "gangs stranded / pending", lambda r: (r.gangs_stranded, r.gangs_pending)
+            ),
+        ]
+        medians = [
+            f"{statistics.median([m for r in runs[c] for m in r.submit_ms]):.0f}" for c in present if runs[c]
+        ]
+        out += ["| sbatch ms, median of all submits | " + " | ".join(medians) + " |", ""]
+    return "\n".join(out)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--nodes", type=int, default=64)
-    parser.add_argument("--latency-samples", type=int, default=30)
-    parser.add_argument("--output", type=Path, default=ROOT / "bench" / "RESULTS-slurm.md")
+    parser.add_argument("--nodes", type=int, nargs="+", default=[64])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
+    parser.add_argument("--json", type=Path, help="append each run's figures here as it finishes")
+    parser.add_argument("--output", type=Path, help="write the Markdown tables here")
+    parser.add_argument("--summarise", type=Path, nargs="+", help="only render these --json files")
     args = parser.parse_args()
+    if args.summarise:
+        loaded = [
+            RunResult(**json.loads(line)) for path in args.summarise for line in path.read_text().splitlines()
+        ]
+        print(summary(loaded))
+        return 0
     if missing := missing_binaries():
         print(f"Slurm not installed ({', '.join(missing)}): run scripts/install-slurm.sh")
         return 2
-    results = {}
-    for hook in (False, True):
-        workdir = Path(tempfile.mkdtemp(prefix=f"slurm-bench-{'hook' if hook else 'alone'}-"))
-        try:
-            results[hook] = run(hook, args.nodes, args.latency_samples, workdir)
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-    report = render(results, args)
-    args.output.write_text(report)
+    results = []
+    for nodes in args.nodes:
+        for seed in args.seeds:
+            for config in args.configs:  # side by side: the three configurations back to back
+                workdir = Path(tempfile.mkdtemp(prefix=f"slurm-bench-{config}-"))
+                try:
+                    result = run(config, nodes, seed, workdir)
+                finally:
+                    shutil.rmtree(workdir, ignore_errors=True)
+                results.append(result)
+                print(json.dumps(asdict(result) | {"submit_ms": None}), flush=True)
+                if args.json:
+                    with args.json.open("a") as out:
+                        out.write(json.dumps(asdict(result)) + "\n")
+    command = "python -m bench.slurm_compare " + " ".join(
+        f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+        for k, v in (("nodes", args.nodes), ("seeds", args.seeds), ("configs", args.configs))
+    )
+    report = render(results, command)
+    if args.output:
+        args.output.write_text(report)
     print(report)
     return 0
-
-
-def render(results: dict[bool, RunResult], args: argparse.Namespace) -> str:
-    def leaves(r: RunResult) -> str:
-        spans = r.gang_leaves or []
-        return f"{statistics.mean(spans):.2f} (max {max(spans)})" if spans else "-"
-
-    alone, hook = results[False], results[True]
-    on, off = hook.submit_ms or [0.0, 0.0]
-    rows = [
-        ("jobs started", alone.started, hook.started),
-        ("GPUs allocated", alone.gpus, hook.gpus),
-        (
-            "GPU↔NIC pairs not on one PCIe switch",
-            f"{alone.unaligned_pairs} of {alone.pairs}",
-            f"{hook.unaligned_pairs} of {hook.pairs}",
-        ),
-        ("leaf switches spanned per gang (mean)", leaves(alone), leaves(hook)),
-        ("jobs refused at submit", len(alone.refused), len(hook.refused)),
-        ("NVLink pairs broken", "0 (all-to-all NV12)", "0 (all-to-all NV12)"),
-    ]
-    lines = [
-        "# Slurm alone vs Slurm + topoplace hook",
-        "",
-        f"Command: `.venv/bin/python -m bench.slurm_compare --nodes {args.nodes} --latency-samples "
-        f"{args.latency_samples}`",
-        f"Machine: {machine()}",
-        "",
-        f"Cluster: {args.nodes} emulated nodes (real slurmctld 22.05 + one slurmd each, cons_tres, "
-        "topology/tree: 8 nodes per leaf, 2 leaves per spine), each the 8×A100 NV12 / 10-NIC capture "
-        "`fixtures/topo/a100-nv12-8gpu-10nic-fixture.txt` (GPU k is not next to NIC k). Background: every "
-        "other node runs a 3-GPU job Slurm placed itself. Stream: "
-        f"{alone.submitted} jobs (1/2/4-GPU singles, 2×4 and 4×8 gangs, 4×8 gangs with "
-        "--switches=1), each asking for as many NICs as GPUs, same order in both runs.",
-        "",
-        "| | Slurm alone | Slurm + hook |",
-        "|---|---|---|",
-        *[f"| {name} | {a} | {b} |" for name, a, b in rows],
-        "",
-        f"Hook latency: median `sbatch` {on:.1f} ms with the hook vs {off:.1f} ms without "
-        f"(**+{on - off:.1f} ms**, {args.latency_samples} paired submits, service up, {args.nodes} nodes).",
-        "",
-    ]
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -211,8 +211,9 @@ schedules as if topoplace were absent), solves in a child process in the backgro
 limit), and every later session with the same inventory and jobs uses that plan; a session whose body
 is byte-identical to the last one skips parsing and conversion entirely (the steady-state column).
 A changed snapshot converts again (~0.6–1 s at this size on this machine) and starts a new solve.
-The first, cold session is over Volcano's 1 s default here: set `extender.httpTimeout: 3s` and
-`extender.ignorable: true` for clusters of this size. First session note: {a["first_error"] or "none"}.
+The first, cold session is over Volcano's 1 s default here: set `extender.httpTimeout: 3s` for
+clusters of this size (and keep `extender.ignorable: false`: docs/volcano.md).
+First session note: {a["first_error"] or "none"}.
 """
 
 

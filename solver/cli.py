@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
-from solver.domain.model import JobResult, SolveRequest, SolveResult, SolveStatus
+from solver.domain.model import JobResult, MemberPlacement, SolveRequest, SolveResult, SolveStatus
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -61,12 +61,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     ingest = commands.add_parser("ingest", help="turn inventory a site already has into topoplace JSON")
     sources = ingest.add_subparsers(required=True, metavar="SOURCE")
-    smi = sources.add_parser("nvidia-smi", help="one node from `nvidia-smi topo -m` output")
+    smi = sources.add_parser(
+        "nvidia-smi",
+        help="one node from `nvidia-smi topo -m` output",
+        description="One node's inventory JSON from what `nvidia-smi topo -m` printed (a pasted terminal "
+        "copy is fine). Values not given here come from a '# topoplace: gpu_model=... cpu_milli=...' "
+        "comment in the capture, else from the matrix. Example: docs/ingest.md.",
+    )
     smi.add_argument("topo", type=Path, help="the text nvidia-smi topo -m printed")
     smi.add_argument("--node", required=True, help="the node's name")
     smi.add_argument("--gpu-model", default="", help="e.g. H100-SXM5-80GB")
     smi.add_argument("--gpu-memory-mib", type=int, default=0)
+    smi.add_argument("--leaf", default="", help="the node's leaf switch")
+    smi.add_argument("--cpu-milli", type=int, default=0, help="the node's CPUs in milli (224 CPUs: 224000)")
+    smi.add_argument("--memory-mib", type=int, default=0, help="the node's memory in MiB")
+    smi.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a node label")
     smi.set_defaults(run=run_ingest_nvidia_smi)
+    assemble = sources.add_parser(
+        "assemble",
+        help="a cluster inventory from captures and a node list",
+        description="A cluster inventory JSON from a node list (YAML or JSON: names, capture, leaf, "
+        "spine, CPUs, memory, labels per node type) and its nvidia-smi captures. Format and example: "
+        "docs/ingest.md.",
+    )
+    assemble.add_argument("nodes", type=Path, help="the node list, e.g. nodes.yaml")
+    assemble.add_argument("--output", "-o", type=Path, help="write the inventory here (default: stdout)")
+    assemble.set_defaults(run=run_ingest_assemble)
 
     add_plugin_commands(commands)
     return parser
@@ -251,19 +271,57 @@ def _flag_problems(lines: list[str]) -> list[Problem]:
 
 
 def run_ingest_nvidia_smi(args: argparse.Namespace) -> int:
-    from solver.ingest.nvidia_smi import parse_topology
-    from solver.service.wire import node_to_json
+    from solver.ingest.nvidia_smi import capture_metadata, parse_topology
+    from solver.service.wire import node_to_readable_json
 
     try:
-        text = args.topo.read_text()
+        text = args.topo.read_text(encoding="utf-8", errors="replace")
     except OSError as err:
         problem = Problem(path=str(args.topo), message=f"cannot read the file: {err.strerror}")
         raise InvalidRequest([problem]) from err
-    node = parse_topology(text, node=args.node, gpu_model=args.gpu_model, source=str(args.topo))
-    if args.gpu_memory_mib:
-        gpus = tuple(g.model_copy(update={"memory_mib": args.gpu_memory_mib}) for g in node.gpus)
-        node = node.model_copy(update={"gpus": gpus})
-    print(node_to_json(node))
+    meta = capture_metadata(text)
+    labels = {}
+    for item in args.label:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidRequest([Problem(path="--label", message=f"expected KEY=VALUE, got {item!r}")])
+        labels[key] = value
+    node = parse_topology(
+        text,
+        node=args.node,
+        gpu_model=args.gpu_model or meta.get("gpu_model", ""),
+        gpu_memory_mib=args.gpu_memory_mib or _meta_int(meta, "gpu_memory_mib", args.topo),
+        source=str(args.topo),
+    )
+    node = node.model_copy(
+        update={
+            "leaf": args.leaf,
+            "labels": labels,
+            "cpu_milli": args.cpu_milli or _meta_int(meta, "cpu_milli", args.topo) or node.cpu_milli,
+            "memory_mib": args.memory_mib or _meta_int(meta, "memory_mib", args.topo),
+        }
+    )
+    print(node_to_readable_json(node), end="")
+    return EXIT_OK
+
+
+def _meta_int(meta: dict[str, str], key: str, path: Path) -> int:
+    value = meta.get(key, "")
+    if value and not value.isdigit():
+        problem = Problem(path=str(path), message=f"# topoplace: {key}={value}: expected a whole number")
+        raise InvalidRequest([problem])
+    return int(value or 0)
+
+
+def run_ingest_assemble(args: argparse.Namespace) -> int:
+    from solver.ingest.assemble import assemble
+    from solver.service.wire import inventory_to_readable_json
+
+    text = inventory_to_readable_json(assemble(args.nodes))
+    if args.output:
+        args.output.write_text(text)
+    else:
+        print(text, end="")
     return EXIT_OK
 
 
@@ -305,12 +363,23 @@ def _job_rows(job: JobResult) -> list[tuple[str, ...]]:
             f"{m.role}/{m.index}",
             m.node,
             ",".join(m.gpus) or "-",
-            ",".join(m.nics) or "-",
+            _nics_cell(m),
             "-" if m.numa is None else str(m.numa),
             "yes" if m.aligned else "no",
         )
         for m in job.members
     ]
+
+
+def _nics_cell(m: MemberPlacement) -> str:
+    """The NICs in pair order: with one NIC per GPU, the k-th NIC serves the k-th GPU of the GPUS
+    cell; NICs shared by a member's GPUs say which GPU each sits nearest (``mlx5_4@GPU4``)."""
+    if not m.pairs:
+        return ",".join(m.nics) or "-"
+    nic_of = {p.gpu: p.nic for p in m.pairs}
+    if len(m.pairs) == len(m.gpus) == len(set(nic_of.values())) and set(nic_of) == set(m.gpus):
+        return ",".join(nic_of[g] for g in m.gpus)
+    return ",".join(f"{p.nic}@{p.gpu}" for p in m.pairs)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ are the rings); this module only chains them and keeps time. A batch placed one 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -20,35 +20,43 @@ from solver.answer.verify import verify
 from solver.compile import Compiled, compile_model
 from solver.domain import cancel as cancellation
 from solver.domain.cancel import Cancel
-from solver.domain.errors import InvalidRequest, VerificationFailed
+from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
 from solver.domain.model import (
     BatchOrder,
+    Job,
+    JobResult,
     ModelSize,
+    Reason,
+    ReasonCode,
     SolveRequest,
     SolveResult,
     SolveStatus,
     StageTiming,
 )
-from solver.domain.validate import validate
+from solver.domain.validate import unfit_jobs, validate
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import Normalised, normalise
 from solver.reduce.policy import apply_policy_chains
 from solver.reduce.pools import pool, unpool
 from solver.reduce.rails import expand_rails
+from solver.search.alone import AloneProbe
 from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, complete, portfolio, repack
 from solver.search.sequence import arrival_steps, candidate_orders, solve_in_order, step_size
 from solver.search.tiers import MERGE_MAX_VARIABLES, settle, solve_lexicographic
 
 # Time kept back from the caller's deadline for the reply.
 DEADLINE_MARGIN_S = 0.05
-# The floor's placers may take this share of the time left for search (always their first plan).
-FLOOR_SHARE = 0.25
+# Explanations search relaxed copies of unplaced jobs (solver.search.alone): this share of the time
+# limit, at least the minimum and at most the maximum, for all unplaced jobs of a request together,
+# and never past the call's end-to-end deadline.
+EXPLAIN_SHARE, EXPLAIN_MIN_S, EXPLAIN_MAX_S = 0.2, 0.25, 2.0
 # Below this, CP-SAT would not even hand back its hint on a big model: the floor's plan is the answer.
 MIN_SEARCH_S = 0.05
-# What one pass of the floor costs, per (role, class) pair the model has: measured on 1,024 HGX nodes
-# (bench/quality.py), 2 cores. It sizes the portfolio from the request alone, so that deterministic
-# mode gives the same answer on a loaded machine.
-FLOOR_PASS_S_PER_PAIR = 4e-6
+# What one pass of the floor (a greedy plan, completed and valued) costs per model variable: about
+# 0.2 s for the 13,800 variables of 1,024 HGX nodes x 200 jobs (bench/quality.py), 2 cores. It sizes
+# the portfolio from the request alone, so that deterministic mode gives the same answer whatever
+# the machine's load.
+FLOOR_PASS_S_PER_VARIABLE = 1.5e-5
 
 
 class Stopwatch:
@@ -77,51 +85,65 @@ def solve(
 
     ``deadline_s`` is the time the caller still waits (e.g. a gRPC deadline): the search stops in
     time to answer before it, whatever the policy's time limit says.
-    ``cancel`` is the caller's switch (``solver.domain.cancel``): tripped, the running CP-SAT search stops
-    at once and the pipeline raises ``Cancelled`` at its next stage boundary.
     Raises ``InvalidRequest`` for bad input and ``VerificationFailed`` if the answer is wrong.
     A batch with ``BatchOrder.LARGEST_FIRST`` is placed one job at a time (``solver.search.sequence``).
+    A job with a member no node of the inventory could hold even empty is well formed: it is left
+    unplaced with that reason (``NO_NODE_FITS``) and the rest of the batch is placed.
+    ``cancel`` is the caller's switch (``solver.domain.cancel``): tripped, the running CP-SAT search
+    stops at once and the pipeline raises ``Cancelled`` at its next stage boundary.
     """
     with cancellation.cancelling(cancel):
         return _solve(request, deadline_s=deadline_s)
 
 
 def _solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
-    if request.policy.batch_order == BatchOrder.LARGEST_FIRST and len(request.jobs) > 1:
-        return solve_largest_first(request, deadline_s=deadline_s)
-    if request.policy.batch_order == BatchOrder.BEST_OF_ORDERS and len(request.jobs) > 1:
-        return solve_best_of_orders(request, deadline_s=deadline_s)
     clock = Stopwatch()
+    with clock.stage("validate"):
+        problems = validate(request)
+        unfit = {} if problems else unfit_jobs(request)
+    if problems:
+        raise InvalidRequest(problems)
+    cancellation.check()
+    if unfit:
+        return solve_without_unfit(request, unfit, clock, deadline_s)
+    return solve_valid(request, clock, deadline_s)
+
+
+def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | None = None) -> SolveResult:
+    """:func:`solve` of a validated request in which every member fits some node."""
+    if request.policy.batch_order == BatchOrder.LARGEST_FIRST and len(request.jobs) > 1:
+        return solve_largest_first(request, clock, deadline_s=deadline_s)
+    if request.policy.batch_order == BatchOrder.BEST_OF_ORDERS and len(request.jobs) > 1:
+        return solve_best_of_orders(request, clock, deadline_s=deadline_s)
     limit = request.policy.time_limit_s
     if deadline_s is not None:
         limit = min(limit, deadline_s)
     deadline = clock.started + limit - DEADLINE_MARGIN_S  # the whole call, end to end
-    with clock.stage("validate"):
-        problems = validate(request)
-    if problems:
-        raise InvalidRequest(problems)
-    cancellation.check()
-
     with clock.stage("normalise"):
         # Policy chains become tiers and member rules; from here on the rewritten request is the
         # request (the verifier checks against it too, so the chains' filters are checked as well).
         request = apply_policy_chains(request)
         pooled, pools = pool(request)
         problem = expand_rails(normalise(pooled, hosts_some_member))
-        problem = replace(problem, pools=frozenset(j for j in range(len(pooled.jobs)) if pools.pooled(j)))
+        problem = replace(problem, pooled_from=pools.members_of)
     cancellation.check()
     with clock.stage("compile"):
         compiled = compile_model(problem, request.policy)
     cancellation.check()
 
     # Decode, explain and verify grow with the problem as the stages before the search did: half
-    # of that time is kept back for them, out of the caller's end-to-end budget.
-    search_ends = deadline - 0.5 * clock.elapsed()
+    # of that time is kept back for them, out of the caller's end-to-end budget, and a part of the
+    # explanations' own search budget.
+    before_search = clock.elapsed()
+    explain_s = min(EXPLAIN_MAX_S, max(EXPLAIN_MIN_S, EXPLAIN_SHARE * request.policy.time_limit_s))
+    search_ends = deadline - 0.5 * before_search - min(explain_s, 0.1 * limit)
     with clock.stage("floor"):
         candidates = portfolio(
             problem,
             compiled,
-            time.perf_counter() + FLOOR_SHARE * max(0.0, search_ends - time.perf_counter()),
+            # How many placers run is sized from the request (``floor_passes``), so that equal requests
+            # get equal floors; the clock only stops them at the end of the search's time.
+            search_ends,
             passes=floor_passes(compiled, request.policy.time_limit_s),
             seed=request.policy.seed,
         )
@@ -147,7 +169,11 @@ def _solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRe
     with clock.stage("decode"):
         jobs = decode(problem, compiled, solution)
     with clock.stage("explain"):
-        jobs = explain(problem, compiled, jobs, timed_out=not outcomes)
+        # Relaxations are checked by searches of the relaxed job alone (on the pooled request the
+        # explanation's job indexes refer to): a small budget of its own, within the call's deadline.
+        explain_s = min(explain_s, max(0.0, deadline - 0.25 * before_search - time.perf_counter()))
+        probe = AloneProbe(problem.request, explain_s, request.policy.deterministic)
+        jobs = explain(problem, compiled, jobs, timed_out=not outcomes, probe=probe)
         jobs = unpool(pools, request, jobs)
     metrics = cluster_metrics(request, jobs)
     result = SolveResult(
@@ -168,34 +194,70 @@ def _solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveRe
     return result.model_copy(update={"timings": tuple(clock.stages)})
 
 
-def solve_largest_first(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+def solve_without_unfit(
+    request: SolveRequest,
+    unfit: dict[int, tuple[Problem, ...]],
+    clock: Stopwatch,
+    deadline_s: float | None = None,
+) -> SolveResult:
+    """The batch's other jobs solved as a batch of their own; each unfit job unplaced, with every
+    member ask no node could meet as its reason; the whole verified against the whole request."""
+    rest = request.model_copy(update={"jobs": tuple(j for k, j in enumerate(request.jobs) if k not in unfit)})
+    solved = solve_valid(rest, clock, deadline_s)
+    found = {jr.job_id: jr for jr in solved.jobs}
+    jobs = tuple(
+        JobResult(job_id=job.id, placed=False, reason=unfit_reason(job, unfit[k]))
+        if k in unfit
+        else found[job.id]
+        for k, job in enumerate(request.jobs)
+    )
+    result = solved.model_copy(update={"jobs": jobs, "metrics": cluster_metrics(request, jobs)})
+    with clock.stage("verify"):
+        violations = verify(request, result)
+    if violations:
+        raise VerificationFailed(violations)
+    return result.model_copy(update={"timings": tuple(clock.stages)})
+
+
+def unfit_reason(job: Job, problems: Sequence[Problem]) -> Reason:
+    """NO_NODE_FITS, naming each role's member and what it asks beyond every node of the inventory."""
+    by_role: dict[int, list[str]] = {}
+    for problem in problems:
+        by_role.setdefault(int(problem.path.partition(".roles[")[2].partition("]")[0]), []).append(
+            problem.message
+        )
+    parts = [f"a member of role {job.roles[r].name} {'; '.join(asks)}" for r, asks in by_role.items()]
+    return Reason(code=ReasonCode.NO_NODE_FITS, message="; ".join(parts))
+
+
+def solve_largest_first(
+    request: SolveRequest, clock: Stopwatch, *, deadline_s: float | None = None
+) -> SolveResult:
     """The batch placed one step at a time, largest first (:func:`solve_in_order`)."""
     return one_job_at_a_time(
-        request, "steps", lambda r, budget: solve_in_order(r, solve_step, budget), deadline_s
+        request, clock, "steps", lambda r, budget: solve_in_order(r, solve_step, budget), deadline_s
     )
 
 
-def solve_best_of_orders(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
+def solve_best_of_orders(
+    request: SolveRequest, clock: Stopwatch, *, deadline_s: float | None = None
+) -> SolveResult:
     """The batch placed one step at a time in each of several orders (the given one, then
     :func:`solver.search.sequence.candidate_orders`); the plan placing the most work, then leaving the least
     fragmentation, then the earliest order, is kept."""
-    return one_job_at_a_time(request, "orders", best_of_orders, deadline_s)
+    return one_job_at_a_time(request, clock, "orders", best_of_orders, deadline_s)
 
 
 def one_job_at_a_time(
     request: SolveRequest,
+    clock: Stopwatch,
     stage: str,
     place: Callable[[SolveRequest, float], SolveResult],
     deadline_s: float | None,
 ) -> SolveResult:
-    """The batch validated whole, placed by ``place(request, budget_s)`` as chains of one-job solves
+    """The (validated) batch placed by ``place(request, budget_s)`` as chains of one-job solves
     (each verified), and the plan verified again against the whole request: rules between jobs of
     different steps (shares of one GPU, capacity, metrics) are checked where they meet."""
-    clock = Stopwatch()
-    with clock.stage("validate"):
-        problems = validate(request)
-    if problems:
-        raise InvalidRequest(problems)
     request = apply_policy_chains(request)
     budget = (
         request.policy.time_limit_s if deadline_s is None else min(request.policy.time_limit_s, deadline_s)
@@ -245,9 +307,9 @@ def best_of_orders(request: SolveRequest, budget_s: float) -> SolveResult:
 
 
 def floor_passes(compiled: Compiled, time_limit_s: float) -> int:
-    """How many placers the floor runs: its named orders at least, more shuffles as the time limit
-    allows (a fifth of it), sized from the model so that equal requests run equal portfolios."""
-    per_pass = FLOOR_PASS_S_PER_PAIR * max(1, len(compiled.y))
+    """How many shuffles the floor runs besides its named orders: as many as a fifth of the time
+    limit pays for, sized from the model so that equal requests run equal portfolios."""
+    per_pass = FLOOR_PASS_S_PER_VARIABLE * max(1, len(compiled.model.proto.variables))
     return max(0, min(MAX_SHUFFLES, int(0.2 * time_limit_s / per_pass) - NAMED_ORDERS))
 
 

@@ -169,7 +169,9 @@ def test_dgx_numa_and_cpus() -> None:
         "mlx5_9": None,
     }
     assert {n.id: n.cpu_milli for n in node.numa_nodes} == {1: 32000, 3: 32000, 5: 32000, 7: 32000}
-    assert node.cpu_milli == 128_000  # the CPUs the GPU rows list, not the whole machine
+    # Issue 21: the rows list only the CPUs of the GPUs' NUMA nodes (128); CPUs are numbered from 0
+    # and the highest listed is 255, so the machine has (at least) 256.
+    assert node.cpu_milli == 256_000
 
 
 def test_dgx_gpus_behind_one_switch_are_pxb_even_though_the_cell_says_nv12() -> None:

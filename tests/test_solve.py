@@ -58,7 +58,9 @@ def test_required_alignment_leaves_the_job_out_when_no_switch_has_a_free_nic() -
     assert placed_ids(result) == set()
     reason = result.jobs[0].reason
     assert reason.code == ReasonCode.NO_NODE_FITS
-    assert "PREFERRED" in reason.relaxation
+    # Issue 21: the smallest relaxation is the next distance that fits, not "make it PREFERRED".
+    assert reason.relaxation == "allow GPU↔NIC distance SYS instead of PIX"
+    assert reason.message.endswith("at SYS one would fit on n1")
 
 
 def test_required_alignment_at_a_looser_distance_accepts_a_farther_nic() -> None:

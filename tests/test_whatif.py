@@ -376,7 +376,7 @@ def test_plots_are_written_and_not_blank(tmp_path: Path) -> None:
     written = write_plots(trace, tmp_path, "trace") + write_plots(batch, tmp_path, "batch")
     names = sorted(p.name for p in written)
     assert names == ["batch-heatmap-base.png", "batch-heatmap-edited.png", "batch-summary.png",
-                     "trace-heatmap-base.png", "trace-timeline.png"]  # fmt: skip
+                     "trace-heatmap-base.png", "trace-summary.png", "trace-timeline.png"]  # fmt: skip
     for path in written:
         assert_png(path)
 

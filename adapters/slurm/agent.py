@@ -8,7 +8,9 @@ topoplace gRPC service for a verified placement, and answers with the fields to 
 
 It also remembers the plans it handed out: a job planned a moment ago is not running yet, so its
 devices are not in ``GresUsed``; plans found in pending jobs' comments (and plans issued in the last
-``grace_s`` seconds, before their job is even queued) count as allocated for the next submit.
+``grace_s`` seconds, before their job is even queued) count as allocated for the next submit — but
+not stale ones (:func:`held_plans`: older than ``plan_ttl_s``, held or waiting for a dependency or a
+begin time, or on nodes that no longer take jobs).
 
 Answers (JSON): ``{"action": "apply", "set": {field: value}, "message": …}``, ``"pass"`` (leave the
 job as submitted: not a GPU job, unsupported, no room now, or not enforceable), ``"never_fits"``
@@ -18,12 +20,18 @@ its fail-open/closed setting).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
+import socketserver
+import stat
 import subprocess
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -32,13 +40,15 @@ import structlog
 
 from adapters.slurm.gres import GresConf, parse_gres_conf
 from adapters.slurm.inventory import SlurmInventory, build_inventory, read_text
-from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description
+from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description, untyped_model_request
 from adapters.slurm.nodetypes import TopoDir
+from adapters.slurm.place_client import peer_uid
 from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, parse_plan_comment, to_slurm_plan
 from adapters.slurm.scontrol import SlurmNode, parse_show_node
 from adapters.slurm.topology_conf import SlurmTopology, parse_topology_conf, parse_topology_yaml
 from solver.domain.errors import InvalidRequest
 from solver.domain.model import Allocation, Inventory, Policy, Requirement, SolveRequest, SolveResult
+from solver.service.client import RemoteError
 
 _log = structlog.get_logger("topoplace.slurm.agent")
 MAX_BODY_BYTES = 1 << 20
@@ -57,6 +67,7 @@ class AgentConfig:
     refresh_s: float = 0.5  # how often node state is read from scontrol
     grace_s: float = 1.0  # a plan is reserved until a snapshot this much newer shows its job
     stale_s: float = 30.0  # older node state is not planned on (the answer is "error")
+    plan_ttl_s: float = 120.0  # a pending job's plan older than this no longer holds its devices
     command_timeout_s: float = 5.0
     debug_dir: Path | None = None  # when set, every solve request is written there (for bug reports)
 
@@ -98,6 +109,7 @@ class Agent:
     _files: _Files = field(default_factory=_Files)
     _snapshot: _Snapshot | None = None
     _type_keys: dict[str, str] = field(default_factory=dict)
+    _models: tuple[str, ...] = ()  # GPU models of the last inventory
     decisions: dict[str, tuple[SolveResult, SlurmPlan]] = field(default_factory=dict)  # by plan id
 
     # ----------------------------------------------------------------- inputs
@@ -127,10 +139,17 @@ class Agent:
         Never called while a submit waits: slurmctld holds its node write lock during job_submit,
         so an ``scontrol show node`` issued from the hook's path would wait for the hook itself.
         """
+        # The snapshot is as old as its first read: a plan issued after that moment may be in
+        # neither read, so it stays reserved until a snapshot *started* grace_s after it.
+        taken = time.monotonic()
+        # Pending jobs before nodes: a planned job that starts between the two reads is then seen
+        # pending, or holding its devices, or both — never neither (which would free its devices
+        # for the next plan, and leave that job pinned to devices in use).
+        # Submit time and pending reason first: a comment may hold anything, "|" included.
+        pending = self._run([self.config.squeue, "-h", "-t", "PD", "-o", "%V|%r|%k"])
         nodes = parse_show_node(self._run([self.config.scontrol, "-o", "show", "node", "-d"]))
-        pending = self._run([self.config.squeue, "-h", "-t", "PD", "-o", "%k"])
-        plans = [p for p in (parse_plan_comment(line) for line in pending.splitlines()) if p is not None]
-        self._snapshot = _Snapshot(nodes=nodes, pending=plans, taken=time.monotonic())
+        plans = held_plans(pending, nodes, time.time(), self.config.plan_ttl_s)
+        self._snapshot = _Snapshot(nodes=nodes, pending=plans, taken=taken)
 
     def refresh_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -237,9 +256,16 @@ class Agent:
             answer = {"action": "pass", "message": f"topoplace: not planned: {err}"}
         except InvalidRequest as err:
             answer = {"action": "error", "message": f"topoplace: bad site data: {err}"}
+        except (RemoteError, RuntimeError, OSError, subprocess.SubprocessError) as err:
+            # Expected failures (solver down or slow, no node state yet): one line, no traceback —
+            # rendering one cost seconds on a loaded host while slurmctld waited for the answer.
+            _log.warning("place failed", error=f"{type(err).__name__}: {err}"[:300])
+            answer = {"action": "error", "message": f"topoplace: {type(err).__name__}: {err}"[:500]}
         except Exception as err:
             _log.exception("place failed")
             answer = {"action": "error", "message": f"topoplace: {type(err).__name__}: {err}"[:500]}
+        if answer["action"] != "apply":
+            self._keep_model_requests_working(desc, answer)
         answer["ms"] = round((time.perf_counter() - started) * 1000, 1)
         _log.info(
             "place",
@@ -250,16 +276,35 @@ class Agent:
         )
         return answer
 
+    def _keep_model_requests_working(self, desc: dict[str, Any], answer: dict[str, Any]) -> None:
+        """A job left to Slurm that names a GPU model (``gpu:h100:2``) would match no GRES type once
+        they are typed per switch: rewrite it to untyped GPUs + the model's node feature, say so."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            return
+        features = {f for n in snapshot.nodes for f in n.features}
+        models = tuple(self._models)
+        fields, note = untyped_model_request(desc, features, models)
+        if fields:
+            answer["set"] = {**answer.get("set", {}), **fields}
+        if note:
+            answer["message"] = f"{answer.get('message', '')}; {note}".lstrip("; ")
+            answer["notice"] = answer["message"]
+
     def _place_locked(self, desc: dict[str, Any], plan_id: str) -> dict[str, Any]:
         inventory = self.inventory()
         self._type_keys = {name: t.source for name, t in inventory.node_types.items()}
         gpus = [len(n.gpus) for n in inventory.inventory.nodes]
         models = tuple(sorted({g.model for n in inventory.inventory.nodes for g in n.gpus if g.model}))
+        self._models = models
         spec = job_from_description(
             desc,
             plan_id=plan_id,
             max_gpus_per_node=max(gpus, default=0),
             known_models=models,
+            known_features=frozenset(f for n in self._snapshot.nodes for f in n.features)
+            if self._snapshot
+            else frozenset(),
             alignment=self.config.alignment,
         )
         if spec is None:
@@ -330,16 +375,57 @@ class Agent:
         }
 
 
+# Pending reasons that mean "cannot start now whatever is free": such a job's plan holds nothing.
+NOT_ELIGIBLE = ("JobHeld", "Dependency", "BeginTime", "DependencyNeverSatisfied", "PartitionDown")
+
+
+def held_plans(squeue: str, nodes: list[SlurmNode], now: float, ttl_s: float) -> list[ParsedPlan]:
+    """The plans of pending jobs that still reserve their devices: not older than ``ttl_s`` (a job
+    that has not started by then will not start on its plan soon), eligible to run (not held, not
+    waiting for a dependency or a begin time), and on nodes that still take jobs. Lines are
+    ``squeue -o "%V|%r|%k"``: submit time, reason, comment."""
+    up = {n.name for n in nodes if n.schedulable}
+    kept = []
+    for line in squeue.splitlines():
+        submitted, _, rest = line.partition("|")
+        reason, _, comment = rest.partition("|")
+        plan = parse_plan_comment(comment)
+        if plan is None:
+            continue
+        try:
+            age = now - datetime.fromisoformat(submitted).timestamp()
+        except ValueError:
+            age = 0.0  # an unreadable time: keep the reservation (the safe side)
+        if age > ttl_s or reason.startswith(NOT_ELIGIBLE) or not set(plan.nodes) <= up:
+            _log.info("pending plan not reserved", plan_id=plan.plan_id, reason=reason, age_s=round(age))
+            continue
+        kept.append(plan)
+    return kept
+
+
 # --------------------------------------------------------------------------- HTTP
 
 
 class _Handler(BaseHTTPRequestHandler):
-    agent: Agent  # set on the subclass made by make_server
+    agent: Agent  # set on the subclass made by serve_agent
+    allowed_uids: frozenset[int]
 
     def do_GET(self) -> None:
         self._reply(200, {"status": "ok"} if self.path == "/health" else {"error": "not found"})
 
+    def _peer_allowed(self) -> bool:
+        """Only the hook (run by slurmctld as SlurmUser), root or configured uids may ask: a plan
+        carries req_nodes the hook applies, and job descriptions are not for other users to read."""
+        uid = peer_uid(self.connection)
+        if uid is not None and uid in self.allowed_uids:
+            return True
+        _log.warning("refused a caller", uid=uid, allowed=sorted(self.allowed_uids))
+        self._reply(403, {"action": "error", "message": f"topoplace: caller uid {uid} not allowed"})
+        return False
+
     def do_POST(self) -> None:
+        if not self._peer_allowed():
+            return
         if self.path != "/place":
             self._reply(404, {"error": "not found"})
             return
@@ -370,30 +456,98 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return  # structlog has the useful line already
 
+    def address_string(self) -> str:
+        return str(self.client_address or "unix")
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
 
 class RunningAgent:
-    def __init__(self, server: ThreadingHTTPServer, thread: threading.Thread, stop: threading.Event) -> None:
+    def __init__(
+        self, server: socketserver.BaseServer, thread: threading.Thread, stop: threading.Event
+    ) -> None:
         self.server = server
         self.thread = thread
         self._stop = stop
 
     @property
     def address(self) -> str:
-        host, port = self.server.server_address[:2]
+        """What the hook's ``agent =`` takes: ``HOST:PORT`` or ``unix:/path``."""
+        address = self.server.server_address
+        if isinstance(address, str | bytes):
+            return f"unix:{address.decode() if isinstance(address, bytes) else address}"
+        host, port = address[:2]
         return f"{host}:{port}"
 
     def stop(self) -> None:
         self._stop.set()
         self.server.shutdown()
         self.server.server_close()
+        if isinstance(self.server, _UnixServer):
+            with contextlib.suppress(OSError):
+                os.unlink(self.server.server_address)  # type: ignore[arg-type]
         self.thread.join(timeout=5)
 
 
-def serve_agent(agent: Agent, host: str = "127.0.0.1", port: int = 0) -> RunningAgent:
-    """Serve in a background thread (port 0 → a free port; see ``.address``)."""
-    handler = type("Handler", (_Handler,), {"agent": agent})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
+class SocketRefused(ValueError):
+    """The unix socket cannot be made safely (the message says why and what to fix)."""
+
+
+def _unix_server(path: Path, handler: type, mode: int) -> _UnixServer:
+    """A unix socket only its owner (and ``mode``'s group) can connect to, in a directory no other
+    user can write (else one could replace the socket). A stale socket of ours is removed; a live
+    one (another agent) or any other file is refused."""
+    directory = path.parent
+    info = directory.stat()
+    if info.st_mode & 0o022 and not (info.st_mode & 0o1000 and info.st_uid in (0, os.geteuid())):
+        raise SocketRefused(
+            f"{directory} is writable by other users: put the agent's socket in a directory only its "
+            "user can write (e.g. /run/topoplace, mode 0755, owned by the SlurmUser)"
+        )
+    if path.exists() or path.is_symlink():
+        if not stat.S_ISSOCK(path.lstat().st_mode) or path.lstat().st_uid != os.geteuid():
+            raise SocketRefused(f"{path} exists and is not a socket of this user: refusing to replace it")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink()  # stale: nobody listens
+        else:
+            raise SocketRefused(f"{path}: another agent is listening there")
+        finally:
+            probe.close()
+    old_umask = os.umask(0o177)  # never world-connectable, not even between bind and chmod
+    try:
+        server = _UnixServer(str(path), handler)
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, mode)
+    return server
+
+
+def serve_agent(
+    agent: Agent,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    unix: Path | None = None,
+    socket_mode: int = 0o600,
+    allow_uids: tuple[int, ...] = (),
+) -> RunningAgent:
+    """Serve in a background thread: on ``unix`` (a socket path) or on ``host:port`` (port 0 → a
+    free port; see ``.address``). Callers other than this process's user, root and ``allow_uids``
+    are refused with 403."""
+    allowed = frozenset({os.geteuid(), 0, *allow_uids})
+    handler = type("Handler", (_Handler,), {"agent": agent, "allowed_uids": allowed})
+    server: socketserver.BaseServer
+    if unix is not None:
+        server = _unix_server(unix, handler, socket_mode)
+    else:
+        tcp = ThreadingHTTPServer((host, port), handler)
+        tcp.daemon_threads = True
+        server = tcp
     stop = threading.Event()
     try:
         agent.refresh()  # the first snapshot before the first submit can arrive
@@ -405,3 +559,16 @@ def serve_agent(agent: Agent, host: str = "127.0.0.1", port: int = 0) -> Running
     thread = threading.Thread(target=server.serve_forever, name="topoplace-slurm-agent", daemon=True)
     thread.start()
     return RunningAgent(server, thread, stop)
+
+
+def parse_listen(text: str) -> tuple[Path | None, str, int]:
+    """``unix:/path`` or ``HOST:PORT`` → (socket path, host, port); ValueError naming the form."""
+    if text.startswith("unix:"):
+        path = Path(text[5:])
+        if not path.is_absolute():
+            raise ValueError(f"--listen {text!r}: a unix socket needs an absolute path (unix:/run/x.sock)")
+        return path, "", 0
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"--listen {text!r}: expected HOST:PORT or unix:/path")
+    return None, host or "127.0.0.1", int(port)

@@ -34,7 +34,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "--scontrol", type=Path, required=True, help="`scontrol -o show node -d` or --json output"
     )
     inventory.add_argument(
-        "--topo-dir", type=Path, required=True, help="nvidia-smi topo -m captures (see README)"
+        "--topo-dir", type=Path, required=True, help="nvidia-smi topo -m captures (see docs/slurm.md)"
     )
     inventory.add_argument("--gres-conf", type=Path, help="gres.conf (device order behind IDX)")
     inventory.add_argument("--topology", type=Path, help="topology.conf or topology.yaml")
@@ -55,7 +55,15 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     gres.set_defaults(run=run_gres_conf)
 
     agent = commands.add_parser("agent", help="serve placements to job_submit.lua")
-    agent.add_argument("--listen", default="127.0.0.1:6820", help="HOST:PORT")
+    agent.add_argument(
+        "--listen", default="127.0.0.1:6820", help="HOST:PORT, or unix:/path (recommended: see docs/slurm.md)"
+    )
+    agent.add_argument(
+        "--socket-mode", default="600", help="octal mode of the unix socket (660: also the socket's group)"
+    )
+    agent.add_argument(
+        "--allow-uid", type=int, action="append", default=[], help="another uid that may call (the SlurmUser)"
+    )
     agent.add_argument("--solver", default="127.0.0.1:50051", help="topoplace gRPC service HOST:PORT")
     agent.add_argument("--topo-dir", type=Path, required=True)
     agent.add_argument("--gres-conf", type=Path)
@@ -157,12 +165,16 @@ def run_gres_conf(args: argparse.Namespace) -> int:
         node_type = topo_dir.node_type(nodes[0])
         assert node_type is not None
         if args.slurm_conf:
+            if problem := node_type.typed_layout_problem():
+                raise InvalidRequest([Problem(path=str(path), message=problem)])
             out.append(f"NodeName={compress(nodes, sort=True)} Gres={gres_string(node_type)}")
         else:
-            out += gres_conf_lines(
-                node_type, nodes, gpu_file=args.gpu_file, nic_file=args.nic_file, sockets=sockets
-            )
-        del path
+            try:
+                out += gres_conf_lines(
+                    node_type, nodes, gpu_file=args.gpu_file, nic_file=args.nic_file, sockets=sockets
+                )
+            except ValueError as err:
+                raise InvalidRequest([Problem(path=str(path), message=str(err))]) from err
     print("\n".join(out))
     return EXIT_OK
 
@@ -173,7 +185,13 @@ def run_agent(args: argparse.Namespace) -> int:
     from solver.service.logging import configure_logging
 
     configure_logging()
-    host, _, port = args.listen.rpartition(":")
+    from adapters.slurm.agent import SocketRefused, parse_listen
+
+    try:
+        unix, host, port = parse_listen(args.listen)
+        mode = int(args.socket_mode, 8)
+    except ValueError as err:
+        raise InvalidRequest([Problem(path="--listen/--socket-mode", message=str(err))]) from err
     config = AgentConfig(
         solver=args.solver,
         topo_dir=args.topo_dir,
@@ -182,7 +200,12 @@ def run_agent(args: argparse.Namespace) -> int:
         time_limit_s=args.time_limit,
         alignment=Requirement[args.alignment.upper()],
     )
-    running = serve_agent(Agent(config), host or "127.0.0.1", int(port))
+    try:
+        running = serve_agent(
+            Agent(config), host, port, unix=unix, socket_mode=mode, allow_uids=tuple(args.allow_uid)
+        )
+    except (SocketRefused, OSError) as err:
+        raise InvalidRequest([Problem(path=args.listen, message=str(err))]) from err
     print(f"topoplace slurm agent on {running.address}, solver {args.solver}", file=sys.stderr)
     try:
         threading.Event().wait()
@@ -201,7 +224,7 @@ def run_place(args: argparse.Namespace) -> int:
 
 def run_files(args: argparse.Namespace) -> int:
     del args
-    for name in ("job_submit.lua", "taskprolog.sh", "place_client.py"):
+    for name in ("job_submit.lua", "taskprolog.sh", "job_devices.py", "place_client.py"):
         print(HERE / name)
     return EXIT_OK
 

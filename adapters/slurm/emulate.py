@@ -67,10 +67,25 @@ class ClusterSpec:
     sockets: int = 2
     cores_per_socket: int = 8
     memory_mib: int = 512_000
+    # Several node types: node i gets captures[i % len] (every leaf then holds every type). Empty:
+    # every node is ``capture``.
+    captures: tuple[Path, ...] = ()
+    # GRES typed per PCIe switch group (``gpu:sw0:2``, the README's install step 2), or plain
+    # ``gpu:8,nic:8`` with the same devices, Cores= and Links= (Slurm as most sites run it).
+    typed: bool = True
+    features: str = ""  # node Features= (e.g. the GPU model, for gpu:<model>:N requests)
 
     def names(self) -> list[str]:
         width = max(2, len(str(self.nodes)))
         return [f"{self.prefix}{i:0{width}d}" for i in range(1, self.nodes + 1)]
+
+    def node_types(self) -> dict[Path, list[str]]:
+        """Capture → the nodes of that type, in node order."""
+        captures = self.captures or (self.capture,)
+        types: dict[Path, list[str]] = {}
+        for i, name in enumerate(self.names()):
+            types.setdefault(captures[i % len(captures)], []).append(name)
+        return types
 
 
 @dataclass
@@ -110,35 +125,43 @@ class EmulatedCluster:
         for sub in ("etc", "dev", "spool", "pid", "log", "state", "munge", "out", "topo"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.root / "munge", 0o700)
-        node_type = load_node_type(self.spec.capture.resolve())
-        for gpu in node_type.node.gpus:
-            self._mknod(self.root / "dev" / f"nvidia{gpu.index}", 195, gpu.index)
-        for k in range(len(node_type.node.nics)):
+        types = {
+            path: (load_node_type(path.resolve()), nodes) for path, nodes in self.spec.node_types().items()
+        }
+        for gpus in range(max(len(t.node.gpus) for t, _ in types.values())):
+            self._mknod(self.root / "dev" / f"nvidia{gpus}", 195, gpus)
+        for k in range(max(len(t.node.nics) for t, _ in types.values())):
             self._mknod(self.root / "dev" / f"nic{k}", 231, k)
         names = self.spec.names()
         hostlist = compress(names, sort=True)
-        shutil.copy(self.spec.capture, self.topo_dir / f"{hostlist}.txt")
-        lines = [
-            "AutoDetect=off",
-            *gres_conf_lines(
+        lines = ["AutoDetect=off"]
+        node_lines = []
+        for path, (node_type, nodes) in types.items():
+            shutil.copy(path, self.topo_dir / f"{compress(nodes, sort=True)}.txt")
+            lines += gres_conf_lines(
                 node_type,
-                names,
+                nodes,
                 gpu_file=str(self.root / "dev" / "nvidia{index}"),
                 nic_file=str(self.root / "dev" / "nic{index}"),
                 sockets=Sockets(self.spec.sockets, self.spec.cores_per_socket),
-            ),
-        ]
+                typed=self.spec.typed,
+            )
+            node_lines.append((nodes, gres_string(node_type, typed=self.spec.typed)))
         (self.root / "etc" / "gres.conf").write_text("\n".join(lines) + "\n")
         (self.root / "etc" / "topology.conf").write_text(self._topology(names))
         (self.root / "etc" / "job_submit.lua").write_text((HERE / "job_submit.lua").read_text())
         conf = {"python": "/usr/bin/python3", "client": str(HERE / "place_client.py"), **(hook_conf or {})}
         self.write_hook_conf(conf)
         prolog = self.root / "etc" / "taskprolog"
+        # What an admin's wrapper sets: where slurm.conf (and gres.conf) and the captures are (no sysfs
+        # NIC names on emulated nodes), and a log of plan/allocation disagreements.
         prolog.write_text(
-            f"#!/bin/sh\nexport SLURM_CONF={self.conf}\nexec /bin/sh {HERE / 'taskprolog.sh'}\n"
+            f"#!/bin/sh\nexport SLURM_CONF={self.conf}\nexport TOPOPLACE_TOPO_DIR={self.topo_dir}\n"
+            f"export TOPOPLACE_PROLOG_LOG={self.root / 'log' / 'taskprolog.log'}\n"
+            f"exec /bin/sh {HERE / 'taskprolog.sh'}\n"
         )
         prolog.chmod(0o755)
-        self.conf.write_text(self._slurm_conf(names, hostlist, gres_string(node_type)))
+        self.conf.write_text(self._slurm_conf(names, hostlist, node_lines))
         if not (self.root / "munge" / "munge.key").exists():
             (self.root / "munge" / "munge.key").write_bytes(os.urandom(1024))
             os.chmod(self.root / "munge" / "munge.key", 0o600)
@@ -177,8 +200,17 @@ class EmulatedCluster:
             )
         return "\n".join(lines) + "\n"
 
-    def _slurm_conf(self, names: list[str], hostlist: str, gres: str) -> str:
+    def _slurm_conf(self, names: list[str], hostlist: str, node_lines: list[tuple[list[str], str]]) -> str:
         base = _free_port_block(len(names) + 2)
+        port = {name: base + 2 + i for i, name in enumerate(names)}
+        nodes = "\n".join(
+            f"NodeName={compress(group, sort=True)} NodeHostname=localhost NodeAddr=127.0.0.1 "
+            f"Port={compress([str(port[n]) for n in group])} "
+            f"Sockets={self.spec.sockets} CoresPerSocket={self.spec.cores_per_socket} ThreadsPerCore=1 "
+            f"RealMemory={self.spec.memory_mib} Gres={gres}"
+            + (f" Features={self.spec.features}" if self.spec.features else "")
+            for group, gres in node_lines
+        )
         self.ctld_port = base
         r = self.root
         taskprolog = f"TaskProlog={r}/etc/taskprolog\n" if self.taskprolog else ""
@@ -210,9 +242,8 @@ MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2
 SchedulerParameters=sched_min_interval=100000,bf_interval=1
-NodeName={hostlist} NodeHostname=localhost NodeAddr=127.0.0.1 Port=[{base + 2}-{base + 1 + len(names)}] \
-Sockets={self.spec.sockets} CoresPerSocket={self.spec.cores_per_socket} ThreadsPerCore=1 \
-RealMemory={self.spec.memory_mib} Gres={gres}
+MessageTimeout=30
+{nodes}
 PartitionName=gpu Nodes={hostlist} Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -271,7 +302,7 @@ PartitionName=gpu Nodes={hostlist} Default=YES MaxTime=INFINITE State=UP
         """job_submit.lua is re-read when its mtime changes; the conf file is read on every submit."""
 
     def jobs(self) -> dict[str, dict[str, object]]:
-        """Every job of ``scontrol show job -d``: state, nodes, and per node the GRES it holds
+        """Every job of ``scontrol show job -d``: state, pending reason, and per node the GRES it holds
         (``{"gn01": "gpu:sw0:2(IDX:0-1),nic:sw0:2(IDX:0-1)"}``), plus the comment's plan text."""
         text = self.run("scontrol", "show", "job", "-d").stdout
         jobs: dict[str, dict[str, object]] = {}
@@ -280,12 +311,14 @@ PartitionName=gpu Nodes={hostlist} Default=YES MaxTime=INFINITE State=UP
             if not job_id:
                 continue
             state = re.search(r"JobState=(\S+)", block)
+            reason = re.search(r"\bReason=(\S+)", block)
             alloc: dict[str, str] = {}
             for hostlist, gres in re.findall(r"^\s+Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)", block, re.M):
                 alloc.update(dict.fromkeys(expand(hostlist), gres))
             plan = re.search(r"topoplace/v1 id=\S+(?: \S+:gpu=\S*:nic=\S*)*", block)
             jobs[job_id.group(1)] = {
                 "state": state.group(1) if state else "",
+                "reason": reason.group(1) if reason else "",
                 "alloc": alloc,
                 "plan": plan.group(0) if plan else "",
             }

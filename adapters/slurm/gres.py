@@ -32,6 +32,7 @@ GRES_CONF_KEYS = {
 _COUNT = re.compile(r"(\d+)([KMGTP]?)$", re.IGNORECASE)
 _MULTIPLIER = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 _TRAILING_NUMBER = re.compile(r"(\d+)$")
+SORTED_BY_FILE = "gpu"  # the GRES whose IDX slurmd numbers by device file, not by gres.conf line
 
 
 # --------------------------------------------------------------------------- scontrol GRES strings
@@ -149,6 +150,7 @@ class Device:
     number: int | None  # trailing number of its File=, None for a count-only GRES
     file: str
     conf_line: int
+    links: tuple[int, ...] = ()  # gres.conf Links=: NVLink count to each GPU by IDX, -1 for itself
 
 
 @dataclass(frozen=True)
@@ -262,7 +264,12 @@ def _bad_range_list(text: str) -> bool:
 
 
 def node_devices(conf: GresConf, node: str) -> NodeDevices:
-    """The node's devices per GRES name, in the order that defines IDX."""
+    """The node's devices per GRES name, in the order that defines IDX. GPUs by device-file number:
+    slurmd 22.05's gres/gpu numbers them so whatever the order of the lines (``/dev/nvidia<k>`` is
+    IDX k). Other GRES (gres/nic) in line order. Both seen on the emulated cluster (the IDX in
+    ``scontrol show job -d`` against ``CUDA_VISIBLE_DEVICES`` and gres/nic's
+    ``OMPI_MCA_btl_openib_if_include``). :func:`gpu_order_faults` finds GPU lines that make
+    slurmctld's types disagree with those devices."""
     by_name: dict[str, list[Device]] = {}
     for record in conf.for_node(node):
         devices = by_name.setdefault(record.name, [])
@@ -270,8 +277,47 @@ def node_devices(conf: GresConf, node: str) -> NodeDevices:
             for file in record.files:
                 match = _TRAILING_NUMBER.search(file)
                 number = int(match.group(1)) if match else None
-                devices.append(Device(record.name, record.type, len(devices), number, file, record.line))
+                devices.append(
+                    Device(record.name, record.type, len(devices), number, file, record.line, record.links)
+                )
         else:
             for _ in range(record.count):
                 devices.append(Device(record.name, record.type, len(devices), None, "", record.line))
-    return NodeDevices({name: tuple(devs) for name, devs in by_name.items()})
+    ordered = {}
+    for name, devs in by_name.items():
+        if name == SORTED_BY_FILE and all(d.number is not None for d in devs):
+            devs = sorted(devs, key=lambda d: d.number)  # type: ignore[arg-type, return-value]
+        ordered[name] = tuple(
+            Device(d.name, d.type, i, d.number, d.file, d.conf_line, d.links) for i, d in enumerate(devs)
+        )
+    return NodeDevices(ordered)
+
+
+def gpu_order_faults(conf: GresConf, node: str) -> list[tuple[GresConfLine, str]]:
+    """GPU lines of the node that Slurm 22.05 would misread: slurmd numbers GPUs by device file,
+    slurmctld gives each type one run of IDX. So lines must be in file order and each type's lines
+    together, or ``gpu:<type>:k`` gets another type's devices (seen on the emulated cluster)."""
+    faults: list[tuple[GresConfLine, str]] = []
+    highest = -1
+    seen_types: list[str] = []
+    for record in conf.for_node(node):
+        if record.name != SORTED_BY_FILE:
+            continue
+        if record.type != (seen_types[-1] if seen_types else None) and record.type in seen_types:
+            faults.append(
+                (record, f"type {record.type} again after {seen_types[-1]}: a type's lines must be together")
+            )
+        if not seen_types or seen_types[-1] != record.type:
+            seen_types.append(record.type)
+        for file in record.files:
+            match = _TRAILING_NUMBER.search(file)
+            if match is None:
+                continue
+            number = int(match.group(1))
+            if number < highest:
+                faults.append(
+                    (record, f"{file} comes after a higher-numbered GPU: lines must be in file order")
+                )
+                break
+            highest = number
+    return faults

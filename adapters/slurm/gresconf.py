@@ -4,9 +4,11 @@ counts and Slurm's own allocation lands on the planned switch groups.
 
 Per node type (nodes sharing one capture) the output is, in IDX order:
 
-* one ``Name=gpu Type=swK File=… Cores=… Links=…`` line per GPU (``Links=`` describes one device,
-  so one device per line); ``Links`` is the GPU's row of NVLink counts in IDX order, ``-1`` for itself;
-* one ``Name=nic Type=swK File=… Cores=…`` line per group with NICs;
+* one ``Name=gpu Type=swK File=… Cores=… Links=…`` line per GPU, in device-file order (Slurm 22.05
+  numbers IDX by file; see :meth:`NodeType.gpu_order`); ``Links`` is the GPU's row of NVLink counts in
+  that order, ``-1`` for itself;
+* one ``Name=nic Type=swK File=… Cores=…`` line per group, groups in order (gres/nic numbers IDX
+  by line);
 * ``Gres=gpu:sw0:2,…,nic:sw0:2,…`` for the node line of slurm.conf.
 
 ``Cores=`` is the socket of the group's NUMA node when the node's socket/core counts are given
@@ -55,7 +57,10 @@ def nic_number(node_type: NodeType, name: str) -> int:
     return [n.name for n in node_type.node.nics].index(name)
 
 
-def gres_string(node_type: NodeType) -> str:
+def gres_string(node_type: NodeType, *, typed: bool = True) -> str:
+    if not typed:
+        gpus, nics = len(node_type.node.gpus), len(node_type.node.nics)
+        return ",".join([f"gpu:{gpus}"] * bool(gpus) + [f"nic:{nics}"] * bool(nics))
     parts = [f"gpu:{g.type}:{len(g.gpus)}" for g in node_type.groups if g.gpus]
     parts += [f"nic:{g.type}:{len(g.nics)}" for g in node_type.groups if g.nics]
     return ",".join(parts)
@@ -68,34 +73,47 @@ def gres_conf_lines(
     gpu_file: str = DEFAULT_GPU_FILE,
     nic_file: str = DEFAULT_NIC_FILE,
     sockets: Sockets | None = None,
+    typed: bool = True,
 ) -> list[str]:
-    """The gres.conf lines for ``nodes`` (all of this node type)."""
+    """The gres.conf lines for ``nodes`` (all of this node type). ``typed=False``: the same devices,
+    order, ``Cores=`` and ``Links=`` without ``Type=`` (plain ``gpu:8``, to compare against).
+    Raises ValueError when the node's switch groups cannot be typed (``typed_layout_problem``)."""
+    problem = node_type.typed_layout_problem() if typed else None
+    if problem:
+        raise ValueError(problem)
     hostlist = compress(nodes, sort=True)
     gpu_index = {g.id: g.index for g in node_type.node.gpus}
     order = node_type.gpu_order()
     links = {(lk.gpu_a, lk.gpu_b): lk.links for lk in node_type.node.nvlinks}
     numa_count = _numa_count(node_type)
+
+    def type_field(gtype: str) -> str:
+        return f" Type={gtype}" if typed else ""
+
     lines = [
         f"# {node_type.source}: {len(order)} GPUs, {len(node_type.nic_order())} NICs, "
         f"groups {', '.join(g.type for g in node_type.groups)}"
     ]
-    for group in node_type.groups:
-        cores = sockets.cores_of_numa(group.numa, numa_count) if sockets else ""
-        cores_field = f" Cores={cores}" if cores else ""
-        for gpu in group.gpus:
-            row = [
-                "-1" if other == gpu else str(links.get((gpu, other)) or links.get((other, gpu)) or 0)
-                for other in order
-            ]
-            lines.append(
-                f"NodeName={hostlist} Name=gpu Type={group.type} "
-                f"File={gpu_file.format(index=gpu_index[gpu])}{cores_field} Links={','.join(row)}"
-            )
-    for group in node_type.groups:
-        if not group.nics:
-            continue
-        cores = sockets.cores_of_numa(group.numa, numa_count) if sockets else ""
-        cores_field = f" Cores={cores}" if cores else ""
-        files = ",".join(nic_file.format(index=nic_number(node_type, n)) for n in group.nics)
-        lines.append(f"NodeName={hostlist} Name=nic Type={group.type} File={files}{cores_field}")
+    group_of = {d: g for g in node_type.groups for d in (*g.gpus, *g.nics)}
+
+    def cores_field(device: str) -> str:
+        cores = sockets.cores_of_numa(group_of[device].numa, numa_count) if sockets else ""
+        return f" Cores={cores}" if cores else ""
+
+    # One line per device, in device-file order: Slurm 22.05 numbers IDX by file, and gives the
+    # types of the lines in line order (see NodeType.gpu_order).
+    for gpu in order:
+        row = [
+            "-1" if other == gpu else str(links.get((gpu, other)) or links.get((other, gpu)) or 0)
+            for other in order
+        ]
+        lines.append(
+            f"NodeName={hostlist} Name=gpu{type_field(group_of[gpu].type)} "
+            f"File={gpu_file.format(index=gpu_index[gpu])}{cores_field(gpu)} Links={','.join(row)}"
+        )
+    for group in node_type.groups:  # gres/nic keeps line order: one line per group, groups in order
+        if group.nics:
+            files = ",".join(nic_file.format(index=nic_number(node_type, n)) for n in group.nics)
+            cores = cores_field(group.nics[0])
+            lines.append(f"NodeName={hostlist} Name=nic{type_field(group.type)} File={files}{cores}")
     return lines

@@ -6,6 +6,9 @@ node's gres.conf order back to the GPU it names, and becomes an :class:`~solver.
 together with the node's allocated CPUs and memory. Plans handed out for jobs that are still pending
 (``extra``) are added the same way, so two quick submits are not planned onto the same devices.
 
+NVLink counts are gres.conf's ``Links=`` where it gives them (what Slurm's cons_tres picks GPUs by
+inside one GRES type), else the capture's ``NV#``.
+
 Labels carry what job filters need: ``slurm/partition.<p>`` and ``slurm/feature.<f>`` set to "1".
 """
 
@@ -14,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.slurm.gres import GresConf, NodeDevices, node_devices
+from adapters.slurm.gres import GresConf, NodeDevices, gpu_order_faults, node_devices
 from adapters.slurm.nodetypes import NodeType, TopoDir
 from adapters.slurm.problems import Problems
 from adapters.slurm.scontrol import SlurmNode
 from adapters.slurm.topology_conf import SlurmTopology
 from solver.domain.errors import InvalidRequest, Problem
-from solver.domain.model import Allocation, Inventory, Node
+from solver.domain.model import Allocation, Inventory, Node, NvLink
 
 PARTITION_LABEL = "slurm/partition."
 FEATURE_LABEL = "slurm/feature."
@@ -72,6 +75,15 @@ def _device_map(node_type: NodeType, devices: NodeDevices | None) -> DeviceMap:
     else:
         gpu_order, nic_order, type_of = node_type.gpu_order(), node_type.nic_order(), node_type.group_of()
     return DeviceMap(gpu_by_idx=gpu_order, nic_by_idx=nic_order, type_of=type_of)
+
+
+def _check_order(slurm: SlurmNode, conf: GresConf, problems: Problems) -> None:
+    for record, reason in gpu_order_faults(conf, slurm.name):
+        problems.add(
+            slurm.line,
+            f"node {slurm.name}: {conf.source} line {record.line}: {reason} (Slurm numbers GPUs by "
+            "device file and gives each type one run of them; topoplace slurm gres-conf writes them so)",
+        )
 
 
 def _check_devices(
@@ -130,6 +142,30 @@ def _used(slurm: SlurmNode, device_map: DeviceMap, problems: Problems) -> tuple[
     return gpus, nics
 
 
+def _gres_links(
+    devices: NodeDevices | None, device_map: DeviceMap, problems: Problems, slurm: SlurmNode
+) -> tuple[NvLink, ...] | None:
+    """NVLink counts as Slurm sees them (gres.conf ``Links=``, what cons_tres picks GPUs by inside a
+    type); None when gres.conf gives none, and the capture's ``NV#`` stand."""
+    gpus = devices.get("gpu") if devices is not None else ()
+    if not gpus or not any(d.links for d in gpus):
+        return None
+    links: dict[tuple[str, str], int] = {}
+    for device in gpus:
+        if len(device.links) != len(gpus):
+            problems.add(
+                slurm.line,
+                f"node {slurm.name}: gres.conf line {device.conf_line}: Links= has {len(device.links)} "
+                f"values for {len(gpus)} GPUs",
+            )
+            return None
+        for other, count in enumerate(device.links):
+            if count > 0 and other != device.idx:
+                a, b = sorted((device_map.gpu_by_idx[device.idx], device_map.gpu_by_idx[other]))
+                links[(a, b)] = max(links.get((a, b), 0), count)
+    return tuple(NvLink(gpu_a=a, gpu_b=b, links=n) for (a, b), n in sorted(links.items()))
+
+
 def _not_yet_held(held: list[Allocation], extra: list[Allocation]) -> list[Allocation]:
     """Reservations minus devices Slurm already reports as used (a planned job that started since)."""
     gpus = {g for a in held for g in a.gpus}
@@ -174,6 +210,8 @@ def build_inventory(
         if devices is not None and not devices.get("gpu"):
             devices = None  # gres.conf says nothing of this node's GPUs (e.g. AutoDetect=nvml)
         _check_devices(slurm, node_type, devices, problems)
+        if devices is not None and gres_conf is not None:
+            _check_order(slurm, gres_conf, problems)
         device_map = _device_map(node_type, devices)
         gpus, nics = _used(slurm, device_map, problems)
         allocations = (
@@ -190,6 +228,7 @@ def build_inventory(
             else []
         )
         allocations += _not_yet_held(allocations, (extra or {}).get(slurm.name, []))
+        nvlinks = _gres_links(devices, device_map, problems, slurm)
         labels = {PARTITION_LABEL + p: "1" for p in slurm.partitions}
         labels.update({FEATURE_LABEL + f: "1" for f in slurm.features})
         leaf = fabric.leaf_of.get(slurm.name, "") if fabric else ""
@@ -204,6 +243,7 @@ def build_inventory(
                     "leaf": leaf,
                     "allocations": tuple(allocations),
                     "schedulable": slurm.schedulable,
+                    **({"nvlinks": nvlinks} if nvlinks is not None else {}),
                 }
             )
         )

@@ -9,21 +9,29 @@ Configuration: the defaults below, overridden by `job_submit_topoplace.conf` nex
 (lines `key = value`, `#` comments). Keys:
   python        interpreter for the client                   (/usr/bin/python3)
   client        path of adapters/slurm/place_client.py       (/usr/lib/topoplace/place_client.py)
-  agent         address of `topoplace slurm agent`            (127.0.0.1:6820; or unix:/path)
+  agent         address of `topoplace slurm agent`            (127.0.0.1:6820; or unix:/path, preferred)
+  agent_uid     uids besides slurmctld's own and root that may run the agent, comma-separated ("")
   timeout       seconds before the hook gives up              (2)
   fail_mode     "open": on error/timeout submit unchanged;  "closed": refuse GPU jobs   (open)
   refuse_never_fits  "yes": refuse a job that cannot fit even on an empty cluster       (yes)
   enabled       "no" turns the hook into a no-op                                          (yes)
+  model_features  GPU models that are node features, comma-separated (""): when the agent cannot
+                be asked, a --gres=gpu:<model>:N job is still rewritten to gpu:N + feature <model>,
+                since no GRES is typed by model once GRES are typed per PCIe switch
 ]]
+
+local job_desc_being_submitted = nil  -- for failed(): the job whose submit is being handled
 
 local config = {
   python = "/usr/bin/python3",
   client = "/usr/lib/topoplace/place_client.py",
   agent = "127.0.0.1:6820",
+  agent_uid = "",
   timeout = "2",
   fail_mode = "open",
   refuse_never_fits = "yes",
   enabled = "yes",
+  model_features = "",
 }
 
 local FIELDS_STRING = { "tres_per_node", "tres_per_job", "tres_per_task", "features", "partition",
@@ -32,7 +40,7 @@ local FIELDS_NUMBER = { "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node"
   "req_switch", "wait4switch" }
 local SETTABLE_NUMBER = { min_nodes = true, max_nodes = true }
 local SETTABLE_STRING = { req_nodes = true, tres_per_node = true, tres_per_job = true,
-  tres_per_task = true, comment = true }
+  tres_per_task = true, comment = true, features = true }
 
 local function script_dir()
   local source = debug.getinfo(1, "S").source
@@ -95,8 +103,10 @@ local function ask_topoplace(job_desc, submit_uid)
   file:close()
   local seconds = tonumber(config.timeout) or 2
   local agent = config.agent:match("^[%w%.:/_%-]+$") and config.agent or "127.0.0.1:6820"
-  local command = string.format("timeout -k 1 %g %s -I -S %s --agent %s --timeout %g < '%s' 2>/dev/null",
-    seconds, config.python, config.client, agent, seconds, tmp)
+  -- The client refuses an agent run by another user than slurmctld's, root or agent_uid.
+  local uids = config.agent_uid:match("^[%d,]+$") and (" --agent-uid " .. config.agent_uid) or ""
+  local command = string.format("timeout -k 1 %g %s -I -S %s --agent %s%s --timeout %g < '%s' 2>/dev/null",
+    seconds, config.python, config.client, agent, uids, seconds, tmp)
   local pipe = io.popen(command, "r")
   local output = pipe and pipe:read("*a") or ""
   if pipe then pipe:close() end
@@ -106,6 +116,7 @@ local function ask_topoplace(job_desc, submit_uid)
     local verb, rest = line:match("^(%S+)%s?(.*)$")
     if verb == "action" then answer.action = rest
     elseif verb == "message" then answer.message = rest
+    elseif verb == "notice" then answer.notice = rest
     elseif verb == "set" then
       local key, value = rest:match("^(%S+)%s?(.*)$")
       if key then answer.set[key] = value; answer.order[#answer.order + 1] = key end
@@ -133,22 +144,56 @@ local function apply(job_desc, answer)
   end
 end
 
+-- Without the agent: a gpu:<model>:N request (model in model_features) becomes gpu:N + the model as
+-- a node feature, so users' scripts keep working when GRES are typed per switch.
+local function untype_models(job_desc)
+  local models = {}
+  for model in config.model_features:gmatch("[^,%s]+") do models[model:lower()] = model end
+  local found = nil
+  for _, key in ipairs({ "tres_per_node", "tres_per_job", "tres_per_task" }) do
+    local value = job_desc[key]
+    if type(value) == "string" then
+      job_desc[key] = value:gsub("(gres[:/])gpu:([%w_%.%-]+):(%d+)", function(prefix, gtype, count)
+        if models[gtype:lower()] then
+          found = models[gtype:lower()]
+          return prefix .. "gpu:" .. count
+        end
+        return nil
+      end)
+    end
+  end
+  if found == nil then return nil end
+  local current = job_desc.features
+  if current ~= nil and current ~= "" then
+    job_desc.features = current .. "&" .. found
+  else
+    job_desc.features = found
+  end
+  return found
+end
+
 local function failed(reason)
   if config.fail_mode == "closed" then
     slurm.log_error("topoplace: refusing GPU job (fail_mode=closed): %s", reason)
     slurm.log_user("topoplace placement is unavailable (%s); GPU jobs are refused until it is back", reason)
     return slurm.ERROR
   end
-  slurm.log_info("topoplace: job left unchanged (fail_mode=open): %s", reason)
+  local model = untype_models(job_desc_being_submitted)
+  local extra = model and ("; gpu:" .. model .. " asked as untyped GPUs with feature " .. model) or ""
+  slurm.log_error("topoplace: job left unplanned (fail_mode=open): %s%s", reason, extra)
+  slurm.log_user("topoplace could not plan this job (%s); Slurm places it as submitted%s", reason, extra)
   return slurm.SUCCESS
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
   load_config()
   if config.enabled ~= "yes" or not wants_gpus(job_desc) then return slurm.SUCCESS end
+  job_desc_being_submitted = job_desc
   local answer, err = ask_topoplace(job_desc, submit_uid)
   if answer == nil then return failed(err) end
   local message = answer.message or ""
+  -- What was not planned (and why) reaches the user, not only slurmctld's log.
+  if answer.notice ~= nil and answer.action ~= "never_fits" then slurm.log_user("%s", answer.notice) end
   if answer.action == "apply" then
     apply(job_desc, answer)
     slurm.log_info("%s", message)
@@ -162,6 +207,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     slurm.log_info("%s (refuse_never_fits=no: left unchanged)", message)
     return slurm.SUCCESS
   elseif answer.action == "pass" then
+    apply(job_desc, answer)  -- only what keeps the job valid as submitted (e.g. a GPU model rewrite)
     slurm.log_info("%s", message)
     return slurm.SUCCESS
   end

@@ -37,6 +37,7 @@ NO_VAL_LIMITS = (0xFFFE, 0xFFFF, 0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xF
 PLAN_LABEL = "slurm/plan"
 ROLE = "node"
 _FEATURE_WORD = re.compile(r"[A-Za-z0-9_.\-]+")
+SWITCH_TYPE = re.compile(r"^sw\d+$")  # the GRES types topoplace gives PCIe switch groups
 
 
 class Unsupported(ValueError):
@@ -174,10 +175,15 @@ def _locality(desc: dict[str, Any], nodes: int) -> Locality:
 
 
 def _nics(items: list[GresItem], gpus_per_node: int) -> NicRequest:
+    """The NICs the job asked for (``--gres=nic:k``); a GPU-only job gets none added: its
+    ``tres_per_node`` must stay what the user asked, and NICs it does not hold are no use to it.
+    As many NICs as GPUs is one NIC per GPU (each GPU matched to its own NIC)."""
     nics = sum(i.count for i in items if i.name == "nic")
-    if nics:
-        return NicRequest(mode=NicMode.PER_MEMBER, count=nics)
-    return NicRequest(mode=NicMode.PER_GPU) if gpus_per_node else NicRequest()
+    if not nics:
+        return NicRequest()
+    if nics == gpus_per_node:
+        return NicRequest(mode=NicMode.PER_GPU)
+    return NicRequest(mode=NicMode.PER_MEMBER, count=nics)
 
 
 def job_from_description(
@@ -186,6 +192,7 @@ def job_from_description(
     plan_id: str,
     max_gpus_per_node: int,
     known_models: tuple[str, ...] = (),
+    known_features: frozenset[str] = frozenset(),
     alignment: Requirement = Requirement.PREFERRED,
     nics: bool = True,
 ) -> JobSpec | None:
@@ -206,15 +213,30 @@ def job_from_description(
         1, math.ceil((_int(desc, "num_tasks") or 1) / nodes)
     )
     cpus = (_int(desc, "cpus_per_task") or 1) * tasks_per_node
-    models = tuple(m for m in known_models if gpu_type and gpu_type.lower() in m.lower()) or (
-        (gpu_type,) if gpu_type else ()
-    )
     selector = {**_features(desc.get("features")), **_partition(desc.get("partition"))}
+    models: tuple[str, ...] = ()
+    if gpu_type and not SWITCH_TYPE.match(gpu_type):
+        # A model name (gpu:h100:2): a node feature of that name where nodes have one (what Slurm
+        # itself will check once the request is rewritten), else the GPU models that contain it.
+        feature = {f.lower(): f for f in known_features}.get(gpu_type.lower())
+        models = tuple(m for m in known_models if gpu_type.lower() in m.lower())
+        if feature is not None:
+            selector[FEATURE_LABEL + feature] = "1"
+            models = ()
+        elif not models:
+            raise Unsupported(f"gpu:{gpu_type} names no GPU model topoplace knows and no node feature")
+    elif gpu_type:
+        raise Unsupported(f"gpu:{gpu_type} names a switch group, not a GPU model: left as submitted")
+    nic_request = _nics(node_items, per_node) if nics else NicRequest()
+    aligned = nic_request.mode in (NicMode.PER_GPU, NicMode.PER_MEMBER)
     member = MemberShape(
         gpus=per_node,
         gpu_models=models,
-        nics=_nics(node_items, per_node) if nics else NicRequest(),
-        alignment=Alignment(mode=alignment, distance=Distance.PXB) if nics else Alignment(),
+        nics=nic_request,
+        alignment=Alignment(mode=alignment, distance=Distance.PXB) if aligned else Alignment(),
+        # Several GPUs of one node talk over NVLink: prefer the node's best-linked set (NV18 pairs,
+        # one NVLink half), which the solver weighs by link count.
+        nvlink=Requirement.PREFERRED if per_node > 1 else Requirement.NONE,
         cpu_milli=1000 * cpus,
         node_selector=selector,
     )
@@ -236,4 +258,56 @@ def job_from_description(
         gres_prefix=_prefix(desc),
         excluded=excluded,
         other_tres_per_node=others,
+    )
+
+
+# --------------------------------------------------------------------------- users' model-typed GRES
+
+_TRES_FIELDS = ("tres_per_node", "tres_per_job", "tres_per_task")
+
+
+def untyped_model_request(
+    desc: dict[str, Any], features: set[str], models: tuple[str, ...]
+) -> tuple[dict[str, str], str]:
+    """Fields that keep a ``--gres=gpu:<model>:N`` (or ``--gpus=<model>:N``) script working once GRES
+    are typed per PCIe switch, for a job topoplace does not plan: the GPUs untyped (``gpu:N``, which
+    any type satisfies) and the model as a node feature (``&h100``) when nodes carry one; untyped alone
+    when every GPU of the cluster is that model. A device has one GRES type (one Type= per gres.conf
+    record; Slurm 22.05), so this rewrite (job_submit) plus node features is the mechanism. Returns
+    ({}, reason) when the job needs no rewrite or none is safe."""
+    found: set[str] = set()
+    fields: dict[str, str] = {}
+    for key in _TRES_FIELDS:
+        text = desc.get(key)
+        if unset(text):
+            continue
+        parts = []
+        for part in split_outside_parens(str(text)):
+            prefix, body = part[:5], part[5:]
+            pieces = body.split(":")
+            typed_gpu = prefix in ("gres:", "gres/") and len(pieces) == 3 and pieces[0] == "gpu"
+            if typed_gpu and not SWITCH_TYPE.match(pieces[1]):
+                found.add(pieces[1])
+                part = f"{prefix}gpu:{pieces[2]}"
+            parts.append(part)
+        if found:
+            fields[key] = ",".join(parts)
+    if not found:
+        return {}, ""
+    if len(found) > 1:
+        return {}, f"GPUs of several models ({', '.join(sorted(found))}) in one job: left as submitted"
+    (model,) = found
+    by_lower = {f.lower(): f for f in features}
+    if model.lower() in by_lower:
+        current = "" if unset(desc.get("features")) else str(desc["features"])
+        if any(c in current for c in "|[]*"):
+            return {}, f"gpu:{model} with the feature expression {current!r}: left as submitted"
+        feature = by_lower[model.lower()]
+        fields["features"] = f"{current}&{feature}" if current else feature
+        return fields, f"gpu:{model} asked as untyped GPUs on nodes with feature {feature}"
+    if models and all(model.lower() in m.lower() for m in models):
+        return fields, f"gpu:{model} asked as untyped GPUs (every GPU of the cluster is a {model})"
+    return {}, (
+        f"gpu:{model} matches no GRES type now that GRES are typed per switch, and no node has a "
+        f"feature {model!r}: Slurm will refuse it (give the nodes Features={model})"
     )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from adapters.slurm.hostlist import HostlistError, expand
+from adapters.slurm.captures import capture_for, hostlist_captures
 from solver.domain.errors import InvalidRequest, Problem
 from solver.domain.model import Node, SwitchKind
 from solver.ingest.nvidia_smi import parse_topology
@@ -50,11 +50,32 @@ class NodeType:
         return {d: g.type for g in self.groups for d in (*g.gpus, *g.nics)}
 
     def gpu_order(self) -> tuple[str, ...]:
-        """GPU ids in gres.conf order (by group, then index): the order Slurm's IDX counts in."""
-        return tuple(g for group in self.groups for g in group.gpus)
+        """GPU ids by nvidia-smi index: the order Slurm 22.05 counts IDX in. slurmd numbers a GRES's
+        devices by their file (``/dev/nvidia<k>`` is IDX k), whatever the order of gres.conf's lines,
+        while slurmctld gives IDX the types of the lines in line order — so lines must be written in
+        file order, or a typed request gets another group's device (seen on the emulated cluster)."""
+        index = {g.id: g.index for g in self.node.gpus}
+        return tuple(sorted((g for group in self.groups for g in group.gpus), key=index.__getitem__))
 
     def nic_order(self) -> tuple[str, ...]:
+        """NIC names by group, then column: gres/nic keeps gres.conf's line order, and slurmctld gives
+        each type a run of IDX, so a type's lines must be together."""
         return tuple(n for group in self.groups for n in group.nics)
+
+    def typed_layout_problem(self) -> str | None:
+        """Why Slurm 22.05 cannot type this node's GPUs by switch group, or None. slurmd numbers GPUs
+        by device file and slurmctld gives each type a run of IDX in type order, so each group's GPUs
+        must be consecutive numbers, the groups in order (seen on the emulated cluster: with GPU0
+        and GPU4 on sw0, ``gpu:sw0:2`` got GPU0 and GPU1)."""
+        order = [g for group in self.groups for g in group.gpus]
+        if list(self.gpu_order()) != order:
+            groups = ", ".join(f"{g.type}={list(g.gpus)}" for g in self.groups if g.gpus)
+            return (
+                f"{self.source}: switch groups {groups} "
+                "are not runs of consecutive GPU numbers; Slurm 22.05 would hand a typed request GPUs "
+                "of another group. Renumber the device files, or keep untyped GRES on these nodes"
+            )
+        return None
 
 
 def _metadata(text: str) -> dict[str, str]:
@@ -135,26 +156,12 @@ class TopoDir:
                 [Problem(path=str(directory), message="not a directory of nvidia-smi captures")]
             )
         self.directory = directory
-        self._patterns: list[tuple[Path, set[str]]] = []
-        problems = []
-        for path in sorted(directory.glob("*.txt")):
-            if "[" in path.stem:
-                try:
-                    self._patterns.append((path, set(expand(path.stem))))
-                except HostlistError as err:
-                    problems.append(Problem(path=str(path), message=f"file name is not a hostlist: {err}"))
-        if problems:
-            raise InvalidRequest(problems)
+        self._patterns, bad = hostlist_captures(directory)
+        if bad:
+            raise InvalidRequest([Problem(path=str(path), message=reason) for path, reason in bad])
 
     def path_for(self, node: str) -> Path | None:
-        exact = self.directory / f"{node}.txt"
-        if exact.is_file():
-            return exact
-        for path, names in self._patterns:
-            if node in names:
-                return path
-        default = self.directory / "default.txt"
-        return default if default.is_file() else None
+        return capture_for(self.directory, node, self._patterns)
 
     def node_type(self, node: str) -> NodeType | None:
         path = self.path_for(node)

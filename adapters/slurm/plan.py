@@ -25,12 +25,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from adapters.slurm.hostlist import HostlistError, compress, expand
+from adapters.slurm.hostlist import compress
 from adapters.slurm.inventory import DeviceMap, SlurmInventory
 from adapters.slurm.jobdesc import JobSpec
+from adapters.slurm.plancomment import PLAN_TAG, ParsedPlan, parse_plan_comment, plan_comment
 from solver.domain.model import JobResult, Node
-
-PLAN_TAG = "topoplace/v1"
 
 Signature = tuple[tuple[str, str, int], ...]  # ((gres name, type, count), …) sorted
 
@@ -156,49 +155,13 @@ def tres_per_node(signature: Signature, spec: JobSpec) -> str:
     return ",".join(items)
 
 
-# --------------------------------------------------------------------------- the comment
-
-
-def _gpu_numbers(gpus: tuple[str, ...]) -> str:
-    return ",".join(g.removeprefix("GPU") for g in gpus)
-
-
-def plan_comment(plan_id: str, nodes: tuple[NodePlan, ...]) -> str:
-    """Nodes with the same devices share one hostlist entry."""
-    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
-    for plan in nodes:
-        groups.setdefault((plan.gpus, plan.nics), []).append(plan.node)
-    entries = [
-        f"{compress(names, sort=True)}:gpu={_gpu_numbers(gpus)}:nic={','.join(nics)}"
-        for (gpus, nics), names in groups.items()
-    ]
-    return " ".join([PLAN_TAG, f"id={plan_id}", *entries])
-
-
-@dataclass(frozen=True)
-class ParsedPlan:
-    plan_id: str
-    nodes: dict[str, tuple[tuple[int, ...], tuple[str, ...]]]  # node → (GPU indices, NIC names)
-
-
-def parse_plan_comment(comment: str) -> ParsedPlan | None:
-    """The plan in a job's comment (the last ``topoplace/v1`` in it), or None when there is none or
-    it is malformed (a user may write anything in a comment: never trust it to be ours)."""
-    if PLAN_TAG not in comment:
-        return None
-    tokens = comment[comment.rindex(PLAN_TAG) :].split()[1:]
-    if not tokens or not tokens[0].startswith("id="):
-        return None
-    nodes: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {}
-    for token in tokens[1:]:
-        parts = token.split(":")
-        if len(parts) != 3 or not parts[1].startswith("gpu=") or not parts[2].startswith("nic="):
-            return None
-        try:
-            hosts = expand(parts[0])
-            gpus = tuple(int(g) for g in parts[1][4:].split(",") if g)
-        except (HostlistError, ValueError):
-            return None
-        nics = tuple(n for n in parts[2][4:].split(",") if n)
-        nodes.update(dict.fromkeys(hosts, (gpus, nics)))
-    return ParsedPlan(plan_id=tokens[0][3:], nodes=nodes)
+__all__ = [
+    "PLAN_TAG",
+    "NodePlan",
+    "NotEnforceable",
+    "ParsedPlan",
+    "SlurmPlan",
+    "parse_plan_comment",
+    "plan_comment",
+    "to_slurm_plan",
+]

@@ -1,7 +1,8 @@
 """One session's snapshot → one solver batch, and the index that maps solver members back to pods.
 
 Which work is in the batch: every job (PodGroup) in phase Inqueue, Running or Unknown — the phases
-Volcano's allocate action places (Pending as well with ``plan_pending``) — with pending tasks that
+Volcano's allocate action places, and Pending unless ``plan_pending`` is off (enqueue admits a new
+PodGroup and allocate places it within one session) — with pending tasks that
 ask for GPUs. Each such task is one member; members are grouped into roles by Volcano task role
 (``volcano.sh/task-spec``), by sub-group (``subGroupPolicy``) and by shape, and numbered by pod name.
 
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from adapters.volcano import kube
+from adapters.volcano.eligibility import Eligibility
 from adapters.volcano.hypernodes import HyperNodeTree
 from adapters.volcano.wire import Job, NetworkTopology, NodeInfo, Snapshot, SubGroupPolicy, Task
 from solver.domain.model import (
@@ -75,6 +77,8 @@ class Batch:
     refused: dict[str, str] = field(default_factory=dict)  # task uid → why its annotations are refused
     left_to_volcano: dict[str, str] = field(default_factory=dict)  # task uid → why not modelled
     nodes: dict[str, Node] = field(default_factory=dict)
+    node_notes: dict[str, dict[str, str]] = field(default_factory=dict)  # node → its annotations
+    eligibility: Eligibility = field(default_factory=lambda: Eligibility(()))  # taints, node affinity
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -82,7 +86,7 @@ class Batch:
         return bool(self.request.jobs)
 
 
-def build(snapshot: Snapshot, fabric: HyperNodeTree, policy: Policy, *, plan_pending: bool = False) -> Batch:
+def build(snapshot: Snapshot, fabric: HyperNodeTree, policy: Policy, *, plan_pending: bool = True) -> Batch:
     """The batch for ``snapshot``: inventory from its nodes, jobs from its pending GPU work."""
     warn = kube.NodeWarnings(list(fabric.warnings))
     nodes = [inventory_node(info, fabric, warn) for info in snapshot.nodes]
@@ -90,12 +94,23 @@ def build(snapshot: Snapshot, fabric: HyperNodeTree, policy: Policy, *, plan_pen
     models = {g.model for n in nodes for g in n.gpus if g.model}
     batch = Batch(request=SolveRequest(inventory=Inventory(nodes=tuple(nodes), switches=switches)))
     batch.nodes = {n.name: n for n in nodes}
+    batch.eligibility = Eligibility(snapshot.nodes)
+    batch.node_notes = {info.name: info.annotations for info in snapshot.nodes}  # which device plugin
     phases = PLANNED_PHASES | ({"Pending", ""} if plan_pending else set())
     jobs: list[SolverJob] = []
     for job in snapshot.jobs:
         if job.podgroup is not None and job.podgroup.phase not in phases:
             continue
         jobs += job_entries(job, batch, fabric if switches else HyperNodeTree(), models)
+    if batch.eligibility.labels:  # the eligible-node labels of tasks that cannot use every node
+        extra = batch.eligibility.labels
+        nodes = [
+            n.model_copy(update={"labels": {**n.labels, **extra[n.name]}}) if n.name in extra else n
+            for n in nodes
+        ]
+        batch.nodes = {n.name: n for n in nodes}
+        inventory = batch.request.inventory.model_copy(update={"nodes": tuple(nodes)})
+        batch.request = batch.request.model_copy(update={"inventory": inventory})
     batch.warnings = warn.items
     batch.request = batch.request.model_copy(update={"jobs": tuple(jobs), "policy": policy})
     return batch
@@ -128,7 +143,7 @@ def job_entries(job: Job, batch: Batch, fabric: HyperNodeTree, models: set[str])
     apart: dict[str, tuple[AntiAffinity, ...]] = {}
     for task in pending_gpu:
         try:
-            shapes[task.uid] = kube.member_shape(task, models)
+            shapes[task.uid] = kube.member_shape(task, models, batch.eligibility.selector(task))
             apart[task.uid] = kube.pod_anti_affinity(task)
         except kube.PodRefused as err:
             batch.refused[task.uid] = str(err)
@@ -139,7 +154,7 @@ def job_entries(job: Job, batch: Batch, fabric: HyperNodeTree, models: set[str])
     planned = [t for t in pending_gpu if t.uid in shapes]
     if not planned:
         return []
-    groups = sub_groups(job, planned)
+    groups = sub_groups(job, planned, fabric)
     roles = group_roles(planned, shapes, groups)
     minimums = gang_minimums(job, roles, pending_other)
     locality, entry.rule = job_locality(job, fabric, entry)
@@ -232,7 +247,7 @@ def gang_minimums(job: Job, roles: list[RoleSpec], pending_other: int) -> list[i
     return minimums
 
 
-def sub_groups(job: Job, tasks: Iterable[Task]) -> dict[str, tuple[str, Locality]]:
+def sub_groups(job: Job, tasks: Iterable[Task], fabric: HyperNodeTree) -> dict[str, tuple[str, Locality]]:
     """task uid → (sub-group key, its locality) for tasks a ``subGroupPolicy`` selects."""
     policies = job.podgroup.sub_groups if job.podgroup else ()
     found: dict[str, tuple[str, Locality]] = {}
@@ -243,16 +258,14 @@ def sub_groups(job: Job, tasks: Iterable[Task]) -> dict[str, tuple[str, Locality
                 continue
             values = "/".join(labels.get(k, "") for k in policy.match_label_keys)
             key = policy.name + (f"={values}" if values else "")
-            found[task.uid] = (key, _group_locality(policy))
+            found[task.uid] = (key, _group_locality(policy, fabric))
             break
     return found
 
 
-def _group_locality(policy: SubGroupPolicy) -> Locality:
-    if policy.topology is None:
-        return Locality()
-    mode, tier = _mode_and_tier(policy.topology, {})
-    return Locality(mode=mode, highest_tier=tier)
+def _group_locality(policy: SubGroupPolicy, fabric: HyperNodeTree) -> Locality:
+    rule = _mode_and_tier(policy.topology, fabric) if policy.topology is not None else None
+    return Locality() if rule is None else Locality(mode=rule[0], highest_tier=rule[1])
 
 
 def job_locality(job: Job, fabric: HyperNodeTree, entry: JobEntry) -> tuple[Locality, str]:
@@ -272,16 +285,35 @@ def job_locality(job: Job, fabric: HyperNodeTree, entry: JobEntry) -> tuple[Loca
     if not fabric.switches:
         entry.notes.append("networkTopology ignored: no HyperNodes are known")
         return Locality(), ""
-    mode, tier = _mode_and_tier(topology, fabric.tier_names)
-    words = f"networkTopology {topology.mode}, highestTierAllowed {tier}"
+    rule = _mode_and_tier(topology, fabric)
+    if rule is None:
+        named = (
+            f" (no HyperNode tier is named {topology.highest_tier_name!r})"
+            if topology.highest_tier_name
+            else ""
+        )
+        entry.notes.append(
+            f"networkTopology hard without a highestTierAllowed{named}: no tier limit, as in Volcano"
+        )
+        return Locality(), ""
+    mode, tier = rule
+    shown = tier - fabric.tier_offset if tier else tier
+    words = f"networkTopology {topology.mode}, highestTierAllowed {shown}"
     return Locality(mode=mode, highest_tier=tier), words
 
 
-def _mode_and_tier(topology: NetworkTopology, tier_names: Mapping[str, int]) -> tuple[Requirement, int]:
+def _mode_and_tier(topology: NetworkTopology, fabric: HyperNodeTree) -> tuple[Requirement, int] | None:
+    """(mode, the solver's highest tier), or None where Volcano applies no tier limit.
+
+    As Volcano's scheduler reads a network topology: a ``highestTierName`` becomes the tier of the
+    HyperNodes of that name; a hard rule left without a tier (none given, or a name no HyperNode
+    has) is not hard at all (``JobInfo.IsHardTopologyMode`` needs ``HighestTierAllowed``); soft means
+    as low as possible. Volcano tiers start at 0 where HyperNodes of tier 0 exist; the solver's
+    start at 1, hence ``fabric.tier_offset``."""
     mode = Requirement.REQUIRED if topology.mode == "hard" else Requirement.PREFERRED
     tier = topology.highest_tier
     if tier is None and topology.highest_tier_name:
-        tier = tier_names.get(topology.highest_tier_name)
+        tier = fabric.tier_names.get(topology.highest_tier_name)
     if tier is None:
-        tier = 1 if mode == Requirement.REQUIRED else 0
-    return mode, tier
+        return None if mode == Requirement.REQUIRED else (mode, 0)
+    return mode, tier + fabric.tier_offset

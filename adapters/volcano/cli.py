@@ -24,8 +24,49 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     volcano = subparsers.add_parser("volcano", help="Volcano adapter: the scheduler extender service")
     commands = volcano.add_subparsers(required=True, metavar="COMMAND")
     serve = commands.add_parser("serve", help="serve Volcano's extender plugin over HTTP")
-    serve.add_argument("--host", default="0.0.0.0")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default loopback: run it as a sidecar of volcano-scheduler; Volcano's "
+        "client cannot authenticate itself, so any other address needs a NetworkPolicy)",
+    )
     serve.add_argument("--port", type=int, default=8888)
+    serve.add_argument(
+        "--max-body-mib",
+        type=_positive,
+        default=256,
+        metavar="MIB",
+        help="largest request body (default 256)",
+    )
+    serve.add_argument(
+        "--read-timeout",
+        type=_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="time a client has to send a whole request, and the idle time of a kept-alive connection "
+        "(default 10s)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=_positive,
+        default=64,
+        metavar="N",
+        help="connections served at once; more are answered 503 (default 64)",
+    )
+    serve.add_argument(
+        "--scheduler-name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a schedulerName whose pods may be patched (repeatable; default volcano)",
+    )
+    serve.add_argument(
+        "--namespaces",
+        default="",
+        metavar="NS,NS",
+        help="the only namespaces whose pods and PodGroups may be patched (default: all but "
+        "kube-system, kube-public, kube-node-lease)",
+    )
     serve.add_argument(
         "--solver", metavar="HOST:PORT", help="a topoplace gRPC server (default: solve in process)"
     )
@@ -42,7 +83,15 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--planned-score", type=float, default=100.0, help="prioritize score of the planned node"
     )
-    serve.add_argument("--plan-pending", action="store_true", help="also plan PodGroups in phase Pending")
+    # A newly submitted PodGroup is Pending when the session opens; the enqueue action admits it and
+    # allocate places it in that same session, so leaving Pending out would let Volcano place every
+    # new job on its own first.
+    serve.add_argument(
+        "--plan-pending",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="plan PodGroups still in phase Pending (default; --no-plan-pending: only Inqueue/Running)",
+    )
     serve.add_argument("--packing", choices=("binpack", "spread"), default="binpack")
     serve.add_argument(
         "--batch-order",
@@ -87,6 +136,44 @@ def add_node_report(subparsers: argparse._SubParsersAction) -> None:
     report.set_defaults(run=run_node_report)
 
 
+def add_rdma_plugin(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``rdma-device-plugin`` to the ``topoplace`` parser."""
+    plugin = subparsers.add_parser(
+        "rdma-device-plugin",
+        help="kubelet device plugin handing each pod the RDMA NICs its plan named (run as a DaemonSet)",
+    )
+    plugin.add_argument("--node", required=True, help="this node's name (in a pod: spec.nodeName)")
+    plugin.add_argument("--resource", default="topoplace.io/rdma", help="the resource pods ask for")
+    plugin.add_argument("--plugin-dir", type=Path, default=Path("/var/lib/kubelet/device-plugins"))
+    plugin.add_argument("--sysfs", type=Path, default=Path("/sys"), help="where class/infiniband is")
+    plugin.add_argument("--dev-dir", type=Path, default=Path("/dev/infiniband"))
+    plugin.set_defaults(run=run_rdma_plugin)
+
+
+def run_rdma_plugin(args: argparse.Namespace) -> int:
+    from adapters.volcano import rdma_plugin
+
+    if not args.plugin_dir.is_dir():
+        raise InvalidRequest(
+            [Problem(path="--plugin-dir", message=f"{args.plugin_dir} is not a directory (the kubelet's)")]
+        )
+    try:
+        pods = rdma_plugin.KubernetesPods()
+    except Exception as err:  # ImportError, no in-cluster or kube config
+        print(f"error: cannot reach the Kubernetes API: {err}", file=sys.stderr)
+        return EXIT_INTERNAL
+    plugin = rdma_plugin.RdmaDevicePlugin(node=args.node, pods=pods, sysfs=args.sysfs, dev_dir=args.dev_dir)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    rdma_plugin.run(plugin, args.plugin_dir, resource=args.resource, stop=stop)
+    return EXIT_OK
+
+
 def _duration(text: str) -> float:
     """A Go duration as Volcano writes it: ``500ms``, ``1s``, ``1.5s``, ``2m``."""
     units = {"ms": 0.001, "s": 1.0, "m": 60.0}
@@ -99,6 +186,12 @@ def _duration(text: str) -> float:
     raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 500ms or 1s")
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
+
+
 def _shuffles(text: str) -> int:
     """A count of shuffles, 0-64 (the solver's bound on ``Policy.order_shuffles``)."""
     if not text.isdigit() or int(text) > 64:
@@ -109,8 +202,11 @@ def _shuffles(text: str) -> int:
 def run_serve(args: argparse.Namespace) -> int:
     from adapters.volcano.extender import Config, Extender, local_solve, remote_solve
     from adapters.volcano.hypernodes import HyperNodeFiles
-    from adapters.volcano.patcher import KubernetesPatcher, PodPatcher, RecordingPatcher
-    from adapters.volcano.server import VERBS, serve
+    from adapters.volcano.patcher import KubernetesPatcher, NamespacePolicy, PodPatcher, RecordingPatcher
+    from adapters.volcano.server import VERBS, Limits, serve
+    from solver.service.logging import configure_logging
+
+    configure_logging()  # JSON lines; an exception logs its plain traceback, not its frames' locals
     from solver.domain.model import BatchOrder, Packing
 
     aliases = dict(v.split("=", 1) for v in args.verb if "=" in v)
@@ -120,7 +216,13 @@ def run_serve(args: argparse.Namespace) -> int:
             [Problem(path="--verb", message=f"{v!r} is not one of {', '.join(VERBS)}") for v in unknown]
         )
     hypernodes = HyperNodeFiles(args.hypernodes).hypernodes if args.hypernodes else tuple
-    patcher: PodPatcher = RecordingPatcher() if args.dry_run else KubernetesPatcher()
+    namespaces = NamespacePolicy.parse(args.namespaces)
+    schedulers = frozenset(args.scheduler_name or ["volcano"])
+    patcher: PodPatcher = (
+        RecordingPatcher()
+        if args.dry_run
+        else KubernetesPatcher(namespaces=namespaces, scheduler_names=schedulers)
+    )
     extender = Extender(
         solve=remote_solve(args.solver) if args.solver else local_solve,
         patcher=patcher,
@@ -137,7 +239,12 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     if not args.solver:
         import solver.solve  # noqa: F401  (OR-Tools loads now, not in the first session)
-    running = serve(extender, args.host, args.port, aliases)
+    limits = Limits(
+        max_body_bytes=args.max_body_mib * 1024 * 1024,
+        read_timeout_s=args.read_timeout,
+        max_connections=args.max_connections,
+    )
+    running = serve(extender, args.host, args.port, aliases, limits)
     print(f"topoplace volcano extender on {running.url}", file=sys.stderr, flush=True)
     stop = threading.Event()
 

@@ -40,7 +40,7 @@ class Config:
     http_timeout_s: float = 1.0  # Volcano's extender.httpTimeout
     margin_s: float = 0.25  # kept back for parsing, the reply and the network
     planned_score: float = 100.0
-    plan_pending: bool = False  # also plan PodGroups still in phase Pending
+    plan_pending: bool = True  # also plan PodGroups still in phase Pending (enqueued in this session)
     packing: Packing = Packing.BINPACK
     batch_order: BatchOrder = BatchOrder.JOINT  # the session's PodGroups as one model, or one at a time
     order_shuffles: int = 3  # BEST_OF_ORDERS: seeded shuffles besides the fixed orders
@@ -65,6 +65,11 @@ class SessionStatus:
     open_ms: float = 0.0
     error: str = ""
     warnings: list[str] = field(default_factory=list)
+    off_plan: list[str] = field(default_factory=list)  # allocations Volcano made elsewhere than planned
+    patch_failures: list[str] = field(default_factory=list)  # annotations that could not be written
+
+
+_KEPT = 50  # off-plan notes and patch failures kept per session for /status
 
 
 def local_solve(request: SolveRequest, deadline_s: float) -> SolveResult:
@@ -141,7 +146,12 @@ class Extender:
         _, _, work, result, fabric, status = last
         plan = Plan.of(work, result, fabric, self.config.planned_score)
         status = replace(
-            status, opened=time.time(), reused=True, open_ms=(time.perf_counter() - started) * 1000
+            status,
+            opened=time.time(),
+            reused=True,
+            open_ms=(time.perf_counter() - started) * 1000,
+            off_plan=[],  # this session's own, not the reused one's
+            patch_failures=[],
         )
         with self._lock:
             self._generation += 1
@@ -317,7 +327,7 @@ class Extender:
         plan = self._plan
         if plan is None:
             return wire.predicate_reply()
-        code, reason = plan.predicate(task, node)
+        code, reason = plan.predicate(task, node, wire.body_node_task_uids(body))
         return wire.predicate_reply(code, reason)
 
     def prioritize(self, body: Any) -> dict[str, Any]:
@@ -335,24 +345,32 @@ class Extender:
             ready = True if plan is None else plan.job_ready(job.uid)
         return wire.job_ready_reply(ready)
 
+    # allocateFunc/deallocateFunc always answer with an empty errorMessage: Volcano's extender plugin
+    # turns any non-empty one into an error on the allocation event, which rolls the task back. What
+    # Volcano chose stands; the plan's ledger follows it, and what could not be written is logged and
+    # shown in /status (the device plugin then falls back to its own choice on that node).
+
     def allocate(self, body: Any) -> dict[str, Any]:
         task = wire.body_task(body)
         plan = self._plan
         if plan is None:
             return wire.event_reply()
         with self._lock:
-            pod_notes, group_notes, error = plan.allocate(task)
-        errors = [error] if error else []
+            pod_notes, group_notes, off_plan = plan.allocate(task)
+        failures = []
         if pod_notes:
-            errors += self._patch(lambda: self._patcher.patch_pod(task.namespace, task.name, pod_notes))
+            failures += self._patch(lambda: self._patcher.patch_pod(task.namespace, task.name, pod_notes))
         entry = plan.batch.jobs.get(plan.batch.task_job.get(task.uid, ""))
         if group_notes and entry is not None:
-            errors += self._patch(
+            failures += self._patch(
                 lambda: self._patcher.patch_podgroup(entry.namespace, entry.name, group_notes)
             )
-        if errors:
-            _log.warning("allocate", task=task.key, node=task.node_name, problems=errors)
-        return wire.event_reply("; ".join(errors))
+        self._record(off_plan, failures)
+        if off_plan:
+            _log.info("allocated off plan", task=task.key, node=task.node_name, note=off_plan)
+        if failures:
+            _log.warning("annotations not written", task=task.key, node=task.node_name, problems=failures)
+        return wire.event_reply()
 
     def deallocate(self, body: Any) -> dict[str, Any]:
         task = wire.body_task(body)
@@ -361,12 +379,22 @@ class Extender:
             return wire.event_reply()
         with self._lock:
             removal = plan.deallocate(task)
-        errors = (
+        failures = (
             self._patch(lambda: self._patcher.patch_pod(task.namespace, task.name, removal))
             if removal
             else []
         )
-        return wire.event_reply("; ".join(errors))
+        self._record("", failures)
+        if failures:
+            _log.warning("annotations not removed", task=task.key, problems=failures)
+        return wire.event_reply()
+
+    def _record(self, off_plan: str, failures: list[str]) -> None:
+        with self._lock:
+            status = self.status
+            if off_plan and len(status.off_plan) < _KEPT:
+                status.off_plan.append(off_plan)
+            status.patch_failures += failures[: max(0, _KEPT - len(status.patch_failures))]
 
     @staticmethod
     def _patch(call: Callable[[], None]) -> list[str]:
@@ -391,6 +419,8 @@ class Extender:
             "unplacedJobs": s.unplaced_jobs,
             "error": s.error,
             "warnings": s.warnings[:50],
+            "offPlan": s.off_plan,
+            "patchFailures": s.patch_failures,
         }
 
 

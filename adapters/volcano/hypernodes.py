@@ -1,10 +1,13 @@
 """Volcano ``HyperNode`` objects (``topology.volcano.sh/v1alpha1``) → the solver's fabric switches.
 
-A HyperNode is a switch: ``spec.tier`` (1 = closest to the nodes), members that are nodes or other
-HyperNodes, each chosen by ``exactMatch`` (a name), ``regexMatch`` (a pattern over names) or
-``labelMatch`` (a label selector; nodes only). The adapter reads them from YAML or JSON files (one
-object, several ``---`` documents, or a ``List``), or from a directory of such files, and resolves
-the members against the session's nodes every session — labels and node sets change.
+A HyperNode is a switch: ``spec.tier`` (the lowest = closest to the nodes; the CRD allows 0), members
+that are nodes or other HyperNodes, each chosen by ``exactMatch`` (a name), ``regexMatch`` (a pattern
+over names) or ``labelMatch`` (a label selector; nodes only). As in Volcano's scheduler
+(``pkg/util/hypernode/member_selector.go``, ``api/hyper_node_info.go``): an empty ``labelMatch`` selects
+no node, and a HyperNode member is found by ``exactMatch`` only (a ``regexMatch`` one is ignored).
+The adapter reads them from YAML or JSON files (one object, several ``---`` documents, or a
+``List``), or from a directory of such files, and resolves the members against the session's nodes
+every session — labels and node sets change.
 
 A node's leaf is the lowest-tier HyperNode holding it; a HyperNode's parent is the HyperNode that
 lists it as a member. Conflicts (a node in two HyperNodes of its lowest tier, a HyperNode with two
@@ -42,8 +45,8 @@ class Selector:
             return name == self.exact
         if self.regex is not None:
             return self.regex.search(name) is not None
-        if labels is None:
-            return False
+        if labels is None or not (self.labels or self.expressions):
+            return False  # an empty labelMatch selects nothing (Volcano's GetMembers)
         return all(labels.get(k) == v for k, v in (self.labels or {}).items()) and all(
             _expression(labels, key, op, values) for key, op, values in self.expressions
         )
@@ -156,13 +159,14 @@ def parse(obj: Any, where: str, problems: list[Problem]) -> HyperNode | None:
 
 
 def _tier(value: Any, where: str, problems: list[Problem]) -> int | None:
-    """``spec.tier``: an int (v1.12+); the first API version had a string holding one."""
+    """``spec.tier``: an int (v1.12+); the first API version had a string holding one. The CRD's
+    minimum is 0."""
     try:
         tier = int(value) if isinstance(value, int | str) and not isinstance(value, bool) else None
     except ValueError:
         tier = None
-    if tier is None or tier < 1:
-        problems.append(Problem(path=where, message=f"expected a tier ≥ 1, got {value!r}"))
+    if tier is None or tier < 0:
+        problems.append(Problem(path=where, message=f"expected a tier ≥ 0, got {value!r}"))
         return None
     return tier
 
@@ -216,8 +220,10 @@ class HyperNodeTree:
 
     switches: tuple[FabricSwitch, ...] = ()
     leaf_of: Mapping[str, str] = field(default_factory=dict)  # node → its lowest HyperNode
-    tier_names: Mapping[str, int] = field(default_factory=dict)
+    tier_names: Mapping[str, int] = field(default_factory=dict)  # Volcano's tier numbers
     warnings: tuple[str, ...] = ()
+    tier_offset: int = 0  # solver tier = Volcano tier + offset (1 where Volcano's tiers start at 0)
+    own_leaves: frozenset[str] = frozenset()  # switches made for nodes held by no lowest-tier HyperNode
 
     def ancestors(self, switch: str) -> list[str]:
         parent = {s.id: s.parent for s in self.switches}
@@ -233,7 +239,7 @@ class HyperNodeTree:
         if not chains or any(not c for c in chains):
             return ""
         shared = set(chains[0]).intersection(*map(set, chains[1:]))
-        return next((s for s in chains[0] if s in shared), "")
+        return next((s for s in chains[0] if s in shared and s not in self.own_leaves), "")
 
 
 def resolve(hypernodes: Iterable[HyperNode], node_labels: Mapping[str, Mapping[str, str]]) -> HyperNodeTree:
@@ -245,7 +251,12 @@ def resolve(hypernodes: Iterable[HyperNode], node_labels: Mapping[str, Mapping[s
     leaf_of: dict[str, str] = {}
     for h in nodes:
         for member in h.members:
-            if member.kind == "HyperNode":
+            if member.kind == "HyperNode" and member.selector.exact is None:
+                warnings.append(
+                    f"HyperNode {h.name}: a HyperNode member not chosen by exactMatch is ignored, "
+                    "as in Volcano"
+                )
+            elif member.kind == "HyperNode":
                 for child in (c for c in by_name if c != h.name and member.selector.matches(c)):
                     if child in parent and parent[child] != h.name:
                         warnings.append(
@@ -255,6 +266,10 @@ def resolve(hypernodes: Iterable[HyperNode], node_labels: Mapping[str, Mapping[s
                         continue
                     parent[child] = h.name
             else:
+                if member.selector.labels is not None and not (
+                    member.selector.labels or member.selector.expressions
+                ):
+                    warnings.append(f"HyperNode {h.name}: an empty labelMatch selects no node, as in Volcano")
                 for node, labels in node_labels.items():
                     if not member.selector.matches(node, labels):
                         continue
@@ -266,8 +281,27 @@ def resolve(hypernodes: Iterable[HyperNode], node_labels: Mapping[str, Mapping[s
                             f"node {node} is in {current} and {h.name} (both tier {h.tier}); kept {current}"
                         )
     tier_names = {h.tier_name: h.tier for h in nodes if h.tier_name}
-    switches = tuple(FabricSwitch(id=h.name, tier=h.tier, parent=parent.get(h.name, "")) for h in nodes)
-    return HyperNodeTree(switches=switches, leaf_of=leaf_of, tier_names=tier_names, warnings=tuple(warnings))
+    offset = 1 if any(h.tier == 0 for h in nodes) else 0
+    switches = [FabricSwitch(id=h.name, tier=h.tier + offset, parent=parent.get(h.name, "")) for h in nodes]
+    # Volcano lets a node hang under a HyperNode of any tier (e.g. NVLink domains of tier 0 for some
+    # nodes, plain tier-1 leaves for others); the solver hangs nodes under tier-1 switches. A node
+    # whose lowest HyperNode is higher gets a tier-1 switch of its own under it: alone there, as in
+    # Volcano no lower-tier HyperNode holds it with any other node.
+    own: set[str] = set()
+    for node, leaf in sorted(leaf_of.items()):
+        if by_name[leaf].tier + offset > 1:
+            mine = f"{leaf}/{node}"
+            switches.append(FabricSwitch(id=mine, tier=1, parent=leaf))
+            leaf_of[node] = mine
+            own.add(mine)
+    return HyperNodeTree(
+        switches=tuple(switches),
+        leaf_of=leaf_of,
+        tier_names=tier_names,
+        warnings=tuple(warnings),
+        tier_offset=offset,
+        own_leaves=frozenset(own),
+    )
 
 
 class HyperNodeFiles:

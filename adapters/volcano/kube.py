@@ -12,11 +12,12 @@ the reason (:class:`PodRefused`). Only :class:`adapters.volcano.wire.BadPayload`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from adapters.volcano import annotations as ann
-from adapters.volcano.wire import NodeInfo, Task
+from adapters.volcano.wire import NodeInfo, Task, as_object
 from solver.domain.model import (
     Alignment,
     Allocation,
@@ -41,6 +42,7 @@ VGPU_MEM = "volcano.sh/vgpu-memory"
 VGPU_MEM_PCT = "volcano.sh/vgpu-memory-percentage"
 VGPU_CORES = "volcano.sh/vgpu-cores"
 COUNT_RESOURCES = (GPU, VGPU)
+RDMA = "topoplace.io/rdma"  # NICs handed by topoplace's RDMA device plugin (adapters/volcano/rdma_plugin.py)
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MEMORY_LABEL = "nvidia.com/gpu.memory"
@@ -87,7 +89,7 @@ def inventory_node(info: NodeInfo, leaf: str, warn: NodeWarnings) -> Node:
     """The solver's view of one node: devices from the topology annotation and the device plugin's
     register, CPU and memory from Volcano's ``Allocatable``, holdings from the running tasks."""
     base = _topology(info, warn)
-    gpus = _gpus(info, base, warn)
+    gpus = _within_advertised(info, _gpus(info, base, warn), warn)
     node = (base or Node(name=info.name)).model_copy(
         update={
             "name": info.name,
@@ -101,6 +103,28 @@ def inventory_node(info: NodeInfo, leaf: str, warn: NodeWarnings) -> Node:
         }
     )
     return node.model_copy(update={"allocations": _allocations(info, node, warn)})
+
+
+def _within_advertised(info: NodeInfo, gpus: tuple[Gpu, ...], warn: NodeWarnings) -> tuple[Gpu, ...]:
+    """The GPUs Volcano will let a pod use: when the device plugin advertises fewer
+    ``nvidia.com/gpu`` than the annotations list healthy GPUs (a GPU failed or fell off the bus and
+    the annotations are not yet refreshed), Volcano's resource check refuses what the missing GPUs
+    would hold. Planning them would pin a task to a node Volcano refuses, every session. The
+    highest-index healthy GPUs are taken as the missing ones (which GPU is gone is not visible here;
+    only how many). Under HAMi's device split the count is GPUs x split and never runs short this
+    way; then only the register's health tells."""
+    if GPU not in info.allocatable.scalars:
+        return gpus
+    advertised = int(info.allocatable.scalar(GPU))
+    healthy = [g for g in sorted(gpus, key=lambda g: g.index) if g.healthy]
+    if advertised >= len(healthy):
+        return gpus
+    missing = {g.id for g in healthy[advertised:]}
+    warn.add(
+        f"{info.name}: the device plugin advertises {advertised} {GPU} but {len(healthy)} healthy GPUs "
+        f"are annotated; {', '.join(sorted(missing))} taken as missing"
+    )
+    return tuple(g.model_copy(update={"healthy": False}) if g.id in missing else g for g in gpus)
 
 
 def _topology(info: NodeInfo, warn: NodeWarnings) -> Node | None:
@@ -133,6 +157,11 @@ def _gpus(info: NodeInfo, base: Node | None, warn: NodeWarnings) -> tuple[Gpu, .
     when the topology knows it and by index otherwise; without a topology, the register's GPUs;
     without either, ``nvidia.com/gpu`` anonymous GPUs described by the GPU feature labels."""
     registered = _registered(info, warn)
+    unhealthy = _unhealthy_indices(info, warn)
+    if unhealthy:
+        registered = [
+            dataclasses.replace(r, healthy=False) if r.index in unhealthy else r for r in registered
+        ]
     labels = info.labels
     label_model = labels.get(PRODUCT_LABEL, "")
     label_memory = int(labels.get(MEMORY_LABEL, "0") or 0) if labels.get(MEMORY_LABEL, "0").isdigit() else 0
@@ -149,7 +178,9 @@ def _gpus(info: NodeInfo, base: Node | None, warn: NodeWarnings) -> tuple[Gpu, .
                         "model": (reg.model if reg and reg.model else gpu.model) or label_model,
                         "memory_mib": (reg.memory_mib if reg and reg.memory_mib else gpu.memory_mib)
                         or label_memory,
-                        "healthy": gpu.healthy and (reg.healthy if reg else True),
+                        "healthy": gpu.healthy
+                        and (reg.healthy if reg else True)
+                        and gpu.index not in unhealthy,
                         "numa": gpu.numa if gpu.numa is not None else (reg.numa if reg else None),
                     }
                 )
@@ -169,7 +200,22 @@ def _gpus(info: NodeInfo, base: Node | None, warn: NodeWarnings) -> tuple[Gpu, .
             for r in sorted(registered, key=lambda r: r.index)
         )
     count = int(info.allocatable.scalar(GPU))
-    return tuple(Gpu(id=f"GPU{i}", index=i, model=label_model, memory_mib=label_memory) for i in range(count))
+    return tuple(
+        Gpu(id=f"GPU{i}", index=i, model=label_model, memory_mib=label_memory, healthy=i not in unhealthy)
+        for i in range(count)
+    )
+
+
+def _unhealthy_indices(info: NodeInfo, warn: NodeWarnings) -> set[int]:
+    """GPU indices Volcano's gpushare marks unhealthy on the node (``volcano.sh/gpu-unhealthy-ids``)."""
+    value = info.annotations.get(ann.VGPU_UNHEALTHY, "")
+    if not value.strip():
+        return set()
+    try:
+        return ann.parse_unhealthy_ids(value, info.name)
+    except ann.AnnotationError as err:
+        warn.add(str(err))
+        return set()
 
 
 @dataclass
@@ -301,7 +347,7 @@ def is_gpu_task(task: Task) -> bool:
     return count > 0 or memory > 0
 
 
-def member_shape(task: Task, models: Iterable[str]) -> MemberShape:
+def member_shape(task: Task, models: Iterable[str], eligible: Mapping[str, str] | None = None) -> MemberShape:
     """The member a pending GPU task is. HAMi/Volcano vGPU requests map to a share of one GPU
     (``gpucores`` % → milli, ``gpumem`` MiB → memory); a whole GPU otherwise.
 
@@ -327,7 +373,7 @@ def member_shape(task: Task, models: Iterable[str]) -> MemberShape:
         gpu_models=gpu_models,
         avoid_gpu_models=avoid,
         mutex=_mutex(notes),
-        nics=_nics(notes, count),
+        nics=_nics(notes, count, round(task.resreq.scalar(RDMA))),
         alignment=_alignment(notes),
         numa=_requirement(notes, NUMA, Requirement.PREFERRED if "numa" in policy else Requirement.NONE),
         nvlink=_requirement(
@@ -335,7 +381,7 @@ def member_shape(task: Task, models: Iterable[str]) -> MemberShape:
         ),
         cpu_milli=int(task.resreq.milli_cpu),
         memory_mib=task.resreq.memory_mib,
-        node_selector=_node_selector(task),
+        node_selector={**_node_selector(task), **(eligible or {})},
     )
 
 
@@ -364,15 +410,34 @@ def _alignment(notes: Mapping[str, str]) -> Alignment:
     return Alignment(mode=mode, distance=Distance[word])
 
 
-def _nics(notes: Mapping[str, str], gpus: int) -> NicRequest:
+def _nics(notes: Mapping[str, str], gpus: int, rdma: int = 0) -> NicRequest:
+    """``topoplace.io/nics`` and the ``topoplace.io/rdma`` units the pod asks the RDMA device plugin
+    for: the plugin hands exactly that many, so the plan must name as many. Without the annotation,
+    ``rdma`` NICs, one per GPU when they are as many as the GPUs (aligned pairs)."""
     value = notes.get(NICS, "").strip().lower()
-    if not value or value == "none":
-        return NicRequest()
-    if value == "per-gpu":
-        return NicRequest(mode=NicMode.PER_GPU) if gpus else NicRequest(mode=NicMode.PER_MEMBER, count=1)
-    if value.isdigit() and int(value) > 0:
-        return NicRequest(mode=NicMode.PER_MEMBER, count=int(value))
-    raise PodRefused(f"annotation {NICS}: {value!r} is not per-gpu, none or a positive count")
+    if not value:
+        if not rdma:
+            return NicRequest()
+        return (
+            NicRequest(mode=NicMode.PER_GPU)
+            if rdma == gpus
+            else NicRequest(mode=NicMode.PER_MEMBER, count=rdma)
+        )
+    if value == "none":
+        request, planned = NicRequest(), 0
+    elif value == "per-gpu":
+        request = NicRequest(mode=NicMode.PER_GPU) if gpus else NicRequest(mode=NicMode.PER_MEMBER, count=1)
+        planned = gpus or 1
+    elif value.isdigit() and int(value) > 0:
+        request, planned = NicRequest(mode=NicMode.PER_MEMBER, count=int(value)), int(value)
+    else:
+        raise PodRefused(f"annotation {NICS}: {value!r} is not per-gpu, none or a positive count")
+    if rdma and planned != rdma:
+        raise PodRefused(
+            f"the pod asks for {rdma} {RDMA} but annotation {NICS}: {value} plans {planned} NIC(s); "
+            f"the RDMA device plugin hands exactly {rdma}"
+        )
+    return request
 
 
 def _models(notes: Mapping[str, str], models: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -432,18 +497,51 @@ def _node_selector(task: Task) -> dict[str, str]:
     return {str(k): str(v) for k, v in selector.items()} if isinstance(selector, dict) else {}
 
 
-def container_gpu_counts(task: Task) -> list[int]:
-    """GPUs each GPU-requesting container asks for, in order (for ``volcano.sh/vgpu-ids-new``)."""
-    counts = []
-    for container in task.containers:
-        resources = container.get("resources") or {}
-        limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-        value = next((limits[r] for r in (*COUNT_RESOURCES, GPU_MEM, VGPU_MEM) if r in limits), None)
-        if value is None:
-            continue
-        count = limits.get(GPU, limits.get(VGPU, "1"))
-        try:
-            counts.append(max(1, int(str(count))))
-        except ValueError:
+def device_hand_off(
+    task: Task, node_notes: Mapping[str, str], devices: Sequence[ann.ContainerDevice]
+) -> tuple[ann.DevicePlugin, ann.Containers]:
+    """Which device plugin serves ``task`` on a node with annotations ``node_notes``, and the task's
+    ``devices`` split over its containers as that plugin expects them: each container asking for
+    GPUs takes as many as it asks for, in ``spec.containers`` order (the last one the rest)."""
+    vgpu = _asks_vgpu(task)
+    plugin = ann.device_plugin(node_notes, vgpu_resources=vgpu)
+    requests = _container_requests(task, vgpu=vgpu)
+    asking = [i for i, count in enumerate(requests) if count is not None]
+    if not asking:  # no container names the resource (Volcano's Resreq only): the first takes all
+        requests, asking = [0, *requests[1:]] if requests else [0], [0]
+    containers: list[list[ann.ContainerDevice] | None] = [None] * len(requests)
+    start = 0
+    for i in asking:
+        end = len(devices) if i == asking[-1] else start + (requests[i] or 0)
+        containers[i] = list(devices[start:end])
+        start = end
+    return plugin, containers
+
+
+def _asks_vgpu(task: Task) -> bool:
+    """The pod asks for ``volcano.sh/vgpu-*`` (served by volcano-vgpu-device-plugin)."""
+    return task.resreq.scalar(VGPU) > 0 or task.resreq.scalar(VGPU_MEM) > 0
+
+
+def _container_requests(task: Task, *, vgpu: bool) -> list[int | None]:
+    """Per container, in order: the devices it asks for of the plugin's resources, None for none.
+    Volcano's vGPU code reads ``limits`` only; HAMi reads limits, then requests. A memory (or core)
+    request without a count is one device, as both plugins count it."""
+    count_name, others = (VGPU, (VGPU_MEM,)) if vgpu else (GPU, (GPU_MEM, GPU_MEM_PCT, GPU_CORES))
+    counts: list[int | None] = []
+    for i, container in enumerate(task.containers):
+        where = f"{task.key}.Pod.spec.containers[{i}].resources"
+        resources = as_object(container.get("resources"), where)
+        limits = dict(as_object(resources.get("limits"), f"{where}.limits"))
+        if not vgpu:
+            limits = {**as_object(resources.get("requests"), f"{where}.requests"), **limits}
+        if count_name in limits:
+            try:
+                counts.append(max(0, int(str(limits[count_name]))))
+            except ValueError:
+                counts.append(1)
+        elif any(name in limits for name in others):
             counts.append(1)
+        else:
+            counts.append(None)
     return counts

@@ -13,7 +13,8 @@ off-plan task — written with ``planned: false`` so the node and the operator c
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from adapters.volcano import annotations as ann
@@ -53,6 +54,8 @@ class Plan:
     hypernode: dict[str, str] = field(default_factory=dict)  # Volcano job → lowest HyperNode of its nodes
     allocated: dict[str, Assignment] = field(default_factory=dict)  # task uid → what it got this session
     hypernode_written: set[str] = field(default_factory=set)
+    # (solver job, role) → planned node → members: a role's members are interchangeable
+    role_nodes: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
 
     @staticmethod
     def of(
@@ -77,6 +80,7 @@ class Plan:
                 if uid is not None:
                     self.assignments[uid] = _assignment(member)
                     nodes_of[vjob].add(member.node)
+                    self.role_nodes.setdefault((job.job_id, member.role), Counter())[member.node] += 1
         for vjob, nodes in nodes_of.items():
             self.hypernode[vjob] = self.fabric.lowest_common(nodes)
 
@@ -95,8 +99,16 @@ class Plan:
 
     # ------------------------------------------------------------------ verbs
 
-    def predicate(self, task: Task, node: str) -> tuple[int, str]:
-        """(code, reason): only the planned node passes; every refusal names the rule."""
+    def predicate(self, task: Task, node: str, on_node: Collection[str] = ()) -> tuple[int, str]:
+        """(code, reason): only a node the plan has a member of the task's role on, with one of
+        those members not yet allocated there, passes; every refusal names the rule.
+
+        By role, not by member: Volcano's allocate action caches a predicate failure for a whole task
+        role (``job/task-spec``) and skips the failed nodes for the role's next members, so pinning
+        each member to its own node refuses the second member the first one's node — and a gang of
+        identical members would never bind. ``on_node`` are the task UIDs on ``node`` (Volcano's
+        ``NodeInfo.Tasks``, holding this session's allocations); ``allocate`` then gives the task
+        the devices of the member planned there."""
         uid = task.uid
         if uid in self.batch.refused:
             return CODE_UNRESOLVABLE, f"topoplace: {task.key}: {self.batch.refused[uid]}"
@@ -107,12 +119,24 @@ class Plan:
         assignment = self.assignments.get(uid)
         if assignment is None:
             return CODE_UNSCHEDULABLE, self._why_unplaced(task.key, entry)
-        if assignment.node == node:
-            return CODE_SUCCESS, ""
+        role = self._role(uid)
+        planned_here = self.role_nodes.get(role, Counter()).get(node, 0)
+        if planned_here:
+            taken = sum(1 for other in on_node if other != uid and self._role(other) == role)
+            if taken < planned_here:
+                return CODE_SUCCESS, ""
+            return CODE_UNSCHEDULABLE, (
+                f"topoplace: the {planned_here} member(s) of {task.key}'s role planned on {node} "
+                f"are allocated: {self._why_there(vjob, entry)}"
+            )
         return CODE_UNSCHEDULABLE, (
             f"topoplace: {task.key} is planned on {assignment.node}, not {node}: "
             f"{self._why_there(vjob, entry)}"
         )
+
+    def _role(self, uid: str) -> tuple[str, str] | None:
+        ref = self.batch.members.get(uid)
+        return (ref.job, ref.role) if ref is not None and uid in self.assignments else None
 
     def prioritize(self, task: Task, nodes: list[str]) -> dict[str, float]:
         assignment = self.assignments.get(task.uid)
@@ -134,32 +158,54 @@ class Plan:
 
     def allocate(self, task: Task) -> tuple[dict[str, str | None], dict[str, str | None], str]:
         """Record ``task`` allocated on ``task.node_name``; returns (pod annotations, PodGroup
-        annotations, error). Empty annotations mean nothing to write."""
+        annotations, off-plan note). Empty annotations mean nothing to write.
+
+        Volcano's choice is final: an off-plan placement is recorded in the ledger (its planned
+        devices released, the devices it got held) and noted, never refused — any error returned to
+        Volcano's allocateFunc rolls the task back, and the next session would plan it again."""
         uid = task.uid
         vjob = self.batch.task_job.get(uid)
         if vjob is None or not task.node_name:
             return {}, {}, ""
-        planned = self.assignments.get(uid)
-        error = ""
+        planned = self._take_role_slot(uid, task.node_name)
+        note = ""
         if planned is not None and planned.node == task.node_name:
             got: Assignment | None = planned
         else:
             got = self._fallback(task)
             where = f"planned on {planned.node}" if planned else "not in the plan"
-            error = f"{task.key} allocated on {task.node_name} but {where}" + (
+            note = f"{task.key} allocated on {task.node_name} but {where}" + (
                 "" if got else "; no free devices known there, devices left to the node"
             )
         if got is None:
             self.allocated[uid] = Assignment(task.node_name, (), (), {}, None, False, False)
-            return {}, {}, error
+            return {}, {}, note
         self.allocated[uid] = got
-        pod_notes = ann.pod_annotations(self._device_annotation(task, got, vjob), self._vgpu_ids(task, got))
+        pod_notes = ann.pod_annotations(self._device_annotation(task, got, vjob), *self._hand_off(task, got))
         group_notes: dict[str, str | None] = {}
         hypernode = self.hypernode.get(vjob, "")
         if hypernode and vjob not in self.hypernode_written:
             self.hypernode_written.add(vjob)
             group_notes = {ann.JOB_HYPERNODE: hypernode}
-        return dict(pod_notes), group_notes, error
+        return dict(pod_notes), group_notes, note
+
+    def _take_role_slot(self, uid: str, node: str) -> Assignment | None:
+        """The task's planned devices; if it landed on another node where the plan has a member of
+        its role not yet allocated, the two swap plans (members of a role are interchangeable)."""
+        planned = self.assignments.get(uid)
+        if planned is None or planned.node == node:
+            return planned
+        role = self._role(uid)
+        for other, theirs in self.assignments.items():
+            if (
+                other != uid
+                and theirs.node == node
+                and other not in self.allocated
+                and self._role(other) == role
+            ):
+                self.assignments[uid], self.assignments[other] = theirs, planned
+                return theirs
+        return planned
 
     def deallocate(self, task: Task) -> dict[str, str | None]:
         """Undo an allocation (Volcano discarded the statement): the annotations to remove."""
@@ -233,8 +279,10 @@ class Plan:
             hypernode=self.hypernode.get(vjob, ""),
         )
 
-    def _vgpu_ids(self, task: Task, got: Assignment) -> str:
-        """``volcano.sh/vgpu-ids-new``: the devices split over the GPU containers in order."""
+    def _hand_off(self, task: Task, got: Assignment) -> tuple[ann.DevicePlugin, ann.Containers]:
+        """The node's device plugin and the task's devices per container, in the plugin's terms: a
+        whole GPU is all its memory and 100 % of its cores (exclusive in HAMi's and Volcano's
+        ledgers), a share the memory and cores planned."""
         node = self.batch.nodes.get(got.node)
         by_id = {g.id: g for g in node.gpus} if node else {}
         devices = []
@@ -242,21 +290,15 @@ class Plan:
             gpu = by_id.get(gid)
             devices.append(
                 ann.ContainerDevice(
-                    gpu.uuid if gpu and gpu.uuid else gid, "NVIDIA", gpu.memory_mib if gpu else 0, 100
+                    gpu.uuid if gpu and gpu.uuid else gid, ann.NVIDIA, gpu.memory_mib if gpu else 0, 100
                 )
             )
         for gid, (milli, memory) in got.shares.items():
             gpu = by_id.get(gid)
             devices.append(
-                ann.ContainerDevice(gpu.uuid if gpu and gpu.uuid else gid, "NVIDIA", memory, milli // 10)
+                ann.ContainerDevice(gpu.uuid if gpu and gpu.uuid else gid, ann.NVIDIA, memory, milli // 10)
             )
-        counts = kube.container_gpu_counts(task) or [len(devices)]
-        containers, start = [], 0
-        for i, count in enumerate(counts):
-            end = len(devices) if i == len(counts) - 1 else start + count
-            containers.append(devices[start:end])
-            start = end
-        return ann.encode_pod_devices(containers)
+        return kube.device_hand_off(task, self.batch.node_notes.get(got.node, {}), devices)
 
     def _fallback(self, task: Task) -> Assignment | None:
         """The first free whole GPUs (and their paired NICs) on the node Volcano chose."""

@@ -1,20 +1,33 @@
 """The extender's HTTP face: ``POST <prefix>/<verb>`` with a JSON body, JSON reply, standard library.
 
-Volcano's plugin treats any status but 200 as an error. Malformed requests (not JSON, not an
-object, missing or mistyped fields) get **400** with ``{"error": reason}``; an unknown verb 404; a
-body over the size cap 413; anything else that goes wrong inside is a bug and gets 500 "internal
-error" with the traceback in the log only. ``GET /healthz`` answers liveness probes and ``GET
-/status`` what the last session did.
+Volcano's plugin treats any status but 200 as an error. Malformed requests (not JSON, nested too
+deep, not an object, missing or mistyped fields) get **400** with ``{"error": reason}``; an unknown
+verb 404; a body over the size cap 413; no free slot 503; anything else that goes wrong inside is a
+bug and gets 500 "internal error" with the traceback in the log only. ``GET /healthz`` answers
+liveness probes and ``GET /status`` what the last session did.
+
+Volcano's extender plugin calls with a plain ``http.Client`` (a timeout, no client certificate, no
+token), so a caller cannot prove who it is: the server listens on loopback by default and is meant
+to run as a sidecar of the volcano-scheduler pod (deploy/volcano/extender-sidecar.yaml). Whatever
+reaches it is bounded (:class:`Limits`): a deadline to read each request (a slow client cannot hold
+a thread: a watchdog closes its socket), a socket idle timeout, a body cap, a cap on connections
+served at once (more are answered 503 and closed at once), one large body at a time, a listen
+backlog that absorbs Volcano's bursts of parallel predicate calls.
 
 ``ThreadingHTTPServer`` because Volcano calls predicate for many nodes at once; HTTP/1.1 keep-alive
-because its Go client reuses connections.
+because its Go client reuses connections. A production ASGI stack would add an event loop and a
+dependency and bound none of this better for one local caller.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import socket
 import threading
+import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,7 +38,19 @@ import structlog
 from adapters.volcano.extender import Extender
 from adapters.volcano.wire import BadPayload
 
-MAX_BODY_BYTES = 512 * 1024 * 1024  # a 10,000-node snapshot is well under this
+
+@dataclass(frozen=True)
+class Limits:
+    """What one caller can make the server hold."""
+
+    max_body_bytes: int = 256 * 1024 * 1024  # a 10,000-node snapshot with full NodeInfo bodies fits
+    large_body_bytes: int = 8 * 1024 * 1024  # bodies above this are read one at a time
+    read_timeout_s: float = 10.0  # from waiting for a request line to the last body byte
+    max_connections: int = 64  # connections served at once (Volcano's predicate workers are 16)
+    backlog: int = 256  # the listen queue: connections waiting to be accepted
+
+
+LOOPBACK = "127.0.0.1"
 
 VERBS: dict[str, Callable[[Extender, Any], dict[str, Any]]] = {
     "onSessionOpen": Extender.on_session_open,
@@ -42,7 +67,23 @@ _log = structlog.get_logger("topoplace.volcano.http")
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # A reply is two writes (headers, then body); with Nagle on, the body waited for the client's
+    # delayed ACK of the headers: ~40 ms per call on Linux, for every predicate Volcano sends.
+    disable_nagle_algorithm = True
     server: _Server
+
+    def setup(self) -> None:
+        self.timeout = self.server.limits.read_timeout_s  # socket idle timeout (keep-alive included)
+        super().setup()
+
+    def handle_one_request(self) -> None:
+        # The watchdog closes the socket if the request line, headers and body are not all read
+        # within the read deadline: a client sending a byte at a time cannot hold this thread.
+        self.server.watch(self.connection)
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.unwatch(self.connection)
 
     def do_POST(self) -> None:
         verb = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
@@ -53,6 +94,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             raw = self._read_body()
+            self.server.unwatch(self.connection)  # read in time; the verb has its own budget
             if handler is Extender.on_session_open:
                 digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
                 reply = self.server.extender.reopen(digest)
@@ -66,13 +108,22 @@ class _Handler(BaseHTTPRequestHandler):
         except _TooLarge as err:
             self._reply(413, {"error": str(err)})
             return
+        except _Busy as err:
+            self._reply(503, {"error": str(err)})
+            return
+        except OSError:  # the client went away or the watchdog closed a slow one: nobody to answer
+            self.close_connection = True
+            return
         except Exception:
-            _log.exception("internal error", verb=verb)
+            # A plain traceback, never a rendering of the frames' locals (which hold the whole
+            # snapshot and took seconds per request).
+            _log.error("internal error", verb=verb, traceback=traceback.format_exc(limit=20))
             self._reply(500, {"error": "internal error"})
             return
         self._reply(200, reply)
 
     def do_GET(self) -> None:
+        self.server.unwatch(self.connection)
         path = self.path.split("?", 1)[0].rstrip("/")
         if path.endswith("/healthz"):
             self._reply(200, {"ok": True})
@@ -82,13 +133,31 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(404, {"error": "GET serves /healthz and /status"})
 
     def _read_body(self) -> bytes:
+        limits = self.server.limits
         length = self._length()
-        if length > MAX_BODY_BYTES:
+        if length > limits.max_body_bytes:
             self.close_connection = True
-            raise _TooLarge(f"body of {length} bytes is over the {MAX_BODY_BYTES}-byte cap")
-        raw = self.rfile.read(length) if length else b""
+            raise _TooLarge(f"body of {length} bytes is over the {limits.max_body_bytes}-byte cap")
+        if length > limits.large_body_bytes:
+            # Volcano sends one snapshot per session: a second large body at once is not Volcano.
+            if not self.server.large.acquire(blocking=False):
+                self.close_connection = True
+                raise _Busy("another large request is being read; try again")
+            try:
+                raw = self._read_exactly(length)
+            finally:
+                self.server.large.release()
+        else:
+            raw = self._read_exactly(length) if length else b""
         if not raw:
             raise BadPayload("empty body: expected a JSON object")
+        return raw
+
+    def _read_exactly(self, length: int) -> bytes:
+        raw = self.rfile.read(length)
+        if len(raw) != length:
+            self.close_connection = True
+            raise BadPayload(f"body ended after {len(raw)} of {length} bytes (Content-Length)")
         return raw
 
     def _length(self) -> int:
@@ -113,18 +182,23 @@ class _Handler(BaseHTTPRequestHandler):
             length = self._length()
         except BadPayload:
             return
-        if 0 < length <= MAX_BODY_BYTES:
+        if 0 < length <= self.server.limits.large_body_bytes:
             self.rfile.read(length)
         elif length:
             self.close_connection = True
 
     def _reply(self, code: int, body: dict[str, Any]) -> None:
         data = json.dumps(body, separators=(",", ":")).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client is gone
+            self.close_connection = True
 
     def log_message(self, format: str, *args: Any) -> None:  # the access log goes to debug
         _log.debug("http", line=format % args)
@@ -135,20 +209,88 @@ def _parse(raw: bytes) -> Any:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise BadPayload(f"body is not JSON: {err}") from None
+    except RecursionError:
+        raise BadPayload("body is nested too deeply to be a Volcano request") from None
 
 
 class _TooLarge(ValueError):
     pass
 
 
+class _Busy(RuntimeError):
+    pass
+
+
+_BUSY_BODY = b'{"error":"too many connections; try again later"}'
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    + f"Content-Length: {len(_BUSY_BODY)}\r\nConnection: close\r\n\r\n".encode()
+    + _BUSY_BODY
+)
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], extender: Extender, aliases: dict[str, str]) -> None:
-        super().__init__(address, _Handler)
+    def __init__(
+        self, address: tuple[str, int], extender: Extender, aliases: dict[str, str], limits: Limits
+    ) -> None:
+        self.request_queue_size = limits.backlog  # read by server_activate's listen()
+        self.limits = limits
         self.extender = extender
         self.aliases = aliases
+        self.slots = threading.BoundedSemaphore(limits.max_connections)
+        self.large = threading.Lock()
+        self._deadlines: dict[socket.socket, float] = {}
+        self._watch_lock = threading.Lock()
+        self._stopped = threading.Event()
+        super().__init__(address, _Handler)
+        self._watchdog = threading.Thread(target=self._expire, name="volcano-extender-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):  # answered, not left hanging: a 503 is a failed call
+                request.sendall(_BUSY)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def watch(self, conn: socket.socket) -> None:
+        with self._watch_lock:
+            self._deadlines[conn] = time.monotonic() + self.limits.read_timeout_s
+
+    def unwatch(self, conn: socket.socket) -> None:
+        with self._watch_lock:
+            self._deadlines.pop(conn, None)
+
+    def _expire(self) -> None:
+        tick = min(0.25, self.limits.read_timeout_s / 4)
+        while not self._stopped.wait(tick):
+            now = time.monotonic()
+            with self._watch_lock:
+                late = [c for c, deadline in self._deadlines.items() if deadline < now]
+                for conn in late:
+                    del self._deadlines[conn]
+            for conn in late:
+                _log.info("closing a connection that did not send its request in time")
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+
+    def server_close(self) -> None:
+        self._stopped.set()
+        super().server_close()
 
 
 @dataclass
@@ -174,11 +316,15 @@ class RunningServer:
 
 
 def serve(
-    extender: Extender, host: str = "127.0.0.1", port: int = 8888, aliases: dict[str, str] | None = None
+    extender: Extender,
+    host: str = LOOPBACK,
+    port: int = 8888,
+    aliases: dict[str, str] | None = None,
+    limits: Limits = Limits(),
 ) -> RunningServer:
     """Start serving in a background thread (``port=0`` picks a free port). ``aliases`` maps other
     verb names an operator configured (e.g. ``allocate`` → ``allocateFunc``)."""
-    server = _Server((host, port), extender, aliases or {})
+    server = _Server((host, port), extender, aliases or {}, limits)
     thread = threading.Thread(target=server.serve_forever, name="volcano-extender", daemon=True)
     thread.start()
     return RunningServer(server, thread)

@@ -440,6 +440,14 @@ def body_node_name(body: Any) -> str:
     return node_info(data["node"], "node", with_tasks=False).name
 
 
+def body_node_task_uids(body: Any) -> frozenset[str]:
+    """The UIDs of the tasks on the predicate's node: ``NodeInfo.Tasks`` is keyed by them, and it
+    includes the tasks Volcano has allocated there earlier in this session."""
+    data = as_object(body, "body")
+    node = as_object(data.get("node"), "node")
+    return frozenset(as_object(node.get("Tasks"), "node.Tasks"))
+
+
 def body_node_names(body: Any) -> list[str]:
     data = as_object(body, "body")
     if "nodes" not in data:

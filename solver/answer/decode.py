@@ -15,6 +15,8 @@ from solver.compile import Compiled
 from solver.compile.locality import NVLINK, Rule, locality_rules
 from solver.domain.fabric import Fabric
 from solver.domain.model import (
+    Distance,
+    GpuNicPair,
     GpuShare,
     JobResult,
     MemberPlacement,
@@ -182,7 +184,58 @@ def _placement(
             for g in slot.gpus
             if slot.share is not None
         ),
+        pairs=tuple(
+            sorted(
+                (
+                    GpuNicPair(
+                        gpu=node.gpu_ids[g],
+                        nic=node.nic_names[n],
+                        distance=Distance(shape.nic_distance(g, n)),
+                    )
+                    for g, n in gpu_nic_pairs(shape, member, slot.gpus, slot.nics)
+                ),
+                key=lambda pair: (node.rank[pair.gpu], node.rank[pair.nic]),  # the node's own order
+            )
+        ),
     )
+
+
+def gpu_nic_pairs(
+    shape: NodeShape, member: MemberShape, gpus: Sequence[int], nics: Sequence[int]
+) -> list[tuple[int, int]]:
+    """Which NIC serves which GPU, in GPU order. A NIC per GPU: the one-to-one matching whose farthest
+    pair is nearest (the asked distance when the member is aligned); NICs per member: each NIC with
+    its nearest GPU."""
+    if not gpus or not nics:
+        return []
+    if member.nics.mode != NicMode.PER_GPU or len(gpus) != len(nics):
+        nearest = [(min(gpus, key=lambda g, n=n: (shape.nic_distance(g, n), g)), n) for n in nics]
+        return sorted(nearest)
+    for limit in sorted({shape.nic_distance(g, n) for g in gpus for n in nics}):
+        owner: dict[int, int] = {}  # NIC → GPU
+
+        def claim(g: int, seen: set[int], limit: int = limit, owner: dict[int, int] = owner) -> bool:
+            # Nearest NICs first, and a free one before taking another GPU's: ties keep the plain
+            # order (GPU k with the k-th NIC of its switch) rather than a swapped one.
+            near = [n for n in sorted(nics, key=lambda n: (shape.nic_distance(g, n), n)) if n not in seen]
+            near = [n for n in near if shape.nic_distance(g, n) <= limit]
+            for n in near:
+                if n not in owner:
+                    seen.add(n)
+                    owner[n] = g
+                    return True
+            for n in near:
+                if n in seen:
+                    continue
+                seen.add(n)
+                if claim(owner[n], seen):
+                    owner[n] = g
+                    return True
+            return False
+
+        if all(claim(g, set()) for g in gpus):
+            return sorted((g, n) for n, g in owner.items())
+    return []  # unreachable: at the largest distance every pair is allowed
 
 
 def is_aligned(shape: NodeShape, member: MemberShape, gpus: Sequence[int], nics: Sequence[int]) -> bool:

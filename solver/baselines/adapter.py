@@ -6,8 +6,9 @@ turns every member into a pod, places jobs in priority order (then request order
 keeps a gang only if every role reaches its minimum (otherwise its members are released again), and
 writes the answer in the solver's shapes, with the solver's own ``cluster_metrics``.
 
-These baselines know CPU, memory, GPU models and milli-GPU, as FGD's simulator does; a member that asks
-for NICs or for a REQUIRED NUMA/NVLink rule is beyond them and is reported unplaced, saying so.
+These baselines know CPU, memory, GPU models and milli-GPU, as FGD's simulator does; a job that asks
+for more (NICs, REQUIRED NUMA/NVLink or locality rules, anti-affinity ...) is reported UNSUPPORTED
+(``solver.baselines.support``), not tried.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from solver.answer.measures import cluster_metrics
 from solver.baselines.fragmentation import TypicalPod, Workload, typical_pods
 from solver.baselines.sharing import MILLI, UNTRACKED, ClusterState, PodPlacer, PodSpec
+from solver.baselines.support import sharing_unsupported, unsupported_result
 from solver.baselines.topology import LocalityIndex
 from solver.domain.model import (
     GpuShare,
@@ -26,11 +28,9 @@ from solver.domain.model import (
     JobResult,
     MemberPlacement,
     MemberShape,
-    NicMode,
     Node,
     Reason,
     ReasonCode,
-    Requirement,
     SolveRequest,
     SolveResult,
     SolveStatus,
@@ -77,19 +77,6 @@ def state_of(request: SolveRequest) -> tuple[ClusterState, list[Node]]:
         gpu_memory_free=[m for _, m in frees],
     )
     return state, nodes
-
-
-def unsupported(shape: MemberShape) -> str:
-    """Why this family cannot place the member, or "" if it can."""
-    if shape.nics.mode not in (NicMode.NONE, NicMode.UNSPECIFIED):
-        return "NICs"
-    if shape.numa == Requirement.REQUIRED:
-        return "a REQUIRED NUMA rule"
-    if shape.nvlink == Requirement.REQUIRED and shape.gpus > 1:
-        return "a REQUIRED NVLink rule"
-    if shape.node_selector:
-        return "a node selector"
-    return ""
 
 
 def pod_of(shape: MemberShape, models_present: set[str]) -> PodSpec:
@@ -156,18 +143,10 @@ def place_job(
     """One gang: members one at a time; kept only if every role reaches its minimum."""
     bound: list[tuple[int, PodSpec, tuple[int, ...]]] = []
     members: list[MemberPlacement] = []
+    why = sharing_unsupported(job)
+    if why:
+        return unsupported_result(job, policy.name, "CPU, memory and GPUs (whole or milli shares) only", why)
     for role in job.roles:
-        why = unsupported(role.member)
-        if why:
-            return JobResult(
-                job_id=job.id,
-                placed=False,
-                reason=Reason(
-                    code=ReasonCode.NO_NODE_FITS,
-                    message=f"the {policy.name} baseline places CPU, memory and GPUs only; "
-                    f"role {role.name} asks for {why}",
-                ),
-            )
         pod = pod_of(role.member, models)
         placed = 0
         for index in range(role.replicas):

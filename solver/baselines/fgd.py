@@ -65,6 +65,16 @@ def _fill(workload: Workload) -> TieKey:
     return key
 
 
+def _cpu_only(make: Callable[[Workload], TieKey]) -> Callable[[Workload], TieKey]:
+    """A tie key for CPU-only pods alone; GPU pods keep FGD's node rank (issue 25's cpu250 study)."""
+
+    def made(workload: Workload) -> TieKey:
+        key = make(workload)
+        return lambda state, i, pod: 0.0 if pod.gpus else key(state, i, pod)
+
+    return made
+
+
 def _always(key: TieKey) -> Callable[[Workload], TieKey]:
     return lambda workload: key
 
@@ -73,6 +83,14 @@ def _always(key: TieKey) -> Callable[[Workload], TieKey]:
 TIES: dict[str, Callable[[Workload], TieKey] | None] = {
     "rank": None,  # the published FGD: the node rank alone
     "fill": _fill,
+    "spare": _cpu_only(_fill),  # FILL's rule for CPU-only pods: where CPU is spare beside free GPUs
+    "cpu-only-least-cpu": _cpu_only(_always(lambda state, i, pod: -float(state.cpu_left[i]))),
+    "cpu-only-most-cpu": _cpu_only(_always(lambda state, i, pod: float(state.cpu_left[i]))),
+    "cpu-only-fewest-free-gpus": _cpu_only(_always(lambda state, i, pod: -float(state.total_left[i]))),
+    # fewest free GPUs, then the least free CPU (best fit on the CPU that GPU pods can no longer use)
+    "cpu-only-bestfit": _cpu_only(
+        _always(lambda state, i, pod: -float(state.total_left[i]) * 1e7 - float(state.cpu_left[i]))
+    ),
     "used": _always(_used_fraction),
     "bestfit": _always(_least_free),
     "fewer-gpus": _always(lambda state, i, pod: -float(state.gpu_count[i])),
@@ -92,9 +110,22 @@ class FGD:
     name = "fgd"
 
     def __init__(
-        self, workload: Workload, *, points: int = 100, tie: str = "rank", tight_gpu: bool = False
+        self,
+        workload: Workload,
+        *,
+        points: int = 100,
+        tie: str = "rank",
+        tight_gpu: bool = False,
+        strand: float = 0.0,
     ) -> None:
         self.workload = workload
+        # ``strand`` > 0 adds to a node's fragmentation the free milli-GPU its free CPU cannot feed at
+        # the workload's CPU per milli-GPU, times ``strand`` (FGD counts a GPU lost to CPU only where
+        # a typical pod no longer fits at all, so CPU drained a little at a time goes unseen).
+        gpu = [p for p in workload if p.milli]
+        demand = sum(p.popularity * p.milli * p.gpus for p in gpu)
+        self.cpu_per_milli = sum(p.popularity * p.cpu for p in gpu) / demand if demand else 0.0
+        self.strand = strand
         self.points = points
         # A share goes to the first of the node's best-scored GPUs; with ``tight_gpu``, to the one
         # with the least free (best fit inside the node), which is what the solver's decode does.
@@ -109,6 +140,8 @@ class FGD:
         value = self._frag.get(key)
         if value is None:
             value = node_fragmentation(free, cpu_free, self.workload, model)
+            if self.strand and self.cpu_per_milli:
+                value += self.strand * max(0.0, sum(free) - cpu_free / self.cpu_per_milli)
             self._frag[key] = value
         return value
 

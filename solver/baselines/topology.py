@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from solver.answer.measures import cluster_metrics
+from solver.baselines.support import topology_unsupported, unsupported_result
 from solver.domain.model import (
     Distance,
     FabricSwitch,
@@ -344,6 +345,9 @@ class Greedy:
     def _job(
         self, job: Job, free: dict[str, Free], fabric: LocalityIndex, start_free: dict[str, int]
     ) -> JobResult:
+        why = topology_unsupported(job)
+        if why:
+            return unsupported_result(job, self.name, "whole GPUs and NICs only", why)
         mode, highest = job_locality(job)
         need = sum(r.minimum * r.member.gpus for r in job.roles)
         candidates: list[tuple[str, list[str]]] = []

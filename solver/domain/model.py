@@ -125,6 +125,7 @@ class ReasonCode(IntEnum):
     TIME_LIMIT = 4  # the solver ran out of time before placing it
     LOCALITY = 5  # capacity exists, but not within the locality the job requires
     MUTEX = 6  # anti-affinity or exclusivity rules leave no room
+    UNSUPPORTED = 7  # a baseline policy cannot express what the job asks (never the solver's answer)
 
 
 # --------------------------------------------------------------------------- inventory
@@ -339,7 +340,7 @@ class Policy(Frozen):
     seed: int = Field(default=0, ge=0)
     deterministic: bool = True
     workers: int = Field(default=0, ge=0, le=64, description="CP-SAT workers; 0 = one per core")
-    node_policy: str = ""  # HAMi-style chain, e.g. "binpack,numa"; see README
+    node_policy: str = ""  # HAMi-style chain, e.g. "binpack,numa"; see docs/model.md
     gpu_policy: str = ""  # e.g. "topology-aware,mutex"
     workload: tuple[WorkloadShape, ...] = ()  # for the fragmentation tier; empty = from the batch
     # For the NODE_ORDER tier: node names, most preferred first; nodes not named tie after them.
@@ -361,6 +362,14 @@ class SolveRequest(Frozen):
 # --------------------------------------------------------------------------- result
 
 
+class GpuNicPair(Frozen):
+    """One GPU and the NIC that serves it, with their PCIe distance class."""
+
+    gpu: str
+    nic: str
+    distance: Distance = Distance.UNSPECIFIED
+
+
 class MemberPlacement(Frozen):
     role: str
     index: int = Field(ge=0)
@@ -370,6 +379,7 @@ class MemberPlacement(Frozen):
     numa: int | None = None
     aligned: bool = True  # every GPU↔NIC pair at the asked distance or closer
     gpu_shares: tuple[GpuShare, ...] = ()  # for a share member: the GPU and the part it got
+    pairs: tuple[GpuNicPair, ...] = ()  # which NIC serves which GPU (see the proto)
 
 
 class Reason(Frozen):

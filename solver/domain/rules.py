@@ -45,7 +45,7 @@ RULES: tuple[RuleFamily, ...] = (
         "no device, CPU or memory of a node is used twice",
         ("solver.reduce.intranode:enumerate_configurations", "solver.compile.nodes:add_configuration_choice"),
         ("solver.answer.verify.capacity:node_capacity", "solver.answer.verify.shares:shared_devices"),
-        ("solver.answer.explain:capacity",),
+        ("solver.answer.explain:largest_free", "solver.answer.explain:largest_minimum"),
         ReasonCode.INSUFFICIENT_CAPACITY,
     ),
     RuleFamily(
@@ -53,15 +53,15 @@ RULES: tuple[RuleFamily, ...] = (
         "a job is placed with every role at its minimum, or not at all",
         ("solver.compile.gangs:add_gangs",),
         ("solver.answer.verify.jobs:gang", "solver.answer.verify.jobs:job_set"),
-        ("solver.answer.explain:capacity",),
+        ("solver.answer.explain:largest_minimum",),
         ReasonCode.INSUFFICIENT_CAPACITY,
     ),
     RuleFamily(
         "PCIe alignment",
-        "each GPU of a member has a NIC of its own within the asked PCIe distance",
+        "each GPU of a member has a NIC of its own within the asked PCIe distance (the answer's pairs)",
         ("solver.reduce.intranode:choose_nics", "solver.compile.objective:topology"),
-        ("solver.answer.verify.alignment:alignment",),
-        ("solver.answer.explain:smallest_relaxation",),
+        ("solver.answer.verify.alignment:alignment", "solver.answer.verify.pairs:pairs"),
+        ("solver.answer.explain:member_relaxations",),
         ReasonCode.NO_NODE_FITS,
     ),
     RuleFamily(
@@ -69,7 +69,7 @@ RULES: tuple[RuleFamily, ...] = (
         "a member's GPUs and NICs sit on one NUMA node",
         ("solver.reduce.intranode:gpu_sets", "solver.compile.objective:topology"),
         ("solver.answer.verify.numa:numa",),
-        ("solver.answer.explain:smallest_relaxation",),
+        ("solver.answer.explain:member_relaxations",),
         ReasonCode.NO_NODE_FITS,
     ),
     RuleFamily(
@@ -77,7 +77,7 @@ RULES: tuple[RuleFamily, ...] = (
         "a member's GPUs are linked to each other; a gang stays in one NVLink domain",
         ("solver.reduce.intranode:gpu_sets", "solver.compile.locality:add_locality"),
         ("solver.answer.verify.nvlink:nvlink", "solver.answer.verify.locality:all_locality"),
-        ("solver.answer.explain:smallest_relaxation", "solver.answer.explain:locality_shortfall"),
+        ("solver.answer.explain:member_relaxations", "solver.answer.explain:job_relaxations"),
         ReasonCode.LOCALITY,
     ),
     RuleFamily(
@@ -85,7 +85,7 @@ RULES: tuple[RuleFamily, ...] = (
         "a gang, a role or two roles stay under one switch of a given tier",
         ("solver.compile.locality:add_locality", "solver.compile.objective:topology"),
         ("solver.answer.verify.locality:all_locality",),
-        ("solver.answer.explain:locality_shortfall",),
+        ("solver.answer.explain:job_relaxations", "solver.answer.explain:locality_shortfall"),
         ReasonCode.LOCALITY,
     ),
     RuleFamily(
@@ -93,8 +93,8 @@ RULES: tuple[RuleFamily, ...] = (
         "every member of a role uses NICs on the same rails",
         ("solver.reduce.rails:expand_rails", "solver.compile.gangs:add_gangs"),
         ("solver.answer.verify.rails:rails_aligned",),
-        ("solver.answer.explain:capacity",),
-        ReasonCode.INSUFFICIENT_CAPACITY,
+        ("solver.answer.explain:job_relaxations",),
+        ReasonCode.LOCALITY,
     ),
     RuleFamily(
         "shares",
@@ -109,7 +109,7 @@ RULES: tuple[RuleFamily, ...] = (
         "a member keeps away from labelled work; a mutex member takes idle GPUs nobody shares after",
         ("solver.reduce.separation:Separation",),
         ("solver.answer.verify.separation:separation", "solver.answer.verify.shares:gpu_shares"),
-        ("solver.answer.explain:why_unplaced",),
+        ("solver.answer.explain:member_relaxations", "solver.answer.explain:job_relaxations"),
         ReasonCode.MUTEX,
     ),
     RuleFamily(

@@ -1,9 +1,10 @@
 """Request validation: every cross-field problem of a request, each with its path and a sentence.
 
-``solver.domain.model`` checks what one field can check alone (a count is positive). What needs two parts of
-the request at once lives here: ids are unique, references resolve, trees have no cycles, a member
-fits at least one node. The caller gets *every* problem in one answer (a scheduler fixing one error
-per round trip is a bad experience), so each rule is a generator that keeps going after a problem.
+``solver.domain.model`` checks what one field can check alone (a count is positive). What needs two
+parts of the request at once lives here: ids are unique, references resolve, trees have no cycles. A
+member that no node could hold is not bad input but an unplaced job (:func:`unfit_jobs`). The caller
+gets *every* problem in one answer (a scheduler fixing one error per round trip is a bad experience),
+so each rule is a generator that keeps going after a problem.
 
 Each rule family is one small function ``rule(request) -> Iterator[Problem]``; ``RULES`` lists them
 in the order their problems are reported. Paths use the domain (= proto) field names with list
@@ -591,11 +592,14 @@ def member_fits_some_node(request: SolveRequest) -> Iterator[Problem]:
             if models not in by_models:
                 by_models[models] = largest.gpus_of(models)
             if shape.gpus > by_models[models]:
-                yield Problem(
-                    path=f"{p}.gpu_models",
-                    message=f"asks for {shape.gpus} GPUs of model {' or '.join(shape.gpu_models)} "
-                    f"but the node with the most has {by_models[models]}",
-                )
+                asked = f"asks for {shape.gpus} GPUs of model {' or '.join(shape.gpu_models)}"
+                if by_models[models]:
+                    message = f"{asked} but the node with the most has {by_models[models]}"
+                else:
+                    present = sorted({g.model for n in nodes for g in n.gpus if g.model})
+                    have = ", ".join(present) or "none"
+                    message = f"{asked} but no node here has one; the nodes have {have}"
+                yield Problem(path=f"{p}.gpu_models", message=message)
         if shape.gpu_share is not None and shape.gpu_share.memory_mib:
             most = max((g.memory_mib for n in nodes for g in n.gpus), default=0)
             if most and shape.gpu_share.memory_mib > most:
@@ -649,5 +653,20 @@ RULES: tuple[Rule, ...] = (
     unimplemented_tiers,
     anti_affinity_labels,
     member_requests,
-    member_fits_some_node,
 )
+
+
+def unfit_jobs(request: SolveRequest) -> dict[int, tuple[Problem, ...]]:
+    """Jobs (by index) with a member that no node of the inventory could hold even empty, with what
+    each such member asks beyond the largest node (:func:`member_fits_some_node`).
+
+    Not a validation rule: such a request is well formed, and the job is *unplaced* with that reason
+    while the rest of the batch is placed. A scheduler hands over the nodes its own filters passed
+    (Volcano's predicates, a replay's Filter stage), so "no node here has that model or that much CPU"
+    is an everyday answer, not bad input; one such job must never cost the batch its placement.
+    """
+    out: dict[int, list[Problem]] = {}
+    for problem in member_fits_some_node(request):
+        j = int(problem.path.removeprefix("jobs[").partition("]")[0])
+        out.setdefault(j, []).append(problem)
+    return {j: tuple(found) for j, found in out.items()}

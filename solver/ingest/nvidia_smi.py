@@ -21,6 +21,14 @@ optional); one row per device; cells separated by tabs and/or spaces; ``#`` comm
 the ``Legend:`` block (ignored) and the ``NIC Legend:`` block (``NIC0: mlx5_0``) naming the NICs.
 ``SOC`` (old drivers' word for ``SYS``) is read as ``SYS``.
 
+What people paste is read too: a shell prompt or other lines before the header and after the
+matrix or legend, terminal colour codes (ANSI escapes, removed before columns are counted), Windows
+line ends. Older drivers print no ``NUMA Affinity`` column: the NUMA node is then read off the ``CPU
+Affinity`` sets (GPUs listing the same CPUs share one), and without either, off the matrix (devices
+``NODE`` or closer to each other share one). A ``# topoplace: gpu_model=H100-SXM5-80GB
+gpu_memory_mib=81920 cpu_milli=224000 memory_mib=2097152`` comment completes what the matrix does not
+print (:func:`capture_metadata`).
+
 Errors are :class:`solver.domain.errors.InvalidRequest` with one :class:`~solver.domain.errors.Problem`
 per fault, each located as ``SOURCE:LINE:COLUMN``: LINE is the 1-based line of the text (comments count) and
 COLUMN the 1-based *character* column where the offending cell starts (a tab counts as one
@@ -39,7 +47,7 @@ from solver.domain.errors import InvalidRequest, Problem
 from solver.domain.model import Distance, Gpu, Nic, Node, NumaNode, NvLink, PcieSwitch, SwitchKind
 from solver.domain.topology import gpu_nic_pairing, pcie_distance
 
-__all__ = ["gpu_nic_pairing", "parse_topology"]
+__all__ = ["capture_metadata", "gpu_nic_pairing", "parse_topology"]
 
 AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _HEADER_TOKEN = re.compile("|".join(re.escape(name) for name in AFFINITY_COLUMNS) + r"|\S+")
@@ -48,6 +56,10 @@ _GPU_COLUMN = re.compile(r"GPU(\d+)")
 _NVLINK = re.compile(r"NV(\d+)")
 _CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 _LEGEND_ENTRY = re.compile(r"\s*(\S+)\s*:\s*(\S+)\s*")
+# Terminal colour and cursor codes (CSI ... final byte) and window titles (OSC ... BEL/ST) of a copy
+# from a coloured terminal.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_META = re.compile(r"^\s*#\s*topoplace:(.*)$", re.MULTILINE)
 _PCIE_WORDS = {
     "PIX": Distance.PIX,
     "PXB": Distance.PXB,
@@ -125,17 +137,28 @@ def _is_link_word(word: str) -> bool:
 
 
 def _read_header(lines: list[str], problems: _Problems) -> _Text | None:
-    """The first line with data must name the columns; anything else means the header is missing."""
+    """The header is the first line naming ``GPU<k>`` columns. Lines before it that carry neither
+    column names nor link words (a shell prompt, the command itself, a title) are pasted noise and
+    skipped; a matrix row before any header means the header is missing."""
     for number, line in enumerate(lines, start=1):
         if _is_skipped(line):
             continue
         tokens = _cells(line, number, _HEADER_TOKEN)
         words = [t.text for t in tokens]
-        if any(_is_link_word(w) for w in words) or not any(_GPU_COLUMN.fullmatch(w) for w in words):
-            problems.add(number, 1, "no header row: expected the column names (GPU0 GPU1 ... CPU Affinity)")
+        links = any(_is_link_word(w) for w in words)
+        gpus = any(_GPU_COLUMN.fullmatch(w) for w in words)
+        if not links and not gpus:
+            continue
+        if links:
+            problems.add(
+                number,
+                1,
+                "no header row: this line is a matrix row, but no line before it names the columns "
+                "(GPU0 GPU1 ... CPU Affinity)",
+            )
             return None
         return _split_header(tokens, number, problems)
-    problems.add(1, 1, "no header row: the text has no matrix at all")
+    problems.add(1, 1, "no header row: no line names the columns GPU0 GPU1 ... (is this nvidia-smi topo -m?)")
     return None
 
 
@@ -161,6 +184,7 @@ def _split_header(tokens: list[_Cell], number: int, problems: _Problems) -> _Tex
 def _read_body(lines: list[str], text: _Text, problems: _Problems) -> None:
     """Rows until ``Legend:``; then skip the legend; read ``NIC Legend:`` entries."""
     columns = {c.text for c in text.devices}
+    nic_columns = {c for c in columns if not _GPU_COLUMN.fullmatch(c)}
     section = "matrix"
     for number, line in enumerate(lines[text.header_line :], start=text.header_line + 1):
         if _is_skipped(line):
@@ -171,8 +195,15 @@ def _read_body(lines: list[str], text: _Text, problems: _Problems) -> None:
         elif stripped == "NIC Legend:":
             section = "nic_legend"
         elif section == "matrix":
-            _read_row(_cells(line, number), columns, text, problems)
+            cells = _cells(line, number)
+            if cells[0].text not in columns and set(text.rows) == columns:
+                section = "after"  # every row read: what follows is pasted noise (the next prompt)
+                continue
+            _read_row(cells, columns, text, problems)
         elif section == "nic_legend":
+            if set(text.nic_legend) >= nic_columns and _LEGEND_ENTRY.fullmatch(line) is None:
+                section = "after"  # every NIC named: the rest is noise after the output
+                continue
             _read_legend_entry(line, number, text, problems)
 
 
@@ -333,6 +364,13 @@ def _read_affinity(text: _Text, problems: _Problems) -> dict[str, _Affinity]:
         numa_cell = by_column.get("NUMA Affinity")
         numa = int(numa_cell.text) if numa_cell is not None and numa_cell.text.isdigit() else None
         result[name] = _Affinity(cpus or frozenset(), numa)
+    if "NUMA Affinity" not in text.affinity:
+        # Older drivers print CPU Affinity only: rows listing the same CPUs sit on one NUMA node,
+        # numbered in the order of their first CPU (the kernel numbers NUMA nodes that way too).
+        sets = sorted({a.cpus for a in result.values() if a.cpus}, key=min)
+        if len(sets) > 1 and all(a.isdisjoint(b) for i, a in enumerate(sets) for b in sets[i + 1 :]):
+            numa_of = {cpus: k for k, cpus in enumerate(sets)}
+            result = {n: _Affinity(a.cpus, numa_of.get(a.cpus)) for n, a in result.items()}
     return result
 
 
@@ -452,7 +490,9 @@ def _numa_nodes(numa: dict[str, int | None], affinity: dict[str, _Affinity]) -> 
             cpus_by_numa.setdefault(value, set()).update(affinity[device].cpus if device in affinity else ())
     all_cpus = set().union(*(a.cpus for a in affinity.values()))
     nodes = [NumaNode(id=i, cpu_milli=1000 * len(cpus)) for i, cpus in sorted(cpus_by_numa.items())]
-    return nodes, 1000 * len(all_cpus)
+    # The rows list only the CPUs near GPUs; CPUs are numbered from 0, so the highest one listed
+    # says how many the machine has at least (a DGX A100 lists 128 of its 256).
+    return nodes, 1000 * (max(all_cpus) + 1) if all_cpus else 0
 
 
 def _nvlinks(matrix: _Matrix) -> list[NvLink]:
@@ -509,7 +549,7 @@ def parse_topology(
     prefixes error locations. Raises :class:`InvalidRequest` listing every problem found.
     """
     problems = _Problems(source)
-    lines = text.splitlines()
+    lines = [_ANSI.sub("", line) for line in text.splitlines()]
     raw = _read_header(lines, problems)
     if raw is None:  # without column names no row can be read: stop at the one problem
         raise InvalidRequest(problems.items)
@@ -520,7 +560,11 @@ def parse_topology(
     problems.raise_if_any()
 
     is_gpu = {d: _GPU_COLUMN.fullmatch(d) is not None for d in matrix.order}
-    numa = _infer_numa(matrix, {d: affinity[d].numa if d in affinity else None for d in matrix.order}, is_gpu)
+    known = {d: affinity[d].numa if d in affinity else None for d in matrix.order}
+    if not raw.affinity and all(v is None for v in known.values()):
+        # No affinity columns at all (very old drivers): devices NODE or closer share a NUMA node.
+        known = {d: k for k, group in enumerate(_groups(matrix, Distance.NODE)) for d in group}
+    numa = _infer_numa(matrix, known, is_gpu)
     switches, leaf_of = _build_switches(matrix, numa)
     numa_nodes, cpu_milli = _numa_nodes(numa, affinity)
     result = Node(
@@ -548,3 +592,14 @@ def parse_topology(
     _check_reproduced(result, matrix, names, problems)
     problems.raise_if_any()
     return result
+
+
+def capture_metadata(text: str) -> dict[str, str]:
+    """``key=value`` words of ``# topoplace:`` comment lines: what a site writes into a capture to
+    complete it (``gpu_model``, ``gpu_memory_mib``, ``cpu_milli``, ``memory_mib``)."""
+    values: dict[str, str] = {}
+    for match in _META.finditer(_ANSI.sub("", text)):
+        for token in match.group(1).split():
+            key, _, value = token.partition("=")
+            values[key] = value
+    return values

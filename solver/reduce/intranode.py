@@ -29,6 +29,7 @@ from solver.reduce.normalise import (
     nic_demand,
     preferred,
     required,
+    weighs_nvlink,
 )
 from solver.reduce.separation import WHOLE_NODE
 
@@ -77,6 +78,7 @@ class Rules:
     cpu: int
     memory: int
     rails: frozenset[int] | None = None  # the NICs' rails must be exactly these (rail alignment)
+    nvlink_best: bool = False  # strict variant of an NVLink rule: the node's strongest links only
 
     @staticmethod
     def of(shape: MemberShape, strict: bool, rails: frozenset[int] | None = None) -> Rules:
@@ -100,6 +102,7 @@ class Rules:
             cpu=shape.cpu_milli,
             memory=shape.memory_mib,
             rails=rails,
+            nvlink_best=strict and weighs_nvlink(shape) and has_preferences(shape),
         )
 
 
@@ -121,8 +124,12 @@ def gpu_sets(node: NodeShape, rules: Rules) -> tuple[tuple[int, ...], ...]:
         if (not rules.models or g.model in rules.models) and g.model not in rules.avoid and fits(g, rules)
     ]
     out = []
+    links = {(a, b): n for a, b, n in node.nvlink_links} if rules.nvlink_best else {}
+    floor = node.nvlink_best[rules.gpus] if rules.nvlink_best and rules.gpus < len(node.nvlink_best) else 0
     for combo in combinations(eligible, rules.gpus):
         if rules.nvlink and any((a, b) not in node.nvlink for a, b in combinations(combo, 2)):
+            continue
+        if floor and any(links.get(pair, 0) < floor for pair in combinations(combo, 2)):
             continue
         numas = {node.gpus[i].numa for i in combo}
         if rules.numa and (None in numas or len(numas) > 1):

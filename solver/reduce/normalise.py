@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from functools import cached_property
+from functools import cached_property, lru_cache
 from types import MappingProxyType
 
 from solver.domain.model import (
@@ -68,8 +68,14 @@ def has_preferences(shape: MemberShape) -> bool:
     return (
         (preferred(shape.alignment.mode) and nic_demand(shape) > 0)
         or preferred(shape.numa)
-        or (preferred(shape.nvlink) and shape.gpus > 1)
+        or (weighs_nvlink(shape) and shape.gpus > 1)
     )
+
+
+def weighs_nvlink(shape: MemberShape) -> bool:
+    """An NVLink rule (either mode) also prefers the strongest links: a member meets it fully only
+    on GPUs whose weakest pair has as many links as the node's best set of that size (NV18 over NV2)."""
+    return preferred(shape.nvlink) or required(shape.nvlink)
 
 
 # --------------------------------------------------------------------------- node shapes
@@ -97,7 +103,9 @@ class NodeShape:
     """A node's free resources in canonical order; equal shapes are interchangeable nodes.
 
     ``distance[i][j]`` covers GPUs first then NICs (index ``len(gpus) + k`` for NIC k);
-    ``nvlink`` holds canonical GPU index pairs (i < j).
+    ``nvlink`` holds canonical GPU index pairs (i < j), ``nvlink_links`` their link counts
+    (``NV#``), and ``nvlink_best[k]`` the links of the weakest pair of the best-linked k GPUs of the
+    node's hardware (used or not): what "as well linked as this node allows" means for k GPUs.
     """
 
     gpus: tuple[FreeGpu, ...]
@@ -110,6 +118,8 @@ class NodeShape:
     fully_free: bool  # nothing allocated: binpack keeps such nodes whole
     gpu_group: tuple[int, ...] = ()  # per GPU: which PCIe switch (numbered in canonical order)
     taboo: frozenset[tuple[int, int]] = frozenset()  # (shape, GPU or -1 = node) running work forbids
+    nvlink_links: tuple[tuple[int, int, int], ...] = ()  # (i, j, links), i < j canonical
+    nvlink_best: tuple[int, ...] = ()  # by GPU count k; () when the node has no NVLink
 
     def nic_distance(self, gpu: int, nic: int) -> int:
         return self.distance[gpu][len(self.gpus) + nic]
@@ -187,9 +197,20 @@ class Normalised:
     # ``fit_test`` of :func:`normalise`): the model never sees them; explanations still ask whether
     # a relaxed rule would let one in.
     unfit: tuple[NodeShape, ...] = ()
-    # Jobs that stand for a pool of pods (``solver.reduce.pools``): the jobs tier counts their
-    # members, and the floor places as many of their members as fit.
-    pools: frozenset[int] = frozenset()
+    unfit_names: tuple[str, ...] = ()  # per unfit shape, the first node of that shape (for messages)
+    # Per job, the batch positions of the jobs it stands for (``solver.reduce.pools``: a pool of pods
+    # stands for several); empty when nothing was pooled.
+    pooled_from: tuple[tuple[int, ...], ...] = ()
+
+    @cached_property
+    def pools(self) -> frozenset[int]:
+        """Jobs that stand for a pool of pods: the jobs tier counts their members, and the floor
+        places their members one by one, at their pods' places in the batch."""
+        return frozenset(j for j, batch in enumerate(self.pooled_from) if len(batch) > 1)
+
+    def batch_positions(self, j: int) -> tuple[int, ...]:
+        """Where the jobs job ``j`` stands for sit in the batch, in order."""
+        return self.pooled_from[j] if self.pooled_from else (j,)
 
     def group_of(self, r: int) -> int:
         g = self.roles[r].group
@@ -311,6 +332,50 @@ def distance_matrix(
     return found
 
 
+@lru_cache(maxsize=256)
+def nvlink_best(gpus: tuple[str, ...], links: tuple[tuple[str, str, int], ...]) -> tuple[int, ...]:
+    """Per GPU count k, the most links the weakest pair of some k GPUs of the node has (0 for k < 2,
+    or when no k GPUs are all linked). Computed on the hardware, so a node whose strong pairs are
+    busy does not call its weak ones strong. Cliques over the distinct link counts: nodes have a
+    few dozen GPUs at most, and the answer is cached per NVLink matrix."""
+    if not links:
+        return ()
+    index = {g: i for i, g in enumerate(gpus)}
+    best = [0] * (len(gpus) + 1)
+    for floor in sorted({n for _, _, n in links}, reverse=True):
+        adjacent = [0] * len(gpus)
+        for a, b, n in links:
+            if n >= floor and a in index and b in index:
+                adjacent[index[a]] |= 1 << index[b]
+                adjacent[index[b]] |= 1 << index[a]
+        size = _largest_clique(adjacent)
+        for k in range(2, size + 1):
+            best[k] = max(best[k], floor)
+    return tuple(best)
+
+
+def _largest_clique(adjacent: list[int]) -> int:
+    """Size of the largest clique of a graph given as neighbour bitmasks (branch and bound)."""
+    found = 0
+
+    def grow(size: int, candidates: int) -> None:
+        nonlocal found
+        if not candidates:
+            found = max(found, size)
+            return
+        if size + candidates.bit_count() <= found:
+            return
+        while candidates:
+            if size + candidates.bit_count() <= found:
+                return
+            v = candidates.bit_length() - 1
+            candidates &= ~(1 << v)
+            grow(size + 1, candidates & adjacent[v])
+
+    grow(0, (1 << len(adjacent)) - 1)
+    return found
+
+
 def node_shape(
     node: Node,
     selected_label_keys: frozenset[str],
@@ -332,6 +397,17 @@ def node_shape(
         for link in node.nvlinks
         if link.gpu_a in position and link.gpu_b in position
     )
+    links = tuple(
+        sorted(
+            (
+                min(position[link.gpu_a], position[link.gpu_b]),
+                max(position[link.gpu_a], position[link.gpu_b]),
+                link.links,
+            )
+            for link in node.nvlinks
+            if link.gpu_a in position and link.gpu_b in position
+        )
+    )
     shape = NodeShape(
         gpus=tuple(free for _, free in pairs),
         nics=tuple(FreeNic(numa=n.numa, rail=n.rail if rails else None) for n in nics),
@@ -343,6 +419,10 @@ def node_shape(
         fully_free=not node.allocations,
         gpu_group=tuple(groups.setdefault(g.pcie_switch, len(groups)) for g in gpus),
         taboo=separation.taboo(node, gpus, job_of_shape) if separation else frozenset(),
+        nvlink_links=links,
+        nvlink_best=nvlink_best(
+            tuple(g.id for g in node.gpus), tuple((lk.gpu_a, lk.gpu_b, lk.links) for lk in node.nvlinks)
+        ),
     )
     rank = {g.id: i for i, g in enumerate(node.gpus)} | {n.name: i for i, n in enumerate(node.nics)}
     concrete = ConcreteNode(
@@ -459,7 +539,7 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
     by_total = request.policy.packing == Packing.FILL and ObjectiveTier.PACKING in request.policy.objective
     # Per class key, its nodes and their ranks (one lookup per node: this loop walks the cluster).
     by_key: dict[tuple[NodeShape, str, str, int], tuple[list[ConcreteNode], list[int]]] = {}
-    unfit: dict[NodeShape, None] = {}
+    unfit: dict[NodeShape, str] = {}  # shape → its first node
     candidates = 0
     owned = tuple(owners)
     fit_of: dict[int, tuple[NodeShape, bool]] = {}  # by shape object: equal shapes are one (interned)
@@ -472,7 +552,7 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
             if known is None or known[0] is not shape:
                 known = fit_of[id(shape)] = (shape, fits(shape))
             if not known[1]:
-                unfit[shape] = None
+                unfit.setdefault(shape, node.name)
                 continue
         total = sum(1 for g in node.gpus if g.healthy) if by_total else 0
         key = (shape, node.leaf if by_leaf else "", node.nvlink_domain if by_domain else "", total)
@@ -503,4 +583,5 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
         conflicts=separation.shape_conflicts(owners),
         candidate_nodes=candidates,
         unfit=tuple(unfit),
+        unfit_names=tuple(unfit.values()),
     )

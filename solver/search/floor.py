@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -127,18 +127,11 @@ def greedy_hint(
             taken: Counter[tuple[int, int]] = Counter()
             chosen: list[int] = []
             for variants in floor.roles.get(j, ()):
-                least = counts.get(problem.group_of(variants[0]), problem.roles[variants[0]].minimum)
-                # A pool's members are pods of their own: as many as fit, at least its minimum.
-                most = (
-                    problem.roles[variants[0]].role.replicas if j in problem.pools and not counts else least
-                )
+                # A pool's members are pods of their own: the order names the pool once per pod, and
+                # each time one member (its minimum) is placed.
+                want = counts.get(problem.group_of(variants[0]), problem.roles[variants[0]].minimum)
                 fitted = next(
-                    (
-                        v
-                        for v in variants
-                        if place_role(floor, state, allowed, journal, taken, v, least, most)
-                    ),
-                    None,
+                    (v for v in variants if place_role(floor, state, allowed, journal, taken, v, want)), None
                 )
                 if fitted is None:
                     break
@@ -164,9 +157,24 @@ def greedy_hint(
 
 
 def job_order(problem: Normalised) -> list[int]:
-    """Highest priority first, then the most GPUs."""
-    jobs = range(len(problem.request.jobs))
-    return sorted(jobs, key=lambda j: (-problem.request.jobs[j].priority, -job_gpus(problem, j), j))
+    """Highest priority first, then the most GPUs (a pool once per pod)."""
+    units = batch_units(problem)
+    return [
+        j
+        for j, _ in sorted(
+            units, key=lambda u: (-problem.request.jobs[u[0]].priority, -job_gpus(problem, u[0]), u[1])
+        )
+    ]
+
+
+def batch_units(problem: Normalised) -> list[tuple[int, int]]:
+    """(job, batch position) for every job of the batch as it came: a pool once for each of its pods,
+    at that pod's position, so that orders interleave pods with the rest as the batch did."""
+    return [
+        (j, pos)
+        for j in range(len(problem.request.jobs))
+        for pos in (problem.batch_positions(j) if j in problem.pools else problem.batch_positions(j)[:1])
+    ]
 
 
 def job_gpus(problem: Normalised, j: int) -> int:
@@ -200,19 +208,15 @@ def place_role(
     journal: list[tuple[int, int, int]],
     taken: Counter,
     r: int,
-    least: int,
-    most: int,
+    want: int,
 ) -> bool:
-    """Place between ``least`` and ``most`` members of role variant ``r`` (as many as fit), one at
-    a time, on classes in ``allowed`` (None: any); if fewer than ``least`` fit, leave ``state``,
-    ``journal`` and ``taken`` as they were."""
+    """Place ``want`` members of role variant ``r``, one at a time, on classes in ``allowed`` (None:
+    any); if they do not all fit, leave ``state``, ``journal`` and ``taken`` as they were."""
     shape = floor.problem.roles[r].shape
     mark = len(journal)
     moved: Counter[tuple[int, int]] = Counter()
-    for n in range(most):
+    for _ in range(want):
         move = best_move(floor, state, allowed, shape, r)
-        if move is None and n >= least:
-            break
         if move is None:
             tail = journal[mark:]
             del journal[mark:]
@@ -373,31 +377,33 @@ def orders(problem: Normalised, floor: Floor, shuffles: int, seed: int) -> Itera
     - ``shuffle-k``: seeded shuffles, the tie orders a queue could have had.
     """
     jobs = problem.request.jobs
-    n = len(jobs)
+    units = batch_units(problem)
 
     def prio(j: int) -> int:
         return -jobs[j].priority
 
+    def by(key: Callable[[tuple[int, int]], tuple]) -> list[int]:
+        return [j for j, _ in sorted(units, key=key)]
+
     ruled = {rule.job for rule in floor.compiled.locality.rules}
     yield "largest-first", job_order(problem)
-    yield "queue", sorted(range(n), key=lambda j: (prio(j), j))
-    yield "smallest-first", sorted(range(n), key=lambda j: (prio(j), job_gpus(problem, j), j))
+    yield "queue", by(lambda u: (prio(u[0]), u[1]))
+    yield "smallest-first", by(lambda u: (prio(u[0]), job_gpus(problem, u[0]), u[1]))
     yield (
         "locality-first",
-        sorted(
-            range(n),
-            key=lambda j: (
-                prio(j),
-                j not in ruled,
-                -job_gpus(problem, j) if j in ruled else job_gpus(problem, j),
-                j,
-            ),
+        by(
+            lambda u: (
+                prio(u[0]),
+                u[0] not in ruled,
+                job_gpus(problem, u[0]) * (-1 if u[0] in ruled else 1),
+                u[1],
+            )
         ),
     )
     for k in range(shuffles):
         rng = random.Random(f"{seed}/{k}")
-        keys = [rng.random() for _ in range(n)]
-        yield f"shuffle-{k}", sorted(range(n), key=lambda j: (prio(j), keys[j]))
+        keys = {u: rng.random() for u in units}
+        yield f"shuffle-{k}", by(lambda u, keys=keys: (prio(u[0]), keys[u]))
 
 
 def portfolio(

@@ -37,8 +37,9 @@ from google.protobuf.message import Message
 from pydantic import BaseModel, ValidationError
 
 from solver.domain.errors import InvalidRequest, Problem
-from solver.domain.model import Node, SolveRequest, SolveResult
+from solver.domain.model import Inventory, Node, SolveRequest, SolveResult
 from solver.domain.nodefold import DEFAULT_NODE_MEMORY_BYTES, BoundedLru, node_bytes
+from solver.service.protojson import parse_dict
 from topoplace.v1 import placement_pb2
 
 M = TypeVar("M", bound=BaseModel)
@@ -101,6 +102,56 @@ def node_to_json(node: Node) -> str:
     """One node as canonical JSON, e.g. what ``topoplace ingest nvidia-smi`` prints for pasting
     into ``inventory.nodes`` of a request file."""
     return json_text(_to_proto(node, placement_pb2.Node()))
+
+
+def node_to_readable_json(node: Node) -> str:
+    """One node as a person reads it: numbers as numbers (canonical JSON quotes 64-bit integers),
+    every field shown with its default; still a valid ``Node`` for a request file."""
+    return readable_json(_to_proto(node, placement_pb2.Node()))
+
+
+def inventory_to_readable_json(inventory: Inventory) -> str:
+    """An inventory as :func:`node_to_readable_json` writes a node."""
+    return readable_json(_to_proto(inventory, placement_pb2.Inventory()))
+
+
+def readable_json(msg: Message) -> str:
+    data = json_format.MessageToDict(
+        msg, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    return json.dumps(_numbers(data, msg.DESCRIPTOR), indent=2) + "\n"
+
+
+_INT64 = (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64)
+
+
+def _numbers(data: Any, desc: Descriptor) -> Any:
+    """64-bit integers back from the strings proto3 JSON writes them as."""
+    if not isinstance(data, dict):
+        return data
+    out = {}
+    order = {f.name: i for i, f in enumerate(desc.fields)}  # proto order, as json_text writes
+    for key, value in sorted(data.items(), key=lambda kv: order.get(kv[0], len(order))):
+        field = desc.fields_by_name.get(key)
+        if field is None:
+            out[key] = value
+        elif field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            out[key] = {
+                k: _numbers(v, value_field.message_type) if value_field.message_type else v
+                for k, v in value.items()
+            }
+        elif field.message_type is not None:
+            out[key] = (
+                [_numbers(v, field.message_type) for v in value]
+                if isinstance(value, list)
+                else _numbers(value, field.message_type)
+            )
+        elif field.cpp_type in _INT64:
+            out[key] = [int(v) for v in value] if isinstance(value, list) else int(value)
+        else:
+            out[key] = value
+    return out
 
 
 def json_text(msg: Message) -> str:
@@ -359,13 +410,16 @@ def _parse_dict(data: Any, msg: Message, source_name: str) -> Any:
     if not isinstance(data, dict):
         kind = type(data).__name__
         raise InvalidRequest([Problem(path=source_name, message=f"top level must be an object, got {kind}")])
+    # Every wrong type, unknown field and enum value with its indexed path; short enum names (PXB).
     try:
-        json_format.ParseDict(data, msg)
-    except json_format.ParseError as exc:
+        return parse_dict(data, msg)
+    except InvalidRequest as exc:
+        where = [(f"{p.path}: " if p.path else "") + p.message for p in exc.problems]
+        raise InvalidRequest([Problem(path=source_name, message=m) for m in where]) from None
+    except json_format.ParseError as exc:  # what the walk does not check (bytes' base64)
         location, reason = split_parse_error(str(exc))
         message = f"{location}: {reason}" if location else reason
         raise InvalidRequest([Problem(path=source_name, message=message)]) from None
-    return msg
 
 
 _CHAIN_STEP = re.compile(r"^Failed to parse (\w+) field: ")

@@ -18,13 +18,26 @@ from solver.domain.errors import InvalidRequest, Problem
 
 EXIT_OK, EXIT_INTERRUPTED = 0, 130
 
+# What a person reads first in `topoplace whatif --help`: what the command answers and one example.
+WHATIF_HELP = """\
+Ask what-if questions about a cluster without touching it: add or drain nodes, fail GPUs, let jobs
+finish, change a job, or replay an hour of arrivals; each variant is solved by topoplace and by
+greedy baselines (Volcano-like, best fit, FGD, ...) and compared side by side.
+
+example:
+  topoplace whatif fixtures/whatif/dgx4-grow.yaml             # table: placed, GPUs used, reasons
+  topoplace whatif fixtures/whatif/dgx4-grow.yaml --out /tmp/w # also JSON and PNG plots
+
+The scenario format and two worked examples: docs/whatif.md."""
+
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register ``whatif`` on the core CLI's subcommands."""
     p = subparsers.add_parser(
         "whatif",
         help="offline what-if: edits to an inventory, policies compared, traces replayed",
-        description=__doc__.split("\n\n")[0],
+        description=WHATIF_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO", help="a scenario as YAML or JSON")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")

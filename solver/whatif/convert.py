@@ -20,6 +20,7 @@ from google.protobuf.message import Message
 
 from solver.domain.errors import InvalidRequest, Problem
 from solver.service import wire
+from solver.service.protojson import parse_dict
 from solver.service.wire import split_parse_error
 from solver.whatif.report import WhatIfReport
 from solver.whatif.scenario import Edit, Scenario
@@ -119,7 +120,9 @@ def scenario_from_data(data: Any, source: str, lines: dict[str, int] | None = No
         raise InvalidRequest([Problem(path=source, message=f"must be a mapping (a scenario), got {kind}")])
     msg = whatif_pb2.Scenario()
     try:
-        json_format.ParseDict(data, msg)
+        parse_dict(data, msg)  # every problem at its indexed path; short enum names accepted
+    except InvalidRequest as exc:
+        raise InvalidRequest([_problem(source, p.path, p.message, lines) for p in exc.problems]) from None
     except json_format.ParseError as exc:
         where, reason = split_parse_error(str(exc), ROOTS)
         raise InvalidRequest([_problem(source, where, reason, lines)]) from None
@@ -231,7 +234,11 @@ ROOTS = ("Scenario", "WhatIfRequest", "WhatIfReport")
 def message_from(data: Any, msg: Message, source: str) -> Message:
     """``ParseDict`` with the scenario's error style, for the other files a scenario names."""
     try:
-        json_format.ParseDict(data, msg)
+        parse_dict(data, msg)
+    except InvalidRequest as exc:
+        raise InvalidRequest(
+            [Problem(path=f"{source}:{p.path or '(top)'}", message=p.message) for p in exc.problems]
+        ) from None
     except json_format.ParseError as exc:
         where, reason = split_parse_error(str(exc), ROOTS)
         raise InvalidRequest([Problem(path=f"{source}:{where or '(top)'}", message=reason)]) from None

@@ -109,6 +109,8 @@ class PolicyDiff(Frozen):
     gpus_a: int = 0
     gpus_b: int = 0
     seed: int = 0
+    unsupported_b: tuple[str, ...] = ()  # jobs policy_b cannot express: not counted in only_a
+    unsupported_a: tuple[str, ...] = ()
 
 
 class WhatIfReport(Frozen):

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from solver.domain.model import ReasonCode
 from solver.whatif.engine import ProgressFn, StopFn, Stopped, evaluate_batch, never, replay_trace
 from solver.whatif.report import Outcome, PolicyDiff, WhatIfReport
 from solver.whatif.scenario import BASE_VARIANT, PolicySpec
@@ -255,15 +256,26 @@ def diffs(outcomes: Sequence[Outcome], policies: Sequence[str]) -> tuple[PolicyD
     return tuple(out)
 
 
+def _unsupported(outcome: Outcome) -> frozenset[str]:
+    return frozenset(
+        j.job_id for j in outcome.jobs if j.reason is not None and j.reason.code == ReasonCode.UNSUPPORTED
+    )
+
+
 def _diff(variant: str, a: Outcome, b: Outcome, seed: int) -> PolicyDiff:
     placed_a, placed_b = a.placed_ids(), b.placed_ids()
+    # A job one side could not express was never tried there: it is no win for the other side.
+    unsupported_a, unsupported_b = _unsupported(a), _unsupported(b)
     order = [j.job_id for j in a.jobs] + [j.job_id for j in b.jobs if j.job_id not in placed_a]
+    order = list(dict.fromkeys(order))
     return PolicyDiff(
         variant=variant,
         policy_a=a.policy,
         policy_b=b.policy,
-        only_a=tuple(j for j in dict.fromkeys(order) if j in placed_a and j not in placed_b),
-        only_b=tuple(j for j in dict.fromkeys(order) if j in placed_b and j not in placed_a),
+        only_a=tuple(j for j in order if j in placed_a and j not in placed_b and j not in unsupported_b),
+        only_b=tuple(j for j in order if j in placed_b and j not in placed_a and j not in unsupported_a),
+        unsupported_a=tuple(j for j in order if j in unsupported_a),
+        unsupported_b=tuple(j for j in order if j in unsupported_b),
         gpus_a=a.summary.gpus_used_after,
         gpus_b=b.summary.gpus_used_after,
         seed=seed,

@@ -76,7 +76,7 @@ def _wait_rows(outcomes: Sequence[Outcome]) -> list[tuple[str, ...]]:
 def _diff_lines(diffs: Sequence[PolicyDiff]) -> list[str]:
     lines: list[str] = []
     for d in diffs:
-        if not d.only_a and not d.only_b:
+        if not d.only_a and not d.only_b and not d.unsupported_a and not d.unsupported_b:
             continue
         if d.policy_a == d.policy_b:
             head = f"{d.policy_a}, {d.variant}"
@@ -86,7 +86,11 @@ def _diff_lines(diffs: Sequence[PolicyDiff]) -> list[str]:
             head = f"{d.variant}: {d.policy_a} vs {d.policy_b}"
             parts = [f"only {d.policy_a}: {', '.join(d.only_a)}" if d.only_a else "",
                      f"only {d.policy_b}: {', '.join(d.only_b)}" if d.only_b else ""]  # fmt: skip
-        lines.append(f"  {head} (seed {d.seed}) · " + " · ".join(p for p in parts if p))
+            # jobs a policy could not express are no one's win: named apart
+            sides = ((d.policy_a, d.unsupported_a), (d.policy_b, d.unsupported_b))
+            parts += [f"unsupported by {policy}: {', '.join(jobs)}" for policy, jobs in sides if jobs]
+        if any(parts):
+            lines.append(f"  {head} (seed {d.seed}) · " + " · ".join(p for p in parts if p))
     return (
         ["", "differences:", *lines]
         if lines

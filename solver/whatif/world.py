@@ -23,6 +23,7 @@ from solver.domain.model import FabricSwitch, Inventory, Job, Node, SolveRequest
 from solver.domain.validate import member_fits_some_node, validate
 from solver.ingest.sources import inventory_source
 from solver.service import wire
+from solver.service.protojson import parse_dict
 from solver.whatif import convert
 from solver.whatif.scenario import (
     BASE_VARIANT,
@@ -524,11 +525,25 @@ def patched_job(job: Job, patch: dict[str, Any]) -> Job:
     elif roles is not None:
         merged["roles"] = roles
     merged = _integral(merged)
-    parsed = convert.message_from(merged, placement_pb2.Job(), "patch")
+    try:
+        # Paths relative to the patch, as the scenario wrote it: roles keyed by name keep their name.
+        parsed = parse_dict(merged, placement_pb2.Job())
+    except InvalidRequest as exc:
+        names = [r.get("name", "") for r in merged.get("roles", [])] if isinstance(roles, dict) else []
+        raise InvalidRequest([_role_named(p, names) for p in exc.problems]) from None
     try:
         return convert._from_proto(parsed, Job)
     except InvalidRequest as exc:
         raise InvalidRequest(exc.problems) from None
+
+
+def _role_named(problem: Problem, names: list[str]) -> Problem:
+    """``roles[1].member.gpus`` → ``roles.decode.member.gpus`` when the patch keyed roles by name."""
+    match = re.match(r"roles\[(\d+)\]", problem.path)
+    if match is None or int(match.group(1)) >= len(names):
+        return problem if problem.path else problem.model_copy(update={"path": "(top)"})
+    name = names[int(match.group(1))]
+    return problem.model_copy(update={"path": f"roles.{name}{problem.path[match.end() :]}"})
 
 
 def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:

@@ -1,12 +1,14 @@
 """End to end on a real Slurm: munged, slurmctld and 16 ``slurmd -N`` on loopback, the project's
-job_submit.lua and TaskProlog, the topoplace gRPC service and the Slurm agent in this process.
+job_submit.lua and TaskProlog, the topoplace gRPC service and the Slurm agent in this process (on a
+unix socket, ``agent = unix:…`` in the hook's configuration).
 
-It proves that for real ``sbatch`` jobs (single-node, gangs, an impossible one, one while the
-service is down) the hook's answer is the solver's verified decision, that Slurm itself allocates
+It proves that for real ``sbatch`` jobs (single-node, gangs, a GPU model, an impossible one, one while
+the service is down) the hook's answer is the solver's verified decision, that Slurm itself allocates
 exactly the planned nodes and GPU/NIC indices (``scontrol show job -d``), and that each task's
-environment from the TaskProlog names those GPUs and their aligned NICs — and Slurm's own
-``SLURM_JOB_GPUS`` agrees. Skips only when the Slurm/MUNGE programs are not installed
-(``scripts/install-slurm.sh`` installs them; CI runs it).
+environment from the TaskProlog names what Slurm allocated on its node — as Slurm's own
+``SLURM_STEP_GPUS`` does — even for a job whose comment carries a plan Slurm did not follow. Skips
+only when the Slurm/MUNGE programs are not installed (``scripts/install-slurm.sh`` installs them; CI
+runs it).
 """
 
 from __future__ import annotations
@@ -38,8 +40,13 @@ class Harness:
         from adapters.slurm.agent import Agent, AgentConfig, serve_agent
         from solver.service.server import serve
 
-        self.cluster = EmulatedCluster(root, ClusterSpec(nodes=16, nodes_per_leaf=4, capture=CAPTURE))
-        self.cluster.write_files({"timeout": "5"})
+        self.cluster = EmulatedCluster(
+            root, ClusterSpec(nodes=16, nodes_per_leaf=4, capture=CAPTURE, features="a100")
+        )
+        # Generous budgets: on a loaded 2-core machine scontrol alone can take seconds, and a job the
+        # hook gave up on is submitted unplanned (fail-open), which the checks below would catch as a
+        # missing plan. (The emulated cluster's MessageTimeout is 30 s, so sbatch waits that long.)
+        self.cluster.write_files({"timeout": "12"})
         self.cluster.start()
         self.server = serve("127.0.0.1", 0)
         etc = root / "etc"
@@ -51,20 +58,26 @@ class Harness:
             scontrol="scontrol",
             squeue="squeue",
             debug_dir=root / "log",
+            command_timeout_s=20,
+            time_limit_s=2.0,
         )
         import os
 
         os.environ["SLURM_CONF"] = str(self.cluster.conf)  # the agent's scontrol/squeue
         os.environ["PATH"] = self.cluster.env()["PATH"]
         self.agent = Agent(config)
-        self.running_agent = serve_agent(self.agent)
+        # The documented secure form: a unix socket only slurmctld's user (root here) can reach.
+        run = root / "run"
+        run.mkdir(mode=0o755)
+        self.running_agent = serve_agent(self.agent, unix=run / "agent.sock")
+        assert self.running_agent.address.startswith("unix:/")
         self.cluster.write_hook_conf({"agent": self.running_agent.address})
         self.gres_conf = parse_gres_conf((etc / "gres.conf").read_text())
         self.node_type = load_node_type(CAPTURE)
 
     def sbatch(self, *args: str) -> tuple[int, str, str, float]:
         out = str(self.cluster.root / "out" / "%j.out")
-        task = "echo TP $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES hca=$NCCL_IB_HCA slurm=$SLURM_JOB_GPUS"
+        task = "echo TP $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES hca=$NCCL_IB_HCA slurm=$SLURM_STEP_GPUS"
         script = f"srun -l sh -c '{task}'; sleep 300"
         started = time.perf_counter()
         done = self.cluster.run("sbatch", "--parsable", *args, "-o", out, "--wrap", script, check=False)
@@ -162,22 +175,28 @@ def check_planned(h: Harness, job_id: str, nodes: int) -> None:
             if not slurm_plan.rewritten:
                 assert sorted(int(g[3:]) for g in member.gpus) == gpus
                 assert sorted(member.nics) == nics
-            # Each planned GPU and its NIC (paired by position) are PXB or closer.
-            for gpu, nic in zip(planned_gpus, planned_nics, strict=True):
+            # A GPU-only job holds no NICs; otherwise each GPU and its NIC (by position) are PXB or closer.
+            assert not planned_nics or len(planned_nics) == len(planned_gpus)
+            for gpu, nic in zip(planned_gpus, planned_nics, strict=False):
                 assert device_distance(h.node_type.node, f"GPU{gpu}", nic) <= Distance.PXB
-    lines = h.task_lines(job_id, nodes)
-    for line in lines:
+    check_environment(h, job_id, nodes, alloc)
+
+
+def check_environment(h: Harness, job_id: str, nodes: int, alloc: dict[str, str]) -> None:
+    """Each task's environment names exactly what Slurm allocated on its node (never the plan)."""
+    for line in h.task_lines(job_id, nodes):
         match = re.search(r"TP (\S+) gpus=(\S*) hca=(\S*) slurm=(\S*)", line)
         assert match, line
         node, gpus, hca, slurm_gpus = match.groups()
-        planned_gpus, planned_nics = plan.nodes[node]
-        assert gpus == ",".join(str(g) for g in planned_gpus), line
-        assert hca == ",".join(planned_nics), line
-        assert sorted(slurm_gpus.split(",")) == sorted(str(g) for g in planned_gpus), line
+        gres = next(g for hl, g in alloc.items() if node in expand(hl))
+        held_gpus, held_nics = h.allocated(node, gres)
+        assert sorted(int(g) for g in gpus.split(",")) == held_gpus, line
+        assert sorted(n for n in hca.removeprefix("=").split(",") if n) == held_nics, line
+        assert sorted(int(g) for g in slurm_gpus.split(",")) == held_gpus, line
 
 
 def test_single_node_jobs_are_planned_and_enforced(harness: Harness) -> None:
-    for args in (["-N1", "--gpus-per-node=2"], ["--gres=gpu:4"], ["--gpus=1"]):
+    for args in (["-N1", "--gpus-per-node=2", "--gres=nic:2"], ["--gres=gpu:4"], ["--gpus=1"]):
         code, job_id, err, _ = harness.sbatch(*args)
         assert code == 0, err
         check_planned(harness, job_id, 1)
@@ -190,9 +209,31 @@ def test_gangs_are_planned_enforced_and_kept_under_one_leaf(harness: Harness) ->
     nodes = expand(str(harness.job(job_id)["NodeList"]))
     fabric = {n.name: n.leaf for n in harness.agent.inventory().inventory.nodes}
     assert len({fabric[n] for n in nodes}) == 1, f"gang spans leaves: {nodes}"
-    code, job_id, err, _ = harness.sbatch("-N2", "--gpus-per-node=4")
+    code, job_id, err, _ = harness.sbatch("-N2", "--gpus-per-node=4", "--gres=nic:4")
     assert code == 0, err
     check_planned(harness, job_id, 2)
+
+
+def test_a_plan_slurm_did_not_follow_is_logged_and_the_allocation_exported(harness: Harness) -> None:
+    """A job whose comment carries a plan naming other devices than Slurm gave it (written by hand
+    here, with the hook off, as a stale or foreign plan would be): tasks see Slurm's devices."""
+    harness.cluster.write_hook_conf({"enabled": "no"})
+    try:
+        plan = "topoplace/v1 id=stale0000000 gn16:gpu=7:nic=mlx5_4"
+        code, job_id, err, _ = harness.sbatch("-w", "gn16", "--gres=gpu:sw0:1,nic:sw0:1", "--comment", plan)
+    finally:
+        harness.cluster.write_hook_conf({"enabled": "yes"})
+    assert code == 0, err
+    job = harness.wait_running(job_id)
+    alloc = dict(job["alloc"])  # type: ignore[arg-type]
+    assert h_gpus(harness, alloc, "gn16") == [0]  # sw0's lowest free GPU, not the plan's 7
+    check_environment(harness, job_id, 1, alloc)
+    log = harness.cluster.root / "log" / "taskprolog.log"
+    assert f"job {job_id} on gn16: plan stale0000000 named GPUs [7]" in log.read_text()
+
+
+def h_gpus(h: Harness, alloc: dict[str, str], node: str) -> list[int]:
+    return h.allocated(node, next(g for hl, g in alloc.items() if node in expand(hl)))[0]
 
 
 def test_impossible_job_is_refused_with_a_message(harness: Harness) -> None:
@@ -201,12 +242,28 @@ def test_impossible_job_is_refused_with_a_message(harness: Harness) -> None:
     assert "never fit" in err, err
 
 
+def test_a_gpu_model_request_is_planned_on_nodes_of_that_feature(harness: Harness) -> None:
+    """gpu:a100:2 names no GRES type once GPUs are typed per switch: planned on nodes with the
+    feature a100 (the capture carries no model name), as switch types."""
+    code, job_id, err, _ = harness.sbatch("--gres=gpu:a100:2")
+    assert code == 0, err
+    check_planned(harness, job_id, 1)
+
+
 def test_service_down_fails_open_then_closed_by_configuration(harness: Harness) -> None:
     harness.server.stop()
     code, job_id, err, _ = harness.sbatch("-N1", "--gpus-per-node=1")
     assert code == 0, err
+    assert "could not plan this job" in err, err  # the user is told, not only slurmctld's log
     job = harness.wait_running(job_id)
     assert job["ReqNodeList"] == "(null)" and not job["Plan"], job  # unchanged: Slurm placed it
+    # Without the agent a gpu:<model> script still works: job_submit.lua rewrites it to untyped GPUs
+    # plus the model as a node feature (model_features); unrewritten, Slurm would refuse it.
+    harness.cluster.write_hook_conf({"model_features": "a100"})
+    code, job_id, err, _ = harness.sbatch("--gres=gpu:a100:1")
+    assert code == 0, err
+    job = harness.wait_running(job_id)
+    assert str(job["TresPerNode"]) == "gres:gpu:1", job
     harness.cluster.write_hook_conf({"fail_mode": "closed"})
     try:
         code, _, err, _ = harness.sbatch("-N1", "--gpus-per-node=1")

@@ -3,6 +3,7 @@ comment, the agent's answers (with the real solver in process), the fast client,
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import stat
@@ -29,12 +30,29 @@ def test_gpus_per_node_gang() -> None:
     spec = job(min_nodes=4, max_nodes=4, tres_per_node="gres:gpu:8", req_switch=1, cpus_per_task=4)
     assert spec is not None and spec.nodes == 4 and spec.gpus_per_node == 8
     (role,) = spec.job.roles
-    assert role.replicas == 4 and role.member.gpus == 8 and role.member.nics.mode == NicMode.PER_GPU
+    assert role.replicas == 4 and role.member.gpus == 8
+    # GPU-only: no NICs added (the job's GRES stay what the user asked), NVLink preferred.
+    assert role.member.nics.mode in (NicMode.UNSPECIFIED, NicMode.NONE)
+    assert role.member.alignment.mode in (Requirement.UNSPECIFIED, Requirement.NONE)
+    assert role.member.nvlink == Requirement.PREFERRED
     assert role.member.cpu_milli == 4000
     assert spec.job.locality.mode == Requirement.REQUIRED and spec.job.locality.highest_tier == 1
     # -N 4: one member per node, as anti-affinity to the job's own label at node scope.
     (rule,) = spec.job.anti_affinity
     assert rule.scope == Scope.NODE and rule.labels == spec.job.labels
+
+
+def test_nics_only_when_asked_one_per_gpu_when_counts_match() -> None:
+    spec = job(tres_per_node="gres:gpu:2,gres:nic:2")
+    assert spec is not None
+    member = spec.job.roles[0].member
+    assert member.nics.mode == NicMode.PER_GPU and member.alignment.mode == Requirement.PREFERRED
+    spec = job(tres_per_node="gres:gpu:4,gres:nic:1")
+    assert spec is not None
+    assert spec.job.roles[0].member.nics.mode == NicMode.PER_MEMBER
+    assert spec.job.roles[0].member.nics.count == 1
+    one = job(tres_per_node="gres:gpu:1")
+    assert one is not None and one.job.roles[0].member.nvlink == Requirement.NONE
 
 
 def test_a_gang_of_small_members_gets_distinct_nodes_from_the_solver() -> None:
@@ -52,7 +70,24 @@ def test_gpus_per_job_per_task_and_unset_sentinels() -> None:
     assert job(tres_per_job="gres:gpu:3", min_nodes=NO_VAL).nodes == 1  # type: ignore[union-attr]
     spec = job(tres_per_task="gres:gpu:1", ntasks_per_node=4, min_nodes=2)
     assert spec is not None and spec.gpus_per_node == 4 and spec.gres_prefix == "gres:"
-    assert job(tres_per_node="gres/gpu:h100:2").gres_prefix == "gres/"  # type: ignore[union-attr]
+    assert job(tres_per_node="gres/gpu:2").gres_prefix == "gres/"  # type: ignore[union-attr]
+
+
+def test_a_gpu_model_becomes_a_feature_or_a_model_filter() -> None:
+    def spec(**known: object):
+        return job_from_description(
+            {"tres_per_node": "gres/gpu:h100:2"}, plan_id="p1", max_gpus_per_node=8, **known
+        )
+
+    by_model = spec(known_models=("H100-SXM5-80GB", "A100-SXM4-40GB"))
+    assert by_model is not None and by_model.job.roles[0].member.gpu_models == ("H100-SXM5-80GB",)
+    by_feature = spec(known_features=frozenset({"H100"}))
+    assert by_feature is not None and by_feature.job.roles[0].member.gpu_models == ()
+    assert by_feature.job.roles[0].member.node_selector == {"slurm/feature.H100": "1"}
+    with pytest.raises(Unsupported, match="no GPU model topoplace knows"):
+        spec()
+    with pytest.raises(Unsupported, match="names a switch group"):
+        job(tres_per_node="gres:gpu:sw2:2")
     assert job(min_nodes=2, num_tasks=4) is None  # no GPUs: not ours
 
 
@@ -135,13 +170,20 @@ def test_agent_plans_on_free_devices_and_reserves_them(agent: Agent) -> None:
     if node == "gpu02":
         assert not {2, 3} & set(gpus)  # held by the running job
     assert fields["tres_per_node"].startswith("gres:gpu:sw")
-    assert len(nics) == len(gpus)
+    assert nics == () and "nic" not in fields["tres_per_node"]  # a GPU-only job gets no NICs
     second = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2"})
     plan2 = parse_plan_comment(second["set"]["comment"])
     assert plan2 is not None
     for n, (g, _) in plan2.nodes.items():
         if n in plan.nodes:
             assert not set(g) & set(plan.nodes[n][0]), "second plan reuses the first plan's GPUs"
+    with_nics = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2,gres:nic:2"})
+    assert with_nics["action"] == "apply", with_nics
+    assert ",gres:nic:sw" in with_nics["set"]["tres_per_node"]
+    plan3 = parse_plan_comment(with_nics["set"]["comment"])
+    assert plan3 is not None
+    for g, n in plan3.nodes.values():
+        assert len(g) == len(n) == 2
 
 
 @pytest.mark.needs_pipeline
@@ -229,6 +271,7 @@ def test_cli_inventory_and_gres_conf(fixtures: Path, capsys: pytest.CaptureFixtu
         == 0
     )
     generated = capsys.readouterr().out
+    # What the emulated cluster ran with (file order is group order on this capture).
     assert generated.split("\n", 2)[2] == (fixtures / "gres.conf").read_text().split("\n", 2)[2]
     assert (
         cli.main(
@@ -270,3 +313,109 @@ def test_cli_bad_files_exit_2_with_file_and_line(
         ["slurm", "inventory", "--scontrol", str(tmp_path / "missing"), "--topo-dir", str(tmp_path)]
     )
     assert code == 2
+
+
+def test_model_typed_requests_keep_working_once_gres_are_typed_per_switch() -> None:
+    from adapters.slurm.jobdesc import untyped_model_request
+
+    models = ("H100-SXM5-80GB",)
+    fields, note = untyped_model_request(
+        {"tres_per_node": "gres:gpu:h100:2,gres:nic:2"}, {"h100", "ib"}, models
+    )
+    assert fields == {"tres_per_node": "gres:gpu:2,gres:nic:2", "features": "h100"}, note
+    fields, _ = untyped_model_request({"tres_per_job": "gres/gpu:H100:4", "features": "ib"}, {"h100"}, models)
+    assert fields == {"tres_per_job": "gres/gpu:4", "features": "ib&h100"}
+    # No feature, but every GPU is an H100: untyped is the same request.
+    fields, note = untyped_model_request({"tres_per_node": "gres:gpu:h100:1"}, set(), models)
+    assert fields == {"tres_per_node": "gres:gpu:1"} and "every GPU" in note
+    # A mixed cluster without the feature: no safe rewrite, and the reason says what to fix.
+    fields, note = untyped_model_request({"tres_per_node": "gres:gpu:a100:1"}, set(), (*models, "A100"))
+    assert fields == {} and "Features=a100" in note
+    # Switch types (the hook's own plans, or users who learnt them) and plain gpu:N are left alone.
+    assert untyped_model_request({"tres_per_node": "gres:gpu:sw2:2"}, {"h100"}, models) == ({}, "")
+    assert untyped_model_request({"tres_per_node": "gres:gpu:2"}, {"h100"}, models) == ({}, "")
+    fields, note = untyped_model_request(
+        {"tres_per_node": "gres:gpu:h100:1", "features": "a|b"}, {"h100"}, models
+    )
+    assert fields == {} and "left as submitted" in note
+
+
+@pytest.mark.needs_pipeline
+def test_agent_passes_model_requests_on_as_untyped_gpus(agent: Agent) -> None:
+    """A job the hook does not plan (a node range) still has its gpu:<model> request made valid."""
+    desc = {"min_nodes": 2, "max_nodes": 3, "tres_per_node": "gres:gpu:h100:1"}
+    answer = agent.place(desc)  # the fixture's nodes have no features and GPUs of no known model
+    assert answer["action"] == "pass" and "set" not in answer and "Features=h100" in answer["notice"]
+    snapshot = agent._snapshot
+    assert snapshot is not None
+    nodes = [dataclasses.replace(n, features=("h100",)) for n in snapshot.nodes]
+    agent._snapshot = dataclasses.replace(snapshot, nodes=nodes)
+    answer = agent.place(desc)
+    assert answer["action"] == "pass"
+    assert answer["set"] == {"tres_per_node": "gres:gpu:1", "features": "h100"}, answer
+    assert "node range" in answer["notice"] and "untyped" in answer["notice"]
+    out = place_client.render(answer)
+    assert "set tres_per_node gres:gpu:1" in out and "\nnotice " in out
+
+
+def test_stale_pending_plans_do_not_hold_devices(fixtures: Path) -> None:
+    """Plans of held jobs, of jobs waiting on a dependency or a begin time, of old pending jobs, or on
+    drained nodes are not counted as taken capacity; a fresh eligible one is."""
+    from datetime import datetime, timedelta
+
+    from adapters.slurm.agent import held_plans
+    from adapters.slurm.scontrol import parse_show_node
+
+    nodes = parse_show_node((fixtures / "scontrol-show-node-d.txt").read_text())  # gpu04 is DOWN+DRAIN
+    now = datetime(2026, 12, 4, 8, 0, 0)
+    fresh = (now - timedelta(seconds=10)).isoformat(timespec="seconds")
+    old = (now - timedelta(seconds=600)).isoformat(timespec="seconds")
+
+    def plan(pid: str, node: str = "gpu01") -> str:
+        return f"my run|x topoplace/v1 id={pid} {node}:gpu=0:nic="
+
+    squeue = "\n".join(
+        [
+            f"{fresh}|Resources|{plan('keep')}",
+            f"{fresh}|JobHeldUser|{plan('held')}",
+            f"{fresh}|Dependency|{plan('dep')}",
+            f"{fresh}|BeginTime|{plan('later')}",
+            f"{old}|Resources|{plan('old')}",
+            f"{fresh}|Resources|{plan('drained', 'gpu04')}",
+            f"{fresh}|Resources|no plan in this comment",
+        ]
+    )
+    kept = held_plans(squeue, nodes, now.timestamp(), ttl_s=120)
+    assert [p.plan_id for p in kept] == ["keep"]
+
+
+def test_refresh_reads_pending_jobs_first_and_dates_the_snapshot_by_its_start(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    """A plan issued while a slow refresh runs stays reserved: the snapshot is dated by the start of
+    its reads, and pending jobs are read before nodes (a job starting in between is seen at least once).
+    Before, a plan issued during a slow ``scontrol`` was dropped and its devices planned twice."""
+    import time as clock
+
+    log = tmp_path / "calls"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(
+        f"#!/bin/sh\necho scontrol >> {log}\nsleep 1.5\ncat {fixtures / 'scontrol-show-node-d.txt'}\n"
+    )
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f"#!/bin/sh\necho squeue >> {log}\n")
+    for path in (scontrol, squeue):
+        path.chmod(0o755)
+    agent = Agent(
+        AgentConfig(
+            solver="unused",
+            topo_dir=fixtures / "topo",
+            gres_conf=fixtures / "gres.conf",
+            scontrol=str(scontrol),
+            squeue=str(squeue),
+        )
+    )
+    started = clock.monotonic()
+    agent.refresh()
+    assert log.read_text().split() == ["squeue", "scontrol"]
+    assert agent._snapshot is not None and agent._snapshot.taken - started < 0.5

@@ -208,3 +208,79 @@ def test_inventory_refuses_inconsistent_files(fixtures: Path, tmp_path: Path) ->
     with pytest.raises(InvalidRequest) as excinfo:
         build_inventory(nodes, topo_dir=TopoDir(tmp_path))
     assert any("no nvidia-smi capture" in p for p in problems(excinfo))
+
+
+def test_inventory_takes_nvlink_counts_from_gres_conf_links(fixtures: Path) -> None:
+    """gres.conf ``Links=`` (what Slurm picks GPUs by) wins over the capture's NV#; rows are by IDX."""
+    text = (fixtures / "gres.conf").read_text()
+    # GPU0 (IDX 0) and GPU1 (IDX 1) become an NV18 pair; every other count stays the capture's 12.
+    text = text.replace(
+        "File=/dev/nvidia0 Cores=0-7 Links=-1,12,", "File=/dev/nvidia0 Cores=0-7 Links=-1,18,"
+    )
+    text = text.replace(
+        "File=/dev/nvidia1 Cores=0-7 Links=12,-1,", "File=/dev/nvidia1 Cores=0-7 Links=18,-1,"
+    )
+    nodes = parse_show_node((fixtures / "scontrol-show-node-d.txt").read_text())
+    built = build_inventory(nodes, topo_dir=TopoDir(fixtures / "topo"), gres_conf=parse_gres_conf(text))
+    links = {(lk.gpu_a, lk.gpu_b): lk.links for lk in built.inventory.nodes[0].nvlinks}
+    assert links[("GPU0", "GPU1")] == 18 and links[("GPU0", "GPU2")] == 12 and len(links) == 28
+    short = text.replace("Links=-1,18,12,12,12,12,12,12", "Links=-1,18")
+    with pytest.raises(InvalidRequest) as excinfo:
+        build_inventory(nodes, topo_dir=TopoDir(fixtures / "topo"), gres_conf=parse_gres_conf(short))
+    assert any("Links= has 2 values for 8 GPUs" in p for p in problems(excinfo))
+
+
+def test_gpu_idx_counts_by_device_file_and_misread_typed_lines_are_refused(
+    fixtures: Path, tmp_path: Path
+) -> None:
+    """slurmd numbers GPUs by file (IDX k = /dev/nvidia<k>) while slurmctld gives each type one run of
+    IDX: typed GPU lines out of file order, or a type split in two runs, would hand a job another
+    switch group's GPU. NICs keep line order."""
+    from adapters.slurm.gres import gpu_order_faults
+
+    text = (
+        "NodeName=gpu01 Name=gpu Type=sw0 File=/dev/nvidia0\n"
+        "NodeName=gpu01 Name=gpu Type=sw1 File=/dev/nvidia2\n"
+        "NodeName=gpu01 Name=gpu Type=sw1 File=/dev/nvidia1\n"
+        "NodeName=gpu01 Name=gpu Type=sw0 File=/dev/nvidia3\n"
+        "NodeName=gpu01 Name=nic Type=sw1 File=/dev/nic1\n"
+        "NodeName=gpu01 Name=nic Type=sw0 File=/dev/nic0\n"
+    )
+    conf = parse_gres_conf(text, "gres.conf")
+    devices = node_devices(conf, "gpu01")
+    assert [d.number for d in devices.get("gpu")] == [0, 1, 2, 3]
+    assert [d.number for d in devices.get("nic")] == [1, 0]
+    faults = [(r.line, reason.split(":")[0]) for r, reason in gpu_order_faults(conf, "gpu01")]
+    assert faults == [(3, "/dev/nvidia1 comes after a higher-numbered GPU"), (4, "type sw0 again after sw1")]
+    gres = (fixtures / "gres.conf").read_text()
+    lines = gres.splitlines()
+    swapped = "\n".join([*lines[:2], lines[3], lines[2], *lines[4:]]) + "\n"  # nvidia1 before nvidia0
+    nodes = parse_show_node((fixtures / "scontrol-show-node-d.txt").read_text(), "scontrol.txt")
+    with pytest.raises(InvalidRequest) as excinfo:
+        build_inventory(
+            nodes, topo_dir=TopoDir(fixtures / "topo"), gres_conf=parse_gres_conf(swapped, "gres.conf")
+        )
+    assert any("gres.conf line 4" in p and "file order" in p for p in problems(excinfo))
+
+
+def test_gres_conf_generation_refuses_switch_groups_slurm_cannot_type() -> None:
+    from adapters.slurm.gresconf import gres_conf_lines
+    from adapters.slurm.nodetypes import NodeType, switch_groups
+    from bench.slurm_compare import halves_capture
+    from solver.ingest.nvidia_smi import parse_topology
+
+    def node_type(kind: str) -> NodeType:
+        node = parse_topology(halves_capture(kind), node=kind)
+        return NodeType(f"{kind}.txt", node, switch_groups(node))
+
+    with pytest.raises(ValueError, match=r"sw0=\['GPU0', 'GPU4'\].*not runs of consecutive GPU numbers"):
+        gres_conf_lines(node_type("straddling"), ["n1"])
+    assert len(gres_conf_lines(node_type("straddling"), ["n1"], typed=False)) == 1 + 8 + 4
+    lines = gres_conf_lines(node_type("rotated"), ["n1"])
+    gpus = [ln for ln in lines if " Name=gpu " in ln]
+    assert [ln.split("File=/dev/nvidia")[1].split()[0] for ln in gpus] == [str(k) for k in range(8)]
+    assert "Links=-1,18,18,18,2,2,2,2" in gpus[0]
+    assert "Name=nic Type=sw0 File=/dev/infiniband/uverbs2,/dev/infiniband/uverbs3" in lines[9]
+    from adapters.slurm.gres import gpu_order_faults
+
+    assert gpu_order_faults(parse_gres_conf("\n".join(lines)), "n1") == []

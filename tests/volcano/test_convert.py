@@ -85,7 +85,7 @@ def test_hypernode_errors_name_file_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "hn.yaml"
     bad.write_text(
         "apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata: {name: s0}\n"
-        "spec:\n  tier: 0\n  members:\n  - type: Node\n"
+        "spec:\n  tier: -1\n  members:\n  - type: Node\n"
         "    selector: {exactMatch: {name: a}, regexMatch: {pattern: b}}\n"
         "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
     )
@@ -144,14 +144,27 @@ def test_volcano_serve_is_registered() -> None:
 
 
 def test_kubernetes_patcher_sends_merge_patches() -> None:
-    """The client objects are stand-ins: the real ``kubernetes`` package is an optional extra."""
+    """Stand-ins for the API (no server runs here) answering with the client's real models: the pod
+    is read first and patched with its uid and resourceVersion as preconditions."""
+    from kubernetes.client import V1ObjectMeta, V1Pod, V1PodSpec, V1PodStatus
+
     calls: list[tuple[Any, ...]] = []
 
     class Core:
+        def read_namespaced_pod(self, name: str, namespace: str, **kw: Any) -> V1Pod:
+            return V1Pod(
+                metadata=V1ObjectMeta(name=name, namespace=namespace, uid="u-1", resource_version="7"),
+                spec=V1PodSpec(containers=[], scheduler_name="volcano"),
+                status=V1PodStatus(phase="Pending"),
+            )
+
         def patch_namespaced_pod(self, name: str, namespace: str, body: Any, **kw: Any) -> None:
             calls.append(("pod", namespace, name, body, kw))
 
     class Custom:
+        def get_namespaced_custom_object(self, *args: Any, **kw: Any) -> dict[str, Any]:
+            return {"metadata": {"uid": "g-1", "resourceVersion": "3"}}
+
         def patch_namespaced_custom_object(self, *args: Any, **kw: Any) -> None:
             calls.append(("custom", *args, kw))
             raise RuntimeError("connection refused")
@@ -162,12 +175,13 @@ def test_kubernetes_patcher_sends_merge_patches() -> None:
         "pod",
         "ns",
         "p",
-        {"metadata": {"annotations": {"a": "1", "b": None}}},
+        {"metadata": {"uid": "u-1", "resourceVersion": "7", "annotations": {"a": "1", "b": None}}},
         {"_request_timeout": 0.2},
     )
     with pytest.raises(PatchError, match="podgroup ns/g"):
         patcher.patch_podgroup("ns", "g", {"x": "y"})
     assert calls[1][1:6] == ("scheduling.volcano.sh", "v1beta1", "ns", "podgroups", "g")
+    assert calls[1][6] == {"metadata": {"uid": "g-1", "resourceVersion": "3", "annotations": {"x": "y"}}}
 
 
 def test_patch_failures_are_reported_not_raised(service: Service, body: dict[str, Any]) -> None:
@@ -178,7 +192,10 @@ def test_patch_failures_are_reported_not_raised(service: Service, body: dict[str
     sent = copy.deepcopy(task)
     sent["NodeName"], sent["Status"] = node, wire.ALLOCATED
     reply = service.client.ok("allocateFunc", {"task": sent})
-    assert "recorder set to fail" in reply["errorMessage"]
+    assert reply == {"errorMessage": ""}, "a failed patch must not roll Volcano's allocation back"
+    status = service.client.get("status")
+    assert any("recorder set to fail" in f for f in status["patchFailures"]), status
+    assert service.extender.plan is not None and task["UID"] in service.extender.plan.allocated
 
 
 @pytest.mark.needs_sharing
@@ -221,7 +238,7 @@ def test_shared_gpus_reach_the_pod(body: dict[str, Any], hypernodes: tuple[hn.Hy
     task = {**task, "NodeName": assignment.node, "Status": wire.ALLOCATED}
     extender.allocate({"task": task})
     notes = patcher.current("Pod", "team-s", "share-0")
-    devices = ann.decode_pod_devices(notes[ann.VGPU_IDS], "share-0")
+    devices = ann.decode_pod_devices(notes[ann.HAMI_TO_ALLOCATE], "share-0")
     assert [(d.used_mem_mib, d.used_cores) for c in devices for d in c] == [(30000, 50)]
     assert json.loads(notes[ann.DEVICES])["gpus"][0]["milli"] == 500
 

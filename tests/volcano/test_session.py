@@ -64,6 +64,20 @@ def plan_members(service: Service) -> dict[tuple[str, str, int], Any]:
     return {(j.job_id, m.role, m.index): m for j in result.jobs if j.placed for m in j.members}
 
 
+def test_pending_podgroups_are_planned_by_default(service: Service, body: dict[str, Any]) -> None:
+    """Volcano's enqueue action admits a newly submitted (Pending) PodGroup and allocate places it
+    in the same session: left out of the plan, every new job would be placed by Volcano alone."""
+    service.client.ok("onSessionOpen", body)
+    assert service.extender.wait_for_solver(120), "the solve (in time or in the background) ends"
+    request, result = service.solve.calls[0]
+    assert "team-g/not-enqueued" in {j.id for j in request.jobs}
+    assert any(j.job_id == "team-g/not-enqueued" and j.placed for j in result.jobs)
+
+
+INQUEUE_ONLY = Config(http_timeout_s=3.0, margin_s=0.5, plan_pending=False)
+
+
+@pytest.mark.parametrize("config", [INQUEUE_ONLY], indirect=True)
 def test_whole_session_follows_the_solvers_verified_plan(service: Service, body: dict[str, Any]) -> None:
     assert service.client.ok("onSessionOpen", body) == {}
     assert len(service.solve.calls) == 1, "one solve per session"
@@ -72,7 +86,7 @@ def test_whole_session_follows_the_solvers_verified_plan(service: Service, body:
     placed = {j.job_id for j in result.jobs if j.placed}
     assert {"team-a/train-16", "team-a/train-32", "team-b/pd-serve", "team-b/notebook"} <= placed
     assert "team-c/giant" not in placed
-    assert "team-g/not-enqueued" not in {j.id for j in request.jobs}, "Pending PodGroups are not planned"
+    assert "team-g/not-enqueued" not in {j.id for j in request.jobs}, "--no-plan-pending: Pending not planned"
 
     plan = service.extender.plan
     assert plan is not None
@@ -84,7 +98,11 @@ def test_whole_session_follows_the_solvers_verified_plan(service: Service, body:
         nodes, refusal = admitted(service, body, task)
         uid = task["UID"]
         if uid in planned_node:
-            assert nodes == [planned_node[uid]], task["Name"]
+            # by role: every node the plan has a member of the task's role on (Volcano caches a
+            # refusal for the whole role, so one member's refusal must hold for all of them)
+            ref = plan.batch.members[uid]
+            role_nodes = sorted(set(plan.role_nodes[(ref.job, ref.role)]))
+            assert planned_node[uid] in nodes and nodes == role_nodes, task["Name"]
             assert refusal["code"] == CODE_UNSCHEDULABLE and "is planned on" in refusal["status"]
             ref = plan.batch.members[uid]
             assert members[(ref.job, ref.role, ref.index)].node == planned_node[uid], (
@@ -146,10 +164,13 @@ def test_whole_session_follows_the_solvers_verified_plan(service: Service, body:
         assert device.nics == member.nics
         uuids = [next(g.uuid for g in nodes[node].gpus if g.id == gid) for gid in member.gpus]
         assert [g.uuid for g in device.gpus] == uuids
-        vgpu = ann.decode_pod_devices(notes[ann.VGPU_IDS], task.key)
-        assert [d.uuid for c in vgpu for d in c] == uuids
-        assert all(d.used_cores == 100 and d.type == "NVIDIA" for c in vgpu for d in c)
-        assert notes[ann.VGPU_NODE] == node and notes[ann.VGPU_BIND_PHASE] == "allocating"
+        # the fixture's nodes run HAMi's device plugin (hami.io/node-nvidia-register): its hand-off
+        assert notes[ann.HAMI_TO_ALLOCATE] == notes[ann.HAMI_ALLOCATED]
+        handed = ann.decode_pod_devices(notes[ann.HAMI_TO_ALLOCATE], task.key)
+        assert [d.uuid for c in handed for d in c] == uuids
+        assert all(d.used_cores == 100 and d.type == "NVIDIA" for c in handed for d in c)
+        assert notes[ann.HAMI_NODE] == node and notes[ann.HAMI_BIND_PHASE] == "allocating"
+        assert ann.VGPU_IDS not in notes  # volcano-vgpu-device-plugin's keys only where it runs
     # aligned gangs got one NIC per GPU
     for task in tasks_of(body, "team-a/train-16"):
         device = json.loads(service.patcher.current("Pod", "team-a", task["Name"])[ann.DEVICES])
@@ -223,7 +244,9 @@ def test_task_placed_elsewhere_is_handled(service: Service, body: dict[str, Any]
     # gpu-09 is full (a running 8-GPU pod); gpu-00 has GPU4-7 free (GPU0-3 held via vgpu-ids-new)
     elsewhere = "gpu-00" if planned != "gpu-00" else "gpu-02"
     reply = service.client.ok("allocateFunc", {"task": allocated(task, elsewhere)})
-    assert f"planned on {planned}" in reply["errorMessage"]
+    # Volcano's choice stands: any errorMessage would make Volcano roll the task back.
+    assert reply == {"errorMessage": ""}
+    assert any(f"planned on {planned}" in note for note in service.client.get("status")["offPlan"])
     device = ann.parse_device_annotation(
         service.patcher.current("Pod", "team-b", task["Name"])[ann.DEVICES], "notebook"
     )
@@ -241,7 +264,8 @@ def test_task_placed_elsewhere_is_handled(service: Service, body: dict[str, Any]
     # a full node: no devices known, said so, nothing written
     if planned != "gpu-09":
         reply = service.client.ok("allocateFunc", {"task": allocated(task, "gpu-09")})
-        assert "no free devices" in reply["errorMessage"]
+        assert reply == {"errorMessage": ""}
+        assert any("no free devices" in note for note in service.client.get("status")["offPlan"])
         assert service.patcher.current("Pod", "team-b", task["Name"]) == {}
 
 
@@ -326,3 +350,51 @@ def test_malformed_bodies_get_400_with_a_reason(service: Service, body: dict[str
     service.client.ok("onSessionOpen", body)
     service.client.post("onSessionOpen", None, raw=b"[]")
     assert service.extender.plan is not None
+
+
+def test_members_of_a_role_share_its_planned_nodes(service: Service, body: dict[str, Any]) -> None:
+    """Volcano's allocate action caches a predicate refusal for a whole role and skips those nodes
+    for the role's next members: a member placed on another member's planned node takes that
+    member's devices (planned: true), and the nodes' planned counts — read from the tasks Volcano
+    has put on the node this session — decide who else fits there."""
+    service.client.ok("onSessionOpen", body)
+    if service.extender.plan is None:  # a loaded machine: the solve ends in the background
+        assert service.extender.wait_for_solver(120)
+        service.client.ok("onSessionOpen", body)
+    plan = service.extender.plan
+    assert plan is not None
+    workers = [t for t in tasks_of(body, "team-a/train-16") if t["UID"] in plan.assignments]
+    first, second = next(
+        (a, b)
+        for a in workers
+        for b in workers
+        if plan.assignments[a["UID"]].node != plan.assignments[b["UID"]].node
+        and plan.batch.members[a["UID"]].role == plan.batch.members[b["UID"]].role
+    )
+    home, theirs = plan.assignments[first["UID"]].node, plan.assignments[second["UID"]].node
+    their_gpus = plan.assignments[second["UID"]].gpus
+    slots = plan.role_nodes[(plan.batch.members[first["UID"]].job, plan.batch.members[first["UID"]].role)]
+
+    def predicate(task: dict[str, Any], node: str, on_node: list[dict[str, Any]]) -> dict[str, Any]:
+        stub = copy.deepcopy(node_stub(body, node))
+        stub["Tasks"] = {**(stub.get("Tasks") or {}), **{t["UID"]: allocated(t, node) for t in on_node}}
+        return service.client.ok("predicate", {"task": task, "node": stub})
+
+    assert predicate(first, theirs, []) == {"status": "", "code": CODE_SUCCESS}
+    assert service.client.ok("allocateFunc", {"task": allocated(first, theirs)}) == {"errorMessage": ""}
+    device = ann.parse_device_annotation(
+        service.patcher.current("Pod", "team-a", first["Name"])[ann.DEVICES], "first"
+    )
+    assert device.node == theirs and device.planned is True
+    assert tuple(g.id for g in device.gpus) == their_gpus, "the devices planned for that node's member"
+    assert service.client.get("status")["offPlan"] == []
+
+    # `theirs` now holds `first` (and any other members allocated there): when its planned members
+    # are all there, `second` is refused there and admitted at `first`'s old node
+    others_there = [
+        w for w in workers if w["UID"] != second["UID"] and plan.assignments[w["UID"]].node == theirs
+    ]
+    reply = predicate(second, theirs, others_there)
+    assert len(others_there) == slots[theirs]
+    assert reply["code"] == CODE_UNSCHEDULABLE and "are allocated" in reply["status"]
+    assert predicate(second, home, [])["code"] == CODE_SUCCESS

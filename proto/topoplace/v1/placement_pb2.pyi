@@ -85,6 +85,7 @@ class ReasonCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_CODE_TIME_LIMIT: _ClassVar[ReasonCode]
     REASON_CODE_LOCALITY: _ClassVar[ReasonCode]
     REASON_CODE_MUTEX: _ClassVar[ReasonCode]
+    REASON_CODE_UNSUPPORTED: _ClassVar[ReasonCode]
 DISTANCE_UNSPECIFIED: Distance
 DISTANCE_PIX: Distance
 DISTANCE_PXB: Distance
@@ -134,6 +135,7 @@ REASON_CODE_OUTPRIORITISED: ReasonCode
 REASON_CODE_TIME_LIMIT: ReasonCode
 REASON_CODE_LOCALITY: ReasonCode
 REASON_CODE_MUTEX: ReasonCode
+REASON_CODE_UNSUPPORTED: ReasonCode
 
 class Gpu(_message.Message):
     __slots__ = ("id", "index", "uuid", "model", "memory_mib", "numa", "pcie_switch", "healthy")
@@ -485,7 +487,7 @@ class SolveRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ...) -> None: ...
 
 class MemberPlacement(_message.Message):
-    __slots__ = ("role", "index", "node", "gpus", "nics", "numa", "aligned", "gpu_shares")
+    __slots__ = ("role", "index", "node", "gpus", "nics", "numa", "aligned", "gpu_shares", "pairs")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -494,6 +496,7 @@ class MemberPlacement(_message.Message):
     NUMA_FIELD_NUMBER: _ClassVar[int]
     ALIGNED_FIELD_NUMBER: _ClassVar[int]
     GPU_SHARES_FIELD_NUMBER: _ClassVar[int]
+    PAIRS_FIELD_NUMBER: _ClassVar[int]
     role: str
     index: int
     node: str
@@ -502,7 +505,18 @@ class MemberPlacement(_message.Message):
     numa: int
     aligned: bool
     gpu_shares: _containers.RepeatedCompositeFieldContainer[GpuShare]
-    def __init__(self, role: _Optional[str] = ..., index: _Optional[int] = ..., node: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., nics: _Optional[_Iterable[str]] = ..., numa: _Optional[int] = ..., aligned: _Optional[bool] = ..., gpu_shares: _Optional[_Iterable[_Union[GpuShare, _Mapping]]] = ...) -> None: ...
+    pairs: _containers.RepeatedCompositeFieldContainer[GpuNicPair]
+    def __init__(self, role: _Optional[str] = ..., index: _Optional[int] = ..., node: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., nics: _Optional[_Iterable[str]] = ..., numa: _Optional[int] = ..., aligned: _Optional[bool] = ..., gpu_shares: _Optional[_Iterable[_Union[GpuShare, _Mapping]]] = ..., pairs: _Optional[_Iterable[_Union[GpuNicPair, _Mapping]]] = ...) -> None: ...
+
+class GpuNicPair(_message.Message):
+    __slots__ = ("gpu", "nic", "distance")
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    NIC_FIELD_NUMBER: _ClassVar[int]
+    DISTANCE_FIELD_NUMBER: _ClassVar[int]
+    gpu: str
+    nic: str
+    distance: Distance
+    def __init__(self, gpu: _Optional[str] = ..., nic: _Optional[str] = ..., distance: _Optional[_Union[Distance, str]] = ...) -> None: ...
 
 class Reason(_message.Message):
     __slots__ = ("code", "message", "relaxation")

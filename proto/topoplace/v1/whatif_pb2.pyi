@@ -432,7 +432,7 @@ class NodeUse(_message.Message):
     def __init__(self, node: _Optional[str] = ..., leaf: _Optional[str] = ..., gpus: _Optional[int] = ..., used: _Optional[int] = ..., unhealthy: _Optional[int] = ..., schedulable: _Optional[bool] = ...) -> None: ...
 
 class PolicyDiff(_message.Message):
-    __slots__ = ("variant", "policy_a", "policy_b", "only_a", "only_b", "gpus_a", "gpus_b", "seed")
+    __slots__ = ("variant", "policy_a", "policy_b", "only_a", "only_b", "gpus_a", "gpus_b", "seed", "unsupported_b", "unsupported_a")
     VARIANT_FIELD_NUMBER: _ClassVar[int]
     POLICY_A_FIELD_NUMBER: _ClassVar[int]
     POLICY_B_FIELD_NUMBER: _ClassVar[int]
@@ -441,6 +441,8 @@ class PolicyDiff(_message.Message):
     GPUS_A_FIELD_NUMBER: _ClassVar[int]
     GPUS_B_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    UNSUPPORTED_B_FIELD_NUMBER: _ClassVar[int]
+    UNSUPPORTED_A_FIELD_NUMBER: _ClassVar[int]
     variant: str
     policy_a: str
     policy_b: str
@@ -449,4 +451,6 @@ class PolicyDiff(_message.Message):
     gpus_a: int
     gpus_b: int
     seed: int
-    def __init__(self, variant: _Optional[str] = ..., policy_a: _Optional[str] = ..., policy_b: _Optional[str] = ..., only_a: _Optional[_Iterable[str]] = ..., only_b: _Optional[_Iterable[str]] = ..., gpus_a: _Optional[int] = ..., gpus_b: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
+    unsupported_b: _containers.RepeatedScalarFieldContainer[str]
+    unsupported_a: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, variant: _Optional[str] = ..., policy_a: _Optional[str] = ..., policy_b: _Optional[str] = ..., only_a: _Optional[_Iterable[str]] = ..., only_b: _Optional[_Iterable[str]] = ..., gpus_a: _Optional[int] = ..., gpus_b: _Optional[int] = ..., seed: _Optional[int] = ..., unsupported_b: _Optional[_Iterable[str]] = ..., unsupported_a: _Optional[_Iterable[str]] = ...) -> None: ...

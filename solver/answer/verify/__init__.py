@@ -17,6 +17,8 @@ The rules checked (the solver implements the same ones; this list is what "valid
             of no avoided model);
             exactly the asked number of distinct healthy, unallocated RDMA NICs (one per GPU,
             ``nics.count``, or none).
+- pairs:    each GPU↔NIC pair names the member's devices and their true distance; with a NIC per GPU,
+            every GPU has its own NIC.
 - topology: alignment REQUIRED holds, and for PREFERRED/REQUIRED ``aligned`` tells the truth;
             NUMA REQUIRED: every device on one NUMA node, which ``numa`` names; NVLink REQUIRED:
             every GPU pair linked.
@@ -49,6 +51,7 @@ from solver.answer.verify.jobs import gang, job_set
 from solver.answer.verify.locality import all_locality
 from solver.answer.verify.member import member
 from solver.answer.verify.metrics import metrics
+from solver.answer.verify.pairs import pairs
 from solver.answer.verify.separation import separation
 from solver.answer.verify.shares import gpu_shares, shared_devices
 from solver.answer.verify.view import NodeView, Placed
@@ -73,6 +76,7 @@ def verify(request: SolveRequest, result: SolveResult) -> tuple[str, ...]:
         *job_set(request, result),
         *(v for jr in result.jobs if jr.job_id in jobs for v in gang(jobs[jr.job_id], jr)),
         *(v for p in placed for v in member(nodes, p)),
+        *(v for p in placed for v in pairs(nodes, p)),
         *shared_devices(placed),
         *gpu_shares(nodes, placed),
         *separation(by_name, placed),

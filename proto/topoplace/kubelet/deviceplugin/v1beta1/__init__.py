@@ -1,0 +1,1 @@
+"""Generated from the kubelet's device-plugin API (see api.proto)."""
