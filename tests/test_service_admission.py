@@ -405,7 +405,7 @@ def test_a_cancelled_whatif_run_stops_and_is_logged_as_cancelled(
     with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
         stub = whatif_pb2_grpc.WhatIfStub(channel)
         future = stub.Run.future(whatif_pb2.WhatIfRequest(scenario=scenario_to_proto(whatif)))
-        time.sleep(3.0)
+        time.sleep(0.5)  # inside the run (about 1.8 s uncancelled at commit 4e987ed)
         future.cancel()
         cancelled_at = time.monotonic()
         while running.admission.in_flight() and time.monotonic() < cancelled_at + 10:
@@ -414,4 +414,8 @@ def test_a_cancelled_whatif_run_stops_and_is_logged_as_cancelled(
     assert running.admission.in_flight() == 0
     assert stopped_in < 2.0, f"the what-if run went on {stopped_in:.2f} s after the cancel"
     names = [e["event"] for e in events]
-    assert "whatif_cancelled" in names and "whatif_failed" not in names
+    assert "whatif_failed" not in names  # never an INTERNAL with a traceback
+    # Stopped by the token inside a solve, or by the run's own check between solves (incomplete).
+    assert any(
+        e["event"] == "whatif_cancelled" or (e["event"] == "whatif" and not e["complete"]) for e in events
+    ), events
