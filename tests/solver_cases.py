@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from itertools import combinations, permutations
 
+from hypothesis import strategies as st
+
 from solver.domain.model import (
     Alignment,
     Allocation,
@@ -294,3 +296,40 @@ def best_placed_work(req: SolveRequest) -> int:
 
     place_job(0, frozenset(), cpu_free, 0)
     return best
+
+
+# --------------------------------------------------------------------------- random batches
+
+
+@st.composite
+def fabric_problems(
+    draw: st.DrawFn, max_nodes: int = 4, max_jobs: int = 3, max_leaves: int = 3, spines: int | None = None
+) -> SolveRequest:
+    """A random batch on a small fat tree: nodes with some GPUs in use, under random leaves and
+    NVLink domains; jobs of 1–4 GPUs and 1–3 members with random locality and NVLink-domain rules.
+    The defaults stay small enough for :func:`best_placed_work`."""
+    leaves = draw(st.integers(1, max_leaves))
+    n_spines = spines if spines is not None else draw(st.integers(1, 2))
+    nodes = [
+        server(
+            f"n{i}",
+            leaf=f"leaf{draw(st.integers(0, leaves - 1))}",
+            nvlink_domain=draw(st.sampled_from(["", "rack0", "rack1"])),
+            used_gpus=sorted(draw(st.sets(st.integers(0, 3), max_size=4))),
+        )
+        for i in range(draw(st.integers(2, max_nodes)))
+    ]
+    jobs = []
+    for j in range(draw(st.integers(1, max_jobs))):
+        mode = draw(st.sampled_from([Requirement.NONE, Requirement.PREFERRED, Requirement.REQUIRED]))
+        jobs.append(
+            job(
+                f"j{j}",
+                draw(st.integers(1, 4)),
+                members=draw(st.integers(1, 3)),
+                priority=draw(st.integers(0, 2)),
+                locality=Locality(mode=mode, highest_tier=draw(st.integers(1, 3))),
+                nvlink_domain=draw(st.sampled_from([Requirement.NONE, Requirement.REQUIRED])),
+            )
+        )
+    return request(nodes, jobs, fat_tree(leaves, n_spines))

@@ -9,7 +9,6 @@ from dataclasses import replace
 from unittest.mock import patch
 
 from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 import solver.solve
 from solver.compile import compile_model
@@ -21,7 +20,7 @@ from solver.reduce.pools import pool
 from solver.reduce.rails import expand_rails
 from solver.search.floor import portfolio
 from solver.solve import solve
-from tests.solver_cases import best_placed_work, fat_tree, job, request, server
+from tests.solver_cases import best_placed_work, fabric_problems, job, request, server
 
 
 def floor_of(req):
@@ -32,36 +31,8 @@ def floor_of(req):
     return compiled, portfolio(problem, compiled, time.perf_counter() + 60, passes=4, seed=0)
 
 
-@st.composite
-def batches(draw: st.DrawFn, max_nodes: int = 5, max_jobs: int = 6):
-    leaves = draw(st.integers(1, 3))
-    nodes = [
-        server(
-            f"n{i}",
-            leaf=f"leaf{draw(st.integers(0, leaves - 1))}",
-            nvlink_domain=draw(st.sampled_from(["", "rack0"])),
-            used_gpus=sorted(draw(st.sets(st.integers(0, 3), max_size=4))),
-        )
-        for i in range(draw(st.integers(2, max_nodes)))
-    ]
-    jobs = []
-    for j in range(draw(st.integers(1, max_jobs))):
-        mode = draw(st.sampled_from([Requirement.NONE, Requirement.PREFERRED, Requirement.REQUIRED]))
-        jobs.append(
-            job(
-                f"j{j}",
-                draw(st.integers(1, 4)),
-                members=draw(st.integers(1, 3)),
-                priority=draw(st.integers(0, 2)),
-                locality=Locality(mode=mode, highest_tier=draw(st.integers(1, 2))),
-                nvlink_domain=draw(st.sampled_from([Requirement.NONE, Requirement.REQUIRED])),
-            )
-        )
-    return request(nodes, jobs, fat_tree(leaves, 2))
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batches())
+@given(fabric_problems(max_nodes=5, max_jobs=6, spines=2))
 def test_the_answer_is_never_worse_than_any_placer_of_the_floor(req) -> None:
     assume(not validate(req))
     compiled, candidates = floor_of(req)
@@ -73,7 +44,7 @@ def test_the_answer_is_never_worse_than_any_placer_of_the_floor(req) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batches(max_nodes=4, max_jobs=3))  # small enough for the brute force below
+@given(fabric_problems())  # small enough for the brute force below
 def test_a_floor_plan_alone_is_a_valid_answer(req) -> None:
     """With no time to search, the floor's plan is returned: verified (solve raises otherwise),
     honest about being unproven, and never above the optimum."""

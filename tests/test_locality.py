@@ -4,7 +4,6 @@ random fabrics against the brute-force oracle (which checks hard locality its ow
 from __future__ import annotations
 
 from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 from solver.domain.model import (
     FabricSwitch,
@@ -20,7 +19,7 @@ from solver.domain.model import (
 )
 from solver.domain.validate import validate
 from solver.solve import solve
-from tests.solver_cases import best_placed_work, fat_tree, job, request, server
+from tests.solver_cases import best_placed_work, fabric_problems, fat_tree, job, request, server
 
 HARD_LEAF = Locality(mode=Requirement.REQUIRED, highest_tier=1)
 SOFT = Locality(mode=Requirement.PREFERRED)
@@ -139,37 +138,6 @@ def test_nodes_outside_the_fabric_take_no_ruled_gang() -> None:
     nodes = [server("loose"), server("a0", leaf="leaf0")]
     result = solve(request(nodes, [job("g", 2, members=2, locality=HARD_LEAF)], fat_tree(1)))
     assert nodes_of(result, "g") == {"a0"}
-
-
-@st.composite
-def fabric_problems(draw: st.DrawFn):
-    leaves = draw(st.integers(1, 3))
-    spines = draw(st.integers(1, 2))
-    nodes = []
-    for i in range(draw(st.integers(2, 4))):
-        used = draw(st.sets(st.integers(0, 3), max_size=4))
-        nodes.append(
-            server(
-                f"n{i}",
-                leaf=f"leaf{draw(st.integers(0, leaves - 1))}",
-                nvlink_domain=draw(st.sampled_from(["", "rack0", "rack1"])),
-                used_gpus=sorted(used),
-            )
-        )
-    jobs = []
-    for j in range(draw(st.integers(1, 3))):
-        mode = draw(st.sampled_from([Requirement.NONE, Requirement.PREFERRED, Requirement.REQUIRED]))
-        jobs.append(
-            job(
-                f"j{j}",
-                draw(st.integers(1, 4)),
-                members=draw(st.integers(1, 3)),
-                priority=draw(st.integers(0, 2)),
-                locality=Locality(mode=mode, highest_tier=draw(st.integers(1, 3))),
-                nvlink_domain=draw(st.sampled_from([Requirement.NONE, Requirement.REQUIRED])),
-            )
-        )
-    return request(nodes, jobs, fat_tree(leaves, spines))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
