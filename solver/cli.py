@@ -345,6 +345,10 @@ def render_table(request: SolveRequest, result: SolveResult) -> str:
     )
     tiers = (f"{v.name or v.tier.name} {v.value:g} (bound {v.bound:g})" for v in result.objectives)
     lines.append("objective: " + ", ".join(tiers))
+    if result.plan_source.startswith("floor:"):
+        # Said plainly: no search bettered a greedy placer's plan; bounds say how far it could be.
+        placer = result.plan_source.removeprefix("floor:")
+        lines.append(f"plan: the floor's {placer} placer (no search found better in the time limit)")
     lines.append("ms: " + ", ".join(f"{t.stage} {t.ms:.1f}" for t in result.timings))
     for job in result.jobs:
         if not job.placed and job.reason is not None:

@@ -11,6 +11,7 @@ from unittest.mock import patch
 from hypothesis import HealthCheck, assume, given, settings
 
 import solver.solve
+from solver.cli import render_table
 from solver.compile import compile_model
 from solver.domain.model import Locality, ObjectiveTier, Policy, ReasonCode, Requirement
 from solver.domain.validate import validate
@@ -55,6 +56,7 @@ def test_a_floor_plan_alone_is_a_valid_answer(req) -> None:
         result = solve(tiny)
     assert result.plan_source.startswith("floor:")
     assert all(v.ms == 0 for v in result.objectives)  # no tier was searched, and it says so
+    assert "plan: the floor's" in render_table(tiny, result)
     first = result.objectives[0]
     assert first.value <= best_placed_work(req) <= first.bound
 
