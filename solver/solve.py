@@ -52,11 +52,14 @@ DEADLINE_MARGIN_S = 0.05
 EXPLAIN_SHARE, EXPLAIN_MIN_S, EXPLAIN_MAX_S = 0.2, 0.25, 2.0
 # Below this, CP-SAT would not even hand back its hint on a big model: the floor's plan is the answer.
 MIN_SEARCH_S = 0.05
-# What one pass of the floor (a greedy plan, completed and valued) costs per model variable: about
-# 0.2 s for the 13,800 variables of 1,024 HGX nodes x 200 jobs (bench/quality.py), 2 cores. It sizes
-# the portfolio from the request alone, so that deterministic mode gives the same answer whatever
-# the machine's load.
-FLOOR_PASS_S_PER_VARIABLE = 1.5e-5
+# What one pass of the floor (a greedy plan, completed and valued) costs per model variable, measured
+# on an idle 2-core machine: 4.0 us at 1,024 HGX nodes x 200 jobs (15,600 variables), 6.5 us at 4,096
+# nodes x 500 jobs (59,900). It sizes the portfolio from the request alone, so that deterministic
+# mode gives the same answer whatever the machine's load.
+FLOOR_PASS_S_PER_VARIABLE = 7e-6
+# The share of the time limit the floor's shuffles may cost: at scale the search seldom betters the
+# floor's best plan (bench/RESULTS.md, issue 18), while one more tie order often starts more jobs.
+FLOOR_SHARE = 1 / 3
 
 
 class Stopwatch:
@@ -307,10 +310,10 @@ def best_of_orders(request: SolveRequest, budget_s: float) -> SolveResult:
 
 
 def floor_passes(compiled: Compiled, time_limit_s: float) -> int:
-    """How many shuffles the floor runs besides its named orders: as many as a fifth of the time
-    limit pays for, sized from the model so that equal requests run equal portfolios."""
+    """How many shuffles the floor runs besides its named orders: as many as ``FLOOR_SHARE`` of the
+    time limit pays for, sized from the model so that equal requests run equal portfolios."""
     per_pass = FLOOR_PASS_S_PER_VARIABLE * max(1, len(compiled.model.proto.variables))
-    return max(0, min(MAX_SHUFFLES, int(0.2 * time_limit_s / per_pass) - NAMED_ORDERS))
+    return max(0, min(MAX_SHUFFLES, int(FLOOR_SHARE * time_limit_s / per_pass) - NAMED_ORDERS))
 
 
 def model_size(problem: Normalised, compiled: Compiled) -> ModelSize:
