@@ -40,7 +40,7 @@ from solver.reduce.policy import apply_policy_chains
 from solver.reduce.pools import pool, unpool
 from solver.reduce.rails import expand_rails
 from solver.search.alone import AloneProbe
-from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, complete, portfolio, repack
+from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, Floor, complete, portfolio, repack
 from solver.search.sequence import arrival_steps, candidate_orders, solve_in_order, step_size
 from solver.search.tiers import MERGE_MAX_VARIABLES, settle, solve_lexicographic
 
@@ -141,6 +141,7 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
     explain_s = min(EXPLAIN_MAX_S, max(EXPLAIN_MIN_S, EXPLAIN_SHARE * request.policy.time_limit_s))
     search_ends = deadline - 0.5 * before_search - min(explain_s, 0.1 * limit)
     with clock.stage("floor"):
+        floor = Floor(problem, compiled)  # its indexes serve the portfolio and the repack alike
         candidates = portfolio(
             problem,
             compiled,
@@ -149,6 +150,7 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
             search_ends,
             passes=floor_passes(compiled, request.policy.time_limit_s),
             seed=request.policy.seed,
+            floor=floor,
         )
     cancellation.check()
     best = candidates[0]
@@ -163,7 +165,7 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
                 budget,
                 hint=best.plan,
                 polish=lambda solution: complete(problem, compiled, solution),
-                repack_fn=lambda solution: repack(problem, compiled, solution),
+                repack_fn=lambda solution: repack(problem, compiled, solution, floor),
             )
     cancellation.check()
     solution, values, kept_floor = settle(compiled, outcomes, best.plan)

@@ -407,13 +407,19 @@ def orders(problem: Normalised, floor: Floor, shuffles: int, seed: int) -> Itera
 
 
 def portfolio(
-    problem: Normalised, compiled: Compiled, deadline: float, *, passes: int = 0, seed: int = 0
+    problem: Normalised,
+    compiled: Compiled,
+    deadline: float,
+    *,
+    passes: int = 0,
+    seed: int = 0,
+    floor: Floor | None = None,
 ) -> list[Candidate]:
     """The floor: the named placers of :func:`orders` and ``passes`` shuffles, in turn while time
     remains (the first always), each plan completed and valued on every tier; best first
     (lexicographically by tier values, then the earlier placer). The search starts from the first;
-    no answer is worse than it."""
-    floor = Floor(problem, compiled)
+    no answer is worse than it. ``floor``: the indexes of an earlier pass over the same problem."""
+    floor = floor or Floor(problem, compiled)
     out: list[Candidate] = []
     for name, order in orders(problem, floor, passes, seed):
         if out and time.perf_counter() >= deadline:
