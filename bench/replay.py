@@ -49,7 +49,7 @@ import numpy as np
 
 from bench import openb
 from solver.baselines.fgd import FGD, TIES
-from solver.baselines.fragmentation import Workload
+from solver.baselines.fragmentation import Workload, node_fragmentation
 from solver.baselines.gorand import GoRand, load_cooked
 from solver.baselines.gpupacking import GpuPacking
 from solver.baselines.random_fit import RandomFit
@@ -181,8 +181,9 @@ class BestOfOrders:
     ``fragmentation_after`` is, so that near-ties go the same way (rounding the change alone sent
     some to another order)."""
 
-    def __init__(self, name: str, policy: FGD, window: int) -> None:
+    def __init__(self, name: str, policy: FGD, window: int, judge: FGD | None = None) -> None:
         self.name, self.policy, self.window = name, policy, window
+        self.judge = judge or policy
 
     def decide(self, state: ClusterState, batch: Sequence[openb.PodRow], seed: int) -> list[Choice | None]:
         from solver.search.sequence import candidate_orders
@@ -201,7 +202,7 @@ class BestOfOrders:
         return plans[best][2]
 
     def _fragmentation(self, state: ClusterState, i: int) -> float:
-        return self.policy.fragmentation(int(state.cpu_left[i]), state.free_of(i), state.models[i])
+        return self.judge.fragmentation(int(state.cpu_left[i]), state.free_of(i), state.models[i])
 
     def _plan(
         self, state: ClusterState, specs: list, order: list[int], base: float
@@ -214,6 +215,42 @@ class BestOfOrders:
         change = sum(after) - sum(self._fragmentation(state, i) for i in touched)
         work = sum(spec.total_milli or 1 for spec, c in zip(specs, chosen, strict=True) if c is not None)
         return work, round((base + change) / 1000, 3), chosen
+
+
+class FedFGD(FGD):
+    """EXPERIMENT: FGD's fragmentation plus, per typical GPU pod that fits, the share of its usable
+    GPU milli that the node's free CPU cannot feed (copies by CPU below copies by GPU)."""
+
+    whole = smooth = False
+
+    def fragmentation(self, cpu_free: int, free: Sequence[int], model: str) -> float:
+        key = (cpu_free, model, tuple(sorted(free)), "fed")
+        value = self._frag.get(key)
+        if value is None:
+            value = node_fragmentation(free, cpu_free, self.workload, model) + self.strand * unfed(
+                free, cpu_free, self.workload, model, self.whole, self.smooth
+            )
+            self._frag[key] = value
+        return value
+
+
+def unfed(
+    free: Sequence[int], cpu_free: int, workload: Workload, model: str, whole: bool, smooth: bool
+) -> float:
+    out = 0.0
+    for m in workload:
+        if not m.milli or not m.cpu or (m.models and model not in m.models) or (whole and m.milli < MILLI):
+            continue
+        if m.milli >= MILLI:
+            usable = [f for f in free if f >= MILLI]
+            by_gpu = len(usable) // m.gpus
+        else:
+            usable = [f for f in free if f >= m.milli]
+            by_gpu = sum(f // m.milli for f in usable)
+        by_cpu = cpu_free / m.cpu if smooth else cpu_free // m.cpu
+        if by_gpu and by_cpu >= 1 and by_cpu < by_gpu:
+            out += m.popularity * sum(usable) * (1.0 - by_cpu / by_gpu)
+    return out
 
 
 @contextmanager
@@ -249,10 +286,11 @@ def make_policy(
     if "-bestof" in name and not name.startswith("solver"):
         # e.g. fgd-bestof16: a greedy over the orders the solver's BEST_OF_ORDERS tries
         base, window = name.rsplit("-bestof", 1)
+        window, _, judge = window.partition("+")
         greedy = make_policy(base, workload, rng, order)
         if not isinstance(greedy, FGD):
             raise ValueError(f"{name!r}: only FGD and its variants take -bestofN")
-        return BestOfOrders(name, greedy, int(window))
+        return BestOfOrders(name, greedy, int(window), FedFGD(workload) if judge == "fed" else None)
     if "-sorted" in name and not name.startswith("solver"):  # e.g. fgd-sorted16: a greedy over sorted windows
         base, window = name.rsplit("-sorted", 1)
         return SortedWindows(name, make_policy(base, workload, rng, order), int(window))
@@ -264,6 +302,16 @@ def make_policy(
             return FGD(workload, points=int(variant.removeprefix("points")))
         if variant == "tight-gpu":  # a share to the fullest of the node's best-scored GPUs
             return FGD(workload, tight_gpu=True)
+        if variant.startswith("tight-gpu+fed"):  # ... and GPUs the node's free CPU cannot feed counted
+            weight = variant.removeprefix("tight-gpu+fed")
+            whole = weight.startswith("whole")
+            weight = weight.removeprefix("whole")
+            smooth = weight.startswith("smooth")
+            weight = weight.removeprefix("smooth")
+            fed = FedFGD(workload, tight_gpu=True, strand=float(weight or 1))
+            fed.whole = whole
+            fed.smooth = smooth
+            return fed
         if variant.startswith("tight-gpu+strand"):  # ... and CPU stranding counted, e.g. +strand0.5
             return FGD(workload, tight_gpu=True, strand=float(variant.removeprefix("tight-gpu+strand")))
         return FGD(workload, tie=variant) if variant in TIES else _unknown(name)
@@ -408,6 +456,10 @@ def gpus_from_result(result: SolveResult, job_id: str) -> tuple[str, tuple[int, 
 # --------------------------------------------------------------------------- one run
 
 
+class PlacementRefused(RuntimeError):
+    """A policy chose a place the pod does not fit (the replay's own check, :func:`misfit`)."""
+
+
 @dataclass
 class RunResult:
     policy: str
@@ -489,12 +541,16 @@ def run(
             choices = _decide(policy.before_endgame, state, mirror, batch, seed)
         else:
             choices = _decide(policy, state, mirror, batch, seed)
-        for pod, choice in zip(batch, choices, strict=True):
+        for k, (pod, choice) in enumerate(zip(batch, choices, strict=True)):
             arrived += pod.total_milli
             if retry and len(batch) > 1:
                 choice = _at_its_turn(policy, state, mirror, pod, choice, seed)
             if choice is not None:
                 node, gpus = choice
+                wrong = misfit(state, choice, pod.spec())
+                if wrong is not None:  # a policy's bug, never a figure: stop the run, say where
+                    where = f"{policy_name} seed {seed}, pod {pod.name} (#{start + k})"
+                    raise PlacementRefused(f"{where}: {wrong}")
                 state.bind(node, pod.spec(), gpus)
                 if mirror is not None:
                     mirror.bind(node, pod, gpus)
@@ -520,13 +576,36 @@ def run(
     )
 
 
-def still_fits(state: ClusterState, choice: Choice, spec: PodSpec) -> bool:
-    """Can node ``choice[0]`` still take the pod on GPUs ``choice[1]`` (CPU, memory, each GPU)?"""
+def misfit(state: ClusterState, choice: Choice, spec: PodSpec) -> str | None:
+    """Why node ``choice[0]`` cannot take the pod on GPUs ``choice[1]`` as the replay's own state
+    stands (None: it can): the GPU count, model, CPU, memory and each GPU's free milli, checked
+    here on the fast state and not by any policy's code — the replay's independent check of every
+    placement, the solver's included."""
     i, gpus = choice
+    if not 0 <= i < len(state):
+        return f"node index {i} is not a node of the cluster"
+    name = state.names[i]
+    if len(set(gpus)) != len(gpus) or len(gpus) != (1 if spec.is_share else spec.gpus):
+        return f"GPUs {list(gpus)} on {name} for a pod asking {spec.gpus} GPU(s) of {spec.milli} milli"
+    if any(not 0 <= g < state.gpu_count[i] for g in gpus):
+        return f"GPUs {list(gpus)}: {name} has {state.gpu_count[i]} GPUs"
+    if gpus and spec.models and state.models[i] not in spec.models:
+        return f"{name} has {state.models[i]} GPUs; the pod asks for {', '.join(spec.models)}"
     if state.cpu_left[i] < spec.cpu or state.mem_left[i] < spec.memory:
-        return False
-    ok = state.gpu_fits(spec)[i]
-    return all(ok[g] for g in gpus)
+        return (
+            f"{name} has {state.cpu_left[i]} milli-CPU and {state.mem_left[i]} MiB free; the pod asks "
+            f"{spec.cpu} and {spec.memory}"
+        )
+    need = MILLI if spec.exclusive or not spec.is_share else max(spec.milli, 1)
+    short = [g for g in gpus if state.gpu_left[i, g] < need]
+    if short:
+        return f"GPU {short[0]} of {name} has {state.gpu_left[i, short[0]]} milli free; the pod needs {need}"
+    return None
+
+
+def still_fits(state: ClusterState, choice: Choice, spec: PodSpec) -> bool:
+    """Can node ``choice[0]`` still take the pod on GPUs ``choice[1]`` (see :func:`misfit`)?"""
+    return misfit(state, choice, spec) is None
 
 
 def _at_its_turn(
