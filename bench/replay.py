@@ -42,14 +42,15 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
 from bench import openb
 from solver.baselines.fgd import FGD, TIES
-from solver.baselines.fragmentation import Workload, node_fragmentation
+from solver.baselines.fragmentation import SATISFIED, TypicalPod, Workload, fragment_of
 from solver.baselines.gorand import GoRand, load_cooked
 from solver.baselines.gpupacking import GpuPacking
 from solver.baselines.random_fit import RandomFit
@@ -217,40 +218,51 @@ class BestOfOrders:
         return work, round((base + change) / 1000, 3), chosen
 
 
-class FedFGD(FGD):
-    """EXPERIMENT: FGD's fragmentation plus, per typical GPU pod that fits, the share of its usable
-    GPU milli that the node's free CPU cannot feed (copies by CPU below copies by GPU)."""
+class UnfedFGD(FGD):
+    """FGD with the solver's fragmentation measure: FGD's, and for each typical GPU pod that fits a
+    node, the share of the GPU milli it could use there that the node's free CPU cannot feed —
+    copies by CPU (free CPU over its CPU, not rounded) below copies by GPU (its idle GPUs, or for a
+    share the shares each GPU still holds): usable milli x (1 - CPU copies / GPU copies). Written
+    here from that definition (``solver.domain.fragmentation``), not with its code, and summed per
+    typical in profile order, as the solver sums. The twin of the solver's policies.
 
-    whole = smooth = False
+    Study knobs (bench/RESULTS-replay.md, session 9): ``weight`` scales the new part, ``whole_only``
+    counts it for whole-GPU typicals alone, ``rounded`` takes whole CPU copies."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        *,
+        weight: float = 1.0,
+        whole_only: bool = False,
+        rounded: bool = False,
+        **options: Any,
+    ) -> None:
+        super().__init__(workload, **options)
+        self.weight, self.whole_only, self.rounded = weight, whole_only, rounded
 
     def fragmentation(self, cpu_free: int, free: Sequence[int], model: str) -> float:
-        key = (cpu_free, model, tuple(sorted(free)), "fed")
+        key = (cpu_free, model, tuple(sorted(free)))
         value = self._frag.get(key)
         if value is None:
-            value = node_fragmentation(free, cpu_free, self.workload, model) + self.strand * unfed(
-                free, cpu_free, self.workload, model, self.whole, self.smooth
-            )
+            value = 0.0
+            for m in self.workload:
+                category, milli = fragment_of(free, cpu_free, m, model)
+                lost = float(milli)
+                if category == SATISFIED:
+                    lost += self.weight * self.unfed(free, cpu_free, m)
+                value += m.popularity * lost
             self._frag[key] = value
         return value
 
-
-def unfed(
-    free: Sequence[int], cpu_free: int, workload: Workload, model: str, whole: bool, smooth: bool
-) -> float:
-    out = 0.0
-    for m in workload:
-        if not m.milli or not m.cpu or (m.models and model not in m.models) or (whole and m.milli < MILLI):
-            continue
-        if m.milli >= MILLI:
-            usable = [f for f in free if f >= MILLI]
-            by_gpu = len(usable) // m.gpus
-        else:
-            usable = [f for f in free if f >= m.milli]
-            by_gpu = sum(f // m.milli for f in usable)
-        by_cpu = cpu_free / m.cpu if smooth else cpu_free // m.cpu
-        if by_gpu and by_cpu >= 1 and by_cpu < by_gpu:
-            out += m.popularity * sum(usable) * (1.0 - by_cpu / by_gpu)
-    return out
+    def unfed(self, free: Sequence[int], cpu_free: int, m: TypicalPod) -> float:
+        """The GPU milli typical ``m`` could use on the node that its free CPU cannot feed."""
+        if not m.cpu or (self.whole_only and m.milli < MILLI):
+            return 0.0
+        usable = [f for f in free if f >= m.milli]
+        by_gpu = len(usable) // m.gpus if m.milli >= MILLI else sum(f // m.milli for f in usable)
+        by_cpu = cpu_free // m.cpu if self.rounded else cpu_free / m.cpu
+        return sum(usable) * (1.0 - by_cpu / by_gpu) if by_cpu < by_gpu else 0.0
 
 
 @contextmanager
@@ -290,31 +302,35 @@ def make_policy(
         greedy = make_policy(base, workload, rng, order)
         if not isinstance(greedy, FGD):
             raise ValueError(f"{name!r}: only FGD and its variants take -bestofN")
-        return BestOfOrders(name, greedy, int(window), FedFGD(workload) if judge == "fed" else None)
+        if judge not in ("", "unfed"):
+            _unknown(name)
+        return BestOfOrders(name, greedy, int(window), UnfedFGD(workload) if judge else None)
     if "-sorted" in name and not name.startswith("solver"):  # e.g. fgd-sorted16: a greedy over sorted windows
         base, window = name.rsplit("-sorted", 1)
         return SortedWindows(name, make_policy(base, workload, rng, order), int(window))
     if name == "fgd" or name.startswith("fgd/"):  # fgd/<tie> or fgd/points<N>: the tie-break study
         variant = name.partition("/")[2] or "rank"
+        # <variant>+unfed: the solver's measure (UnfedFGD); +fed[whole][round][W]: its study knobs
+        variant, _, measure = variant.partition("+")
+        made: Callable[..., FGD] = FGD
+        if measure == "unfed":
+            made = UnfedFGD
+        elif measure.startswith("fed"):
+            knobs = measure.removeprefix("fed")
+            whole_only, rounded = "whole" in knobs, "round" in knobs
+            weight = float(knobs.replace("whole", "").replace("round", "") or 1)
+            made = partial(UnfedFGD, weight=weight, whole_only=whole_only, rounded=rounded)
+        elif measure.startswith("strand"):  # CPU stranding at the workload's CPU per GPU, e.g. +strand0.5
+            made = partial(FGD, strand=float(measure.removeprefix("strand")))
+        elif measure:
+            _unknown(name)
         if variant == "exact":  # the drop itself: no ties at all
-            return FGD(workload, points=0)
+            return made(workload, points=0)
         if variant.startswith("points"):
-            return FGD(workload, points=int(variant.removeprefix("points")))
+            return made(workload, points=int(variant.removeprefix("points")))
         if variant == "tight-gpu":  # a share to the fullest of the node's best-scored GPUs
-            return FGD(workload, tight_gpu=True)
-        if variant.startswith("tight-gpu+fed"):  # ... and GPUs the node's free CPU cannot feed counted
-            weight = variant.removeprefix("tight-gpu+fed")
-            whole = weight.startswith("whole")
-            weight = weight.removeprefix("whole")
-            smooth = weight.startswith("smooth")
-            weight = weight.removeprefix("smooth")
-            fed = FedFGD(workload, tight_gpu=True, strand=float(weight or 1))
-            fed.whole = whole
-            fed.smooth = smooth
-            return fed
-        if variant.startswith("tight-gpu+strand"):  # ... and CPU stranding counted, e.g. +strand0.5
-            return FGD(workload, tight_gpu=True, strand=float(variant.removeprefix("tight-gpu+strand")))
-        return FGD(workload, tie=variant) if variant in TIES else _unknown(name)
+            return made(workload, tight_gpu=True)
+        return made(workload, tie=variant) if variant in TIES else _unknown(name)
     if name.startswith("place:"):  # any in-project baseline through its place(request), e.g. place:fgd:16
         from solver.baselines import placer
 
@@ -354,16 +370,17 @@ def make_policy(
             )
             return solve(request.model_copy(update={"policy": ranked}))
 
-        fast = FGD(workload, tight_gpu=True) if head.endswith("-fast") and endgame else None
+        fast = UnfedFGD(workload, tight_gpu=True) if head.endswith("-fast") and endgame else None
         return RequestPolicy(name, place, window, filtered=filtered, endgame=endgame, before_endgame=fast)
     return _unknown(name)
 
 
 def twin_of(name: str) -> str:
-    """The greedy that makes a solver policy's choices (FGD with the solver's share rule, over the
-    same windows and orders; tests/test_replay.py checks them pod for pod on a slice)."""
+    """The greedy that makes a solver policy's choices (FGD with the solver's share rule and its
+    fragmentation measure, over the same windows and orders; tests/test_replay.py checks them pod for
+    pod on a slice)."""
     head, _, tie = name.partition("/")
-    base = "fgd/fill" if tie == "fill" else "fgd/tight-gpu"
+    base = "fgd/fill+unfed" if tie == "fill" else "fgd/tight-gpu+unfed"
     for kind in ("-bestof", "-sorted"):
         if head.startswith("solver" + kind):
             return base + kind + head.removeprefix("solver" + kind)
@@ -403,8 +420,15 @@ def solver_policy(workload: Workload, order: Sequence[str] = (), *, fill: bool =
     tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.NODE_ORDER)
     if fill:
         tiers = (*tiers[:2], ObjectiveTier.PACKING, tiers[2])
+    # One CP-SAT worker: a replay's requests are one pod, or one pod a step, proven in milliseconds,
+    # and a second worker thread only competes with the other runs for the cores.
     return SolvePolicy(
-        objective=tiers, packing=Packing.FILL, workload=shapes, node_order=tuple(order), time_limit_s=5.0
+        objective=tiers,
+        packing=Packing.FILL,
+        workload=shapes,
+        node_order=tuple(order),
+        time_limit_s=5.0,
+        workers=1,
     )
 
 

@@ -8,7 +8,19 @@ request m, the fragment is the free GPU compute m could never use there:
 - m cannot be hosted at all (too few GPUs of an accepted model with enough free compute, or too
   little free CPU or memory): all of the node's free GPU compute;
 - m fits: the free compute on GPUs it cannot use — of another model, or with less free than m
-  needs of one GPU.
+  needs of one GPU — and, where the node's free CPU or memory can feed fewer copies of m than
+  its usable GPUs could hold, the share of the usable compute beyond those copies (*unfed*).
+
+The last part is what FGD's own measure misses when CPU, not GPUs, runs out: FGD asks only
+whether *one* copy of m still fits, so a node with eight idle GPUs and CPU for two more pods
+counts as whole, and work that drains the CPU beside idle GPUs (a CPU-only pod) looks free.
+Counted as copies: GPU copies c_g (idle GPUs over m's count; for a share, the shares each GPU
+still holds), CPU and memory copies c_r (free over m's ask, not rounded: a node with CPU for 2.5
+copies is nearer to three than one holding two); where c_r < c_g the fragment grows by
+usable milli × (1 − c_r / c_g). Where CPU feeds every copy the measure is FGD's exactly; at
+c_r < 1 m does not fit and all free compute is a fragment, as in FGD. On the openb variant with
+a quarter CPU-only pods (cpu250) this is worth more than a point of allocation against FGD
+(bench/RESULTS-replay.md, session 9).
 
 A node's fragmentation is the popularity-weighted sum; the cluster's is the sum over nodes. A GPU
 is *stranded* when it sits free on a node that can host none of the GPU-asking typical requests.
@@ -84,19 +96,43 @@ def usable_gpus(free: FreeCapacity, m: Typical) -> list[bool] | None:
     return usable if sum(usable) >= max(m.gpus, 1) else None
 
 
-def fragment(free: FreeCapacity, m: Typical) -> int:
-    """The free milli-GPU of one node that one typical request could never use."""
+def fragment(free: FreeCapacity, m: Typical) -> float:
+    """The free milli-GPU of one node that one typical request could never use (the module
+    docstring: GPUs it cannot use, and the usable part its CPU and memory cannot feed)."""
     usable = usable_gpus(free, m)
     if usable is None:
         return free.free_milli
-    return sum(f for (_, f), ok in zip(free.gpus, usable, strict=True) if not ok)
+    on_gpus = _on_gpus(free.gpus, m)
+    assert on_gpus is not None
+    return on_gpus[0] + _unfed(on_gpus, free, m)
 
 
-def _left_unused(gpus: tuple[tuple[str, int], ...], ask: Typical) -> int | None:
-    """:func:`fragment` of a GPU ask on a node's GPUs alone (its CPU and memory not counted), or None
-    when too few of them could take it."""
-    free = FreeCapacity(gpus)
-    return None if usable_gpus(free, ask) is None else fragment(free, ask)
+# What the GPUs alone say of one GPU ask: (milli it cannot use, copies of it the GPUs hold, milli
+# of the GPUs it can use), or None when too few of them could take it.
+OnGpus = tuple[int, int, int] | None
+
+
+def _on_gpus(gpus: tuple[tuple[str, int], ...], ask: Typical) -> OnGpus:
+    """The GPU side of :func:`fragment` for a node's GPUs alone (its CPU and memory not counted)."""
+    usable = usable_gpus(FreeCapacity(gpus), ask)
+    if usable is None:
+        return None
+    unusable = sum(f for (_, f), ok in zip(gpus, usable, strict=True) if not ok)
+    fits = [f for (_, f), ok in zip(gpus, usable, strict=True) if ok]
+    copies = len(fits) // ask.gpus if ask.gpus else sum(f // ask.milli for f in fits)
+    return unusable, copies, sum(fits)
+
+
+def _unfed(on_gpus: tuple[int, int, int], free: FreeCapacity, m: Typical) -> float:
+    """The usable milli of a node that ``m`` fits beyond the copies of ``m`` its free CPU and memory
+    can feed: usable × (1 − resource copies / GPU copies) where the resources feed fewer."""
+    _, copies, usable = on_gpus
+    fed = float(copies)
+    if free.cpu_milli is not None and m.cpu_milli:
+        fed = min(fed, free.cpu_milli / m.cpu_milli)
+    if free.memory_mib is not None and m.memory_mib:
+        fed = min(fed, free.memory_mib / m.memory_mib)
+    return usable * (1.0 - fed / copies) if fed < copies else 0.0
 
 
 @dataclass
@@ -111,7 +147,7 @@ class Profile:
     )
     # What the GPUs alone decide, per GPU list: for each distinct GPU ask of the typicals (a
     # placement's states differ mostly in CPU and memory, over few GPU lists).
-    _on_gpus: dict[tuple[tuple[str, int], ...], tuple[int | None, ...]] = field(
+    _gpu_side: dict[tuple[tuple[str, int], ...], tuple[OnGpus, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
 
@@ -155,23 +191,23 @@ class Profile:
     def _compute(self, free: FreeCapacity) -> tuple[float, int]:
         """:func:`fragment` of every typical, popularity-weighted, and the stranded milli: the GPU
         side of each distinct ask taken once per GPU list, then CPU and memory per typical."""
-        on_gpus = self._on_gpus.get(free.gpus)
+        on_gpus = self._gpu_side.get(free.gpus)
         if on_gpus is None:
-            on_gpus = tuple(_left_unused(free.gpus, ask) for ask in self._asks)
-            if len(self._on_gpus) >= 1 << 16:
-                self._on_gpus.clear()
-            self._on_gpus[free.gpus] = on_gpus
+            on_gpus = tuple(_on_gpus(free.gpus, ask) for ask in self._asks)
+            if len(self._gpu_side) >= 1 << 16:
+                self._gpu_side.clear()
+            self._gpu_side[free.gpus] = on_gpus
         whole = free.free_milli
-        fragmentation, hosted = 0, False
+        fragmentation, hosted = 0.0, False
         for m, ask in zip(self.typicals, self._ask_of, strict=True):
-            left = None if ask is None else on_gpus[ask]
-            if left is None or (
+            side = None if ask is None else on_gpus[ask]
+            if side is None or (
                 (free.cpu_milli is not None and free.cpu_milli < m.cpu_milli)
                 or (free.memory_mib is not None and free.memory_mib < m.memory_mib)
             ):
                 fragmentation += m.popularity * whole
             else:
-                fragmentation += m.popularity * left
+                fragmentation += m.popularity * (side[0] + _unfed(side, free, m))
                 hosted = True
         asking = any(a is not None for a in self._ask_of)
         return fragmentation, 0 if not asking or hosted else whole
