@@ -50,6 +50,43 @@ def test_a_node_short_of_cpu_loses_all_its_free_part_to_the_request() -> None:
     assert needs_cpu.fragmentation(free(1000)) == 0  # CPU not tracked: never binding
 
 
+def test_idle_gpus_the_free_cpu_cannot_feed_are_fragments_in_part() -> None:
+    # 8-core whole-GPU requests; four idle GPUs. 32 cores feed all four: FGD's measure, nothing lost.
+    # 20 cores feed 2.5 copies: 1.5 of the four GPUs are lost (4000 x (1 - 2.5/4)). Below one copy
+    # the request does not fit and all is lost, as in FGD. CPU not tracked: never binding.
+    eight_cores = Profile((Typical(gpus=1, milli=0, popularity=1.0, cpu_milli=8000),))
+    assert eight_cores.fragmentation(free(1000, 1000, 1000, 1000, cpu=32_000)) == 0
+    assert eight_cores.fragmentation(free(1000, 1000, 1000, 1000, cpu=20_000)) == pytest.approx(1500)
+    assert eight_cores.fragmentation(free(1000, 1000, 1000, 1000, cpu=7_000)) == 4000
+    assert eight_cores.fragmentation(free(1000, 1000, 1000, 1000)) == 0
+    # A 250m share with 2 cores: a GPU with 600 free holds 2 copies, an idle one 4 (6 by GPUs); 6 cores
+    # feed 3, so half of the 1600 usable milli is lost. Memory counts the same way (2 copies of 4).
+    quarter = Profile((Typical(gpus=0, milli=250, popularity=1.0, cpu_milli=2000),))
+    assert quarter.fragmentation(free(600, 1000, cpu=6_000)) == pytest.approx(800)
+    by_memory = Profile((Typical(gpus=1, milli=0, popularity=1.0, memory_mib=10_000),))
+    roomy = FreeCapacity.of((("A100", 1000),) * 4, None, 20_000)
+    assert by_memory.fragmentation(roomy) == pytest.approx(2000)
+
+
+def test_a_cpu_only_pod_goes_where_it_leaves_the_idle_gpus_their_cpu() -> None:
+    # Two nodes with two idle GPUs each; "tight" has 20 cores (enough for the two 8-core GPU requests
+    # of the profile and a little more), "roomy" 64. FGD's own measure sees no difference for a
+    # 12-core CPU-only pod (one 8-core request still fits either way) and leaves the choice to the
+    # next tier, here packing, which takes the tighter node; the GPUs its CPU then cannot feed are
+    # a fragment, and the pod goes to "roomy".
+    tight = server("tight", switches=1, gpus_per_switch=2, nics_per_switch=0, cpu_milli=20_000)
+    roomy = server("roomy", switches=1, gpus_per_switch=2, nics_per_switch=0, cpu_milli=64_000)
+    job = whole_job("c", 0).model_copy(deep=True)
+    member = job.roles[0].member.model_copy(update={"gpus": 0, "cpu_milli": 12_000})
+    job = job.model_copy(update={"roles": (job.roles[0].model_copy(update={"member": member}),)})
+    workload = (WorkloadShape(gpus=1, cpu_milli=8_000, popularity=3), WorkloadShape(cpu_milli=12_000))
+    tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.PACKING)
+    placed = solve(request([tight, roomy], [job], workload=workload, objective=tiers))
+    assert placed.jobs[0].members[0].node == "roomy"
+    packed = solve(request([tight, roomy], [job], workload=workload, objective=tiers[::2]))
+    assert packed.jobs[0].members[0].node == "tight"
+
+
 def test_gpus_of_a_model_a_request_does_not_accept_are_fragments_for_it() -> None:
     v100_only = Profile((Typical(gpus=1, milli=0, popularity=1.0, models=frozenset({"V100"})),))
     mixed = FreeCapacity.of((("V100", 1000), ("T4", 1000)))

@@ -259,3 +259,61 @@ def test_the_filter_stage_changes_no_choice_of_the_solver(sliced: Trace) -> None
 
 def test_fill_changes_the_choices_on_the_slice(sliced: Trace) -> None:
     assert choices("fgd/fill", sliced) != choices("fgd", sliced)
+
+
+def test_a_placement_that_does_not_fit_stops_the_run(sliced: Trace, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The replay checks every choice against its own state before binding it, whatever made it (the
+    # solver's answers included): a policy that puts every pod on the first node is stopped there,
+    # with the pod and the reason, rather than counted.
+    class Careless:
+        name = "careless"
+
+        def choose(self, state: replay.ClusterState, pod: replay.PodSpec) -> replay.Choice:
+            return 0, (0,) if pod.gpus else ()
+
+    monkeypatch.setattr(replay, "make_policy", lambda *args, **kwargs: Careless())
+    refused = r"careless seed 42, pod openb-pod-\d+ \(#\d+\): .*node-0000"
+    with pytest.raises(replay.PlacementRefused, match=refused):
+        replay.run("careless", *sliced, 42)
+
+
+def test_misfit_names_what_is_wrong(sliced: Trace) -> None:
+    nodes, _ = sliced
+    state = openb.cluster_state(nodes)
+    p100 = next(i for i, n in enumerate(nodes) if n.model == "P100" and n.gpus == 2)
+    whole = replay.PodSpec(cpu=1000, memory=1024, gpus=2, milli=1000)
+    assert replay.misfit(state, (p100, (0, 1)), whole) is None
+    assert "asking 2 GPU(s)" in (replay.misfit(state, (p100, (0,)), whole) or "")
+    assert "has 2 GPUs" in (replay.misfit(state, (p100, (0, 5)), whole) or "")
+    v100 = replay.PodSpec(cpu=1000, memory=1024, gpus=1, milli=1000, models=("V100M16",))
+    assert "asks for V100M16" in (replay.misfit(state, (p100, (0,)), v100) or "")
+    state.bind(p100, whole, (0, 1))
+    share = replay.PodSpec(cpu=1000, memory=1024, gpus=1, milli=500)
+    assert "has 0 milli free" in (replay.misfit(state, (p100, (1,)), share) or "")
+
+
+def test_the_twins_measure_is_the_solvers(sliced: Trace) -> None:
+    # The twin (fgd/tight-gpu+unfed) computes the solver's fragmentation with code of its own: on every
+    # node state a slice run passes through, the two must agree (up to float summation order).
+    from solver.baselines.fragmentation import node_fragmentation
+    from solver.domain.fragmentation import FreeCapacity, profile
+
+    nodes, pods = sliced
+    workload = openb.workload(pods)
+    twin = replay.make_policy("fgd/tight-gpu+unfed", workload, replay.GoRand(0, (0,) * 607))
+    assert isinstance(twin, replay.UnfedFGD)
+    measure = profile(replay.solver_policy(workload).workload, ())
+    seen: list[tuple[int, list[int], str]] = []
+
+    def record(pod: openb.PodRow, choice: object, state: replay.ClusterState) -> None:
+        if choice is not None:
+            i = choice[0]  # type: ignore[index]
+            seen.append((int(state.cpu_left[i]), state.free_of(i), state.models[i]))
+
+    replay.run("fgd/tight-gpu+unfed", nodes, pods, 42, observe=record)
+    fed_short = 0  # states where the CPU feeds fewer copies than the GPUs hold: above FGD's measure
+    for cpu, free, model in seen:
+        solver_value = measure.fragmentation(FreeCapacity.of(((model, f) for f in free), cpu))
+        assert twin.fragmentation(cpu, free, model) == pytest.approx(solver_value, abs=1e-6)
+        fed_short += solver_value > node_fragmentation(free, cpu, workload, model) + 1e-6
+    assert fed_short
