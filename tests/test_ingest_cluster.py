@@ -78,7 +78,9 @@ def test_report_names_each_source_and_every_disagreement(assembled) -> None:
 
 def test_committed_fixtures_are_what_build_and_assembly_write(assembled) -> None:
     for relative, text in build.files().items():
-        assert (NVL72 / relative).read_text() == text, f"{relative} drifted: python -m fixtures.ingest.nvl72.build"
+        assert (NVL72 / relative).read_text() == text, (
+            f"{relative} drifted: python -m fixtures.ingest.nvl72.build"
+        )
     inventory, _ = assembled
     # Parsed, not as text: protobuf writes a map's entries (labels) in no fixed order.
     committed = json.loads((NVL72 / "inventory.json").read_text())
@@ -101,7 +103,9 @@ def _node_bytes(inventory: Inventory) -> dict[str, bytes]:
     return {n.name: n.SerializeToString(deterministic=True) for n in msg.inventory.nodes}
 
 
-def test_a_moved_label_rebuilds_only_its_node_and_keeps_the_others_byte_identical(tmp_path, monkeypatch) -> None:
+def test_a_moved_label_rebuilds_only_its_node_and_keeps_the_others_byte_identical(
+    tmp_path, monkeypatch
+) -> None:
     copy = tmp_path / "nvl72"
     shutil.copytree(NVL72, copy)
     parsed: list[str] = []

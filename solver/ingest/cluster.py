@@ -55,7 +55,17 @@ from solver.ingest.smi_query import read_query
 
 FABRIC_GROUP = "topoplace.fabric_sources"  # readers other packages offer (the Slurm adapter's topology)
 KEYS = ("nodes", "captures", "nvidia_smi_q", "resource_slices", "topology", "slurm_topology")
-CAPTURE_KEYS = {"capture", "nodes", "gpu_model", "gpu_memory_mib", "cpus", "cpu_milli", "memory_gib", "memory_mib", "rails"}
+CAPTURE_KEYS = {
+    "capture",
+    "nodes",
+    "gpu_model",
+    "gpu_memory_mib",
+    "cpus",
+    "cpu_milli",
+    "memory_gib",
+    "memory_mib",
+    "rails",
+}
 # The stated precedence, highest first (module docstring); equal ranks keep the file's order.
 RANK = {
     "nvidia-smi topo -m": 0,
@@ -69,7 +79,15 @@ RANK = {
     "Slurm topology": 7,
 }
 FACTS = (
-    "devices", "nvlink_domain", "path", "labels", "cpu_milli", "memory_mib", "schedulable", "gpu_count", "gpu_model",
+    "devices",
+    "nvlink_domain",
+    "path",
+    "labels",
+    "cpu_milli",
+    "memory_mib",
+    "schedulable",
+    "gpu_count",
+    "gpu_model",
 )
 
 
@@ -106,7 +124,9 @@ class ClusterReader:
     def read(self) -> tuple[Inventory, Report]:
         config = _load_yaml(_read_text(self.path), str(self.path))
         if not isinstance(config, dict):
-            raise InvalidRequest([Problem(path=str(self.path), message=f"expected a mapping of sources: {', '.join(KEYS)}")])
+            raise InvalidRequest(
+                [Problem(path=str(self.path), message=f"expected a mapping of sources: {', '.join(KEYS)}")]
+            )
         problems = [
             Problem(path=f"{self.path}:{key}", message=f"unknown source; known: {', '.join(KEYS)}")
             for key in config
@@ -161,7 +181,9 @@ class ClusterReader:
 
     def _capture(self, entry: Any, where: str, names: list[str]) -> Parts:
         if not isinstance(entry, dict):
-            raise InvalidRequest([Problem(path=f"{self.path}:{where}", message="expected {capture, nodes, ...}")])
+            raise InvalidRequest(
+                [Problem(path=f"{self.path}:{where}", message="expected {capture, nodes, ...}")]
+            )
         unknown = sorted(set(entry) - CAPTURE_KEYS)
         if unknown:
             message = f"unknown key; known: {', '.join(sorted(CAPTURE_KEYS))}"
@@ -169,7 +191,9 @@ class ClusterReader:
         file = self._file(entry.get("capture"), f"{where}.capture")
         pattern = entry.get("nodes")
         if not isinstance(pattern, (str, list)) or not pattern:
-            message = "required: the nodes of this type (names, a range gpu-[01-18], or a glob over the node list)"
+            message = (
+                "required: the nodes of this type (names, a range gpu-[01-18], or a glob over the node list)"
+            )
             raise InvalidRequest([Problem(path=f"{self.path}:{where}.nodes", message=message)])
         patterns = [pattern] if isinstance(pattern, str) else [str(p) for p in pattern]
         chosen = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)] if names else []
@@ -194,7 +218,13 @@ class ClusterReader:
                 rail = {nic: k for k, nic in enumerate(dict.fromkeys(paired))}
                 nics = tuple(n.model_copy(update={"rail": rail.get(n.name)}) for n in template.nics)
                 template = template.model_copy(update={"nics": nics})
-            return [Parts(source=str(file), kind="nvidia-smi topo -m", nodes={"*": NodeFacts(where=str(file), devices=template)})]
+            return [
+                Parts(
+                    source=str(file),
+                    kind="nvidia-smi topo -m",
+                    nodes={"*": NodeFacts(where=str(file), devices=template)},
+                )
+            ]
 
         template = self._cached(f"capture:{entry!r}", file, parse)[0].nodes["*"]
         cpu = entry.get("cpu_milli") or 1000 * int(entry.get("cpus") or 0) or template.devices.cpu_milli
@@ -220,7 +250,11 @@ class ClusterReader:
         facts: dict[str, NodeFacts] = {}
         for node, file in files.items():
             facts[node] = self._cached(
-                f"smi:{node}", file, lambda node=node, file=file: [Parts(str(file), "nvidia-smi -q", {node: read_query(file, node)})]
+                f"smi:{node}",
+                file,
+                lambda node=node, file=file: [
+                    Parts(str(file), "nvidia-smi -q", {node: read_query(file, node)})
+                ],
             )[0].nodes[node]
         return Parts(source=f"{len(files)} files", kind="nvidia-smi -q", nodes=facts)
 
@@ -239,7 +273,7 @@ class ClusterReader:
         file = self._file(spec.get("file"), "slurm_topology.file")
         found = [ep for ep in entry_points(group=FABRIC_GROUP) if ep.name == "slurm"]
         if not found:
-            message = "reading Slurm's topology needs the Slurm adapter (entry point topoplace.fabric_sources: slurm)"
+            message = f"reading Slurm's topology needs the Slurm adapter (entry point {FABRIC_GROUP}: slurm)"
             raise InvalidRequest([Problem(path=f"{self.path}:slurm_topology", message=message)])
         reader = found[0].load()
         options = {k: v for k, v in spec.items() if k != "file"}
@@ -256,7 +290,9 @@ class ClusterReader:
             for p in parts:
                 for node, facts in p.nodes.items():
                     if node not in node_list.nodes:
-                        message = f"{p.kind} names node {node}, which is not in the node list {node_list.source}"
+                        message = (
+                            f"{p.kind} names node {node}, which is not in the node list {node_list.source}"
+                        )
                         problems.append(Problem(path=facts.where, message=message))
         if problems:
             raise InvalidRequest(problems)
@@ -290,16 +326,24 @@ class ClusterReader:
         inventory = Inventory(nodes=tuple(nodes), switches=switches)
         found = validate(SolveRequest(inventory=inventory))
         if found:
-            raise InvalidRequest([Problem(path=f"{self.path}: inventory.{p.path}", message=p.message) for p in found])
+            raise InvalidRequest(
+                [Problem(path=f"{self.path}: inventory.{p.path}", message=p.message) for p in found]
+            )
         return inventory, report
 
     @staticmethod
     def _inputs(parts: list[Parts], node: str, chosen: dict[str, tuple[Parts, Any]]) -> tuple[Any, ...]:
         """What the node is built from, without where it was said (a moved line changes nothing)."""
-        fill = tuple(dataclasses.replace(p.nodes[node], where="") for p in parts if node in p.nodes and p.nodes[node].devices)
+        fill = tuple(
+            dataclasses.replace(p.nodes[node], where="")
+            for p in parts
+            if node in p.nodes and p.nodes[node].devices
+        )
         return (tuple((fact, chosen[fact][1]) for fact in sorted(chosen)), fill)
 
-    def _switches(self, parts: list[Parts], chosen: dict[str, dict[str, tuple[Parts, Any]]], report: Report) -> tuple[FabricSwitch, ...]:
+    def _switches(
+        self, parts: list[Parts], chosen: dict[str, dict[str, tuple[Parts, Any]]], report: Report
+    ) -> tuple[FabricSwitch, ...]:
         """The switches the chosen paths run through, from the sources that chose them."""
         switches: dict[str, tuple[FabricSwitch, str]] = {}
         problems: list[Problem] = []
@@ -314,8 +358,8 @@ class ClusterReader:
                 known = switches.setdefault(switch_id, (switch, source.source))
                 if known[0] != switch:
                     message = (
-                        f"switch {switch_id} is tier {switch.tier} under {switch.parent or 'nothing'} here but tier "
-                        f"{known[0].tier} under {known[0].parent or 'nothing'} in {known[1]}"
+                        f"switch {switch_id} is tier {switch.tier} under {switch.parent or 'nothing'} here "
+                        f"but tier {known[0].tier} under {known[0].parent or 'nothing'} in {known[1]}"
                     )
                     problems.append(Problem(path=source.source, message=message))
                 for parent in _ancestors(source, switch_id):
@@ -324,7 +368,13 @@ class ClusterReader:
             raise InvalidRequest(problems)
         return tuple(s for s, _ in sorted(switches.values(), key=lambda x: (-x[0].tier, x[0].id)))
 
-    def _disagreements(self, parts: list[Parts], names: list[str], chosen: dict[str, dict[str, tuple[Parts, Any]]], report: Report) -> None:
+    def _disagreements(
+        self,
+        parts: list[Parts],
+        names: list[str],
+        chosen: dict[str, dict[str, tuple[Parts, Any]]],
+        report: Report,
+    ) -> None:
         for node in names:
             for fact, (winner, value) in chosen[node].items():
                 for p in parts:
@@ -343,7 +393,13 @@ class ClusterReader:
             self._grouping_disagreements(parts, names, chosen, fact, report)
 
     @staticmethod
-    def _grouping_disagreements(parts: list[Parts], names: list[str], chosen: dict[str, dict[str, tuple[Parts, Any]]], fact: str, report: Report) -> None:
+    def _grouping_disagreements(
+        parts: list[Parts],
+        names: list[str],
+        chosen: dict[str, dict[str, tuple[Parts, Any]]],
+        fact: str,
+        report: Report,
+    ) -> None:
         """A source disagrees about a node when it groups it (same leaf, same NVLink domain) with
         other nodes than the assembled inventory does. A source's group is matched to the assembled
         group most of its nodes landed in, so sources that name a rack differently still agree."""
@@ -364,7 +420,8 @@ class ClusterReader:
                     winner = chosen[n][fact][0]
                     report.disagreements.append(
                         f"node {n}: {what}: {winner.kind} ({winner.source}) puts it in {final[n]}, "
-                        f"{p.kind} ({p.source}) in {group} with {_few(set(members[group]) - {n})}; kept {winner.kind}"
+                        f"{p.kind} ({p.source}) in {group} with {_few(set(members[group]) - {n})}; "
+                        f"kept {winner.kind}"
                     )
 
 
@@ -425,7 +482,8 @@ def _build(name: str, chosen: dict[str, tuple[Parts, Any]], parts: list[Parts]) 
             continue
         by_id = {g.id: g for g in other.gpus}
         gpus = [
-            g.model_copy(update={"uuid": g.uuid or by_id[g.id].uuid}) if g.id in by_id and not g.uuid else g for g in gpus
+            g.model_copy(update={"uuid": g.uuid or by_id[g.id].uuid}) if g.id in by_id and not g.uuid else g
+            for g in gpus
         ]
     model = chosen.get("gpu_model", (None, ""))[1] if "gpu_model" in chosen else ""
     gpus = [g.model_copy(update={"model": model}) if model and not g.model else g for g in gpus]

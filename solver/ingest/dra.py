@@ -46,7 +46,9 @@ def read_slices(path: Path) -> Parts:
         if obj.get("kind") != "ResourceSlice":
             continue
         if obj.get("apiVersion") not in API_VERSIONS:
-            message = f"unknown apiVersion {obj.get('apiVersion')!r}; known: {', '.join(sorted(API_VERSIONS))}"
+            message = (
+                f"unknown apiVersion {obj.get('apiVersion')!r}; known: {', '.join(sorted(API_VERSIONS))}"
+            )
             problems.append(Problem(path=f"{where}.apiVersion", message=message))
             continue
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
@@ -98,12 +100,16 @@ def read_slices(path: Path) -> Parts:
                     memory_mib=int(memory // 2**20) if memory else 0,
                     numa=numa,
                 )
-                bus = _text(attrs.get(PCI_BUS_ID)) or _text(attrs.get(f"{driver}/pcieBusID")) or device["name"]
+                bus = (
+                    _text(attrs.get(PCI_BUS_ID)) or _text(attrs.get(f"{driver}/pcieBusID")) or device["name"]
+                )
                 gpus[node].append((at, gpu, root and f"{root}/{bus}", numa))
             elif driver == NIC_DRIVER and attrs.get(f"{driver}/rdma") is True:
                 name = _text(attrs.get(f"{driver}/rdmaDevice")) or _text(attrs.get(f"{driver}/ifName"))
                 nic = Nic(name=name or device["name"], numa=numa, rdma=True)
-                bus = _text(attrs.get(PCI_BUS_ID)) or _text(attrs.get(f"{driver}/pciAddress")) or device["name"]
+                bus = (
+                    _text(attrs.get(PCI_BUS_ID)) or _text(attrs.get(f"{driver}/pciAddress")) or device["name"]
+                )
                 nics[node].append((at, nic, root and f"{root}/{bus}", numa))
     facts = {node: _node(node, gpus[node], nics[node], first_where[node], problems) for node in first_where}
     if ignored:
@@ -127,7 +133,9 @@ def _node(
     for at, device, _, _ in [*gpus, *nics]:
         name = device.id if isinstance(device, Gpu) else device.name
         if name in seen:
-            problems.append(Problem(path=at, message=f"node {node}: {name} is also published at {seen[name]}"))
+            problems.append(
+                Problem(path=at, message=f"node {node}: {name} is also published at {seen[name]}")
+            )
         seen.setdefault(name, at)
     roots: dict[str, set[int | None]] = defaultdict(set)
     for _, _, leaf, numa in [*gpus, *nics]:
@@ -140,13 +148,19 @@ def _node(
     numas = sorted({numa for _, _, _, numa in [*gpus, *nics] if numa is not None})
     devices = Node(
         name=node,
-        gpus=tuple(sorted((g.model_copy(update={"pcie_switch": leaf}) for _, g, leaf, _ in gpus), key=lambda g: g.index)),
+        gpus=tuple(
+            sorted(
+                (g.model_copy(update={"pcie_switch": leaf}) for _, g, leaf, _ in gpus), key=lambda g: g.index
+            )
+        ),
         nics=tuple(n.model_copy(update={"pcie_switch": leaf}) for _, n, leaf, _ in nics),
         pcie_switches=tuple(switches),
         numa_nodes=tuple(NumaNode(id=n) for n in numas),
     )
     models = {g.model for _, g, _, _ in gpus if g.model}
-    return NodeFacts(where=where, devices=devices, gpu_count=len(gpus), gpu_model=min(models) if models else None)
+    return NodeFacts(
+        where=where, devices=devices, gpu_count=len(gpus), gpu_model=min(models) if models else None
+    )
 
 
 def _attributes(device: dict[str, Any], driver: str) -> dict[str, Any]:

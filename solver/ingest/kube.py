@@ -17,6 +17,7 @@ The node list gives three sources, kept apart so that the assembly can rank and 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -154,7 +155,9 @@ def read_nodes(path: Path) -> list[Parts]:
             problems.append(Problem(path=f"{where}.metadata.name", message="required: the node's name"))
             continue
         if name in seen:
-            problems.append(Problem(path=f"{where}.metadata.name", message=f"node {name} also at {seen[name]}"))
+            problems.append(
+                Problem(path=f"{where}.metadata.name", message=f"node {name} also at {seen[name]}")
+            )
             continue
         seen[name] = where
         labels = labels_of(obj)
@@ -208,7 +211,7 @@ def _topograph(nodes: list[tuple[str, dict[str, Any]]], problems: list[Problem])
             continue
         path: list[str] = []
         for tier in range(1, max(tiers, default=0) + 1):
-            key, value = tiers.get(tier, ("", ""))
+            value = tiers.get(tier, ("", ""))[1]
             if not value:
                 above = tiers[max(tiers)][0]
                 problems.append(
@@ -219,7 +222,7 @@ def _topograph(nodes: list[tuple[str, dict[str, Any]]], problems: list[Problem])
                 )
                 break
             path.append(value)
-        for lower, upper in zip(path, path[1:], strict=False):
+        for lower, upper in itertools.pairwise(path):
             known = parent.setdefault(lower, (upper, where))
             if known[0] != upper:
                 problems.append(

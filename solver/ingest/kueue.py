@@ -42,7 +42,9 @@ API_VERSIONS = {
 }
 
 
-def read_topology(path: Path, node_labels: Mapping[str, tuple[str, Mapping[str, str]]], name: str = "") -> Parts:
+def read_topology(
+    path: Path, node_labels: Mapping[str, tuple[str, Mapping[str, str]]], name: str = ""
+) -> Parts:
     """The ``Topology`` at ``path`` (the one called ``name`` if the file holds several) applied to
     ``node_labels`` (node → (where, labels), from the node list)."""
     objects = [(w, o) for w, o in load_objects(path) if o.get("kind") == "Topology"]
@@ -51,11 +53,15 @@ def read_topology(path: Path, node_labels: Mapping[str, tuple[str, Mapping[str, 
     if len(objects) != 1:
         names = ", ".join(name_of(o) or "?" for _, o in load_objects(path) if o.get("kind") == "Topology")
         wanted = f"a Topology named {name!r}" if name else "exactly one Topology (or give its name)"
-        raise InvalidRequest([Problem(path=str(path), message=f"expected {wanted}; found: {names or 'none'}")])
+        raise InvalidRequest(
+            [Problem(path=str(path), message=f"expected {wanted}; found: {names or 'none'}")]
+        )
     where, topology = objects[0]
     problems: list[Problem] = []
     if topology.get("apiVersion") not in API_VERSIONS:
-        message = f"unknown apiVersion {topology.get('apiVersion')!r}; known: {', '.join(sorted(API_VERSIONS))}"
+        message = (
+            f"unknown apiVersion {topology.get('apiVersion')!r}; known: {', '.join(sorted(API_VERSIONS))}"
+        )
         problems.append(Problem(path=f"{where}.apiVersion", message=message))
     levels = _levels(topology, where, problems)
     if problems:
@@ -74,7 +80,9 @@ def _levels(topology: dict, where: str, problems: list[Problem]) -> list[str]:
     for i, level in enumerate(raw):
         label = level.get("nodeLabel") if isinstance(level, dict) else None
         if not isinstance(label, str) or not label:
-            problems.append(Problem(path=f"{where}.spec.levels[{i}].nodeLabel", message="required: a node label"))
+            problems.append(
+                Problem(path=f"{where}.spec.levels[{i}].nodeLabel", message="required: a node label")
+            )
         elif label in levels:
             message = f"{label} is already level {levels.index(label)}"
             problems.append(Problem(path=f"{where}.spec.levels[{i}].nodeLabel", message=message))
@@ -113,7 +121,9 @@ def _apply(
     ids = _switch_ids({values[: depth + 1] for values in keys.values() for depth in range(len(values))})
     tiers = len(switch_levels)
     switches = {
-        ids[key]: FabricSwitch(id=ids[key], tier=tiers - len(key) + 1, parent=ids[key[:-1]] if len(key) > 1 else "")
+        ids[key]: FabricSwitch(
+            id=ids[key], tier=tiers - len(key) + 1, parent=ids[key[:-1]] if len(key) > 1 else ""
+        )
         for key in sorted(ids, key=lambda k: (len(k), k))
     }
     nvlink_level = next((i for i, label in enumerate(switch_levels) if label in NVLINK_LABELS), None)
@@ -126,7 +136,11 @@ def _apply(
         )
         for node, values in keys.items()
     }
-    notes = (f"{len(outside)} nodes carry none of its levels: outside it ({', '.join(sorted(outside)[:5])}...)",) if outside else ()
+    notes = (
+        (f"{len(outside)} nodes carry none of its levels: outside it ({', '.join(sorted(outside)[:5])}...)",)
+        if outside
+        else ()
+    )
     return Parts(source=source, kind=kind, nodes=facts, switches=switches, notes=notes)
 
 

@@ -84,10 +84,18 @@ def _domain(gpus: list[_SmiGpu], node: str) -> tuple[str | None, str]:
         f = gpu.fields
         state, status = f.get("Fabric/State", ""), f.get("Fabric/Status", "")
         cluster, clique = f.get("Fabric/ClusterUUID", ""), f.get("Fabric/CliqueId", "")
-        if state != "Completed" or status != "Success" or not cluster or _ZERO_UUID.match(cluster) or not clique:
+        if (
+            state != "Completed"
+            or status != "Success"
+            or not cluster
+            or _ZERO_UUID.match(cluster)
+            or not clique
+        ):
             continue
         if not clique.isdigit():
-            raise InvalidRequest([Problem(path=f"{gpu.where}: Fabric/CliqueId", message=f"not a number: {clique!r}")])
+            raise InvalidRequest(
+                [Problem(path=f"{gpu.where}: Fabric/CliqueId", message=f"not a number: {clique!r}")]
+            )
         domain = f"{cluster}.{clique}"
         other = next(iter(domains.values()), None)
         if other is not None and domain not in domains:
@@ -126,14 +134,18 @@ def _xml_gpus(text: str, source: str) -> list[_SmiGpu]:
         root = ET.fromstring(text)
     except ET.ParseError as err:
         line, column = err.position
-        raise InvalidRequest([Problem(path=f"{source}:{line}:{column + 1}", message=f"not XML: {err}")]) from None
+        raise InvalidRequest(
+            [Problem(path=f"{source}:{line}:{column + 1}", message=f"not XML: {err}")]
+        ) from None
     if root.tag != "nvidia_smi_log":
         message = f"expected <nvidia_smi_log> (nvidia-smi -q -x), got <{root.tag}>"
         raise InvalidRequest([Problem(path=source, message=message)])
     gpus: list[_SmiGpu] = []
     for k, element in enumerate(root.findall("gpu")):
         fields = {
-            name: (element.findtext(tag) or "").strip() for tag, name in _XML_FIELDS.items() if element.find(tag) is not None
+            name: (element.findtext(tag) or "").strip()
+            for tag, name in _XML_FIELDS.items()
+            if element.find(tag) is not None
         }
         gpus.append(_SmiGpu(where=f"{source}:gpu[{k}]", bus_id=element.get("id", ""), fields=fields))
     return gpus
