@@ -18,6 +18,7 @@ from solver.answer.explain import explain
 from solver.answer.measures import cluster_metrics
 from solver.answer.verify import verify
 from solver.compile import Compiled, compile_model
+from solver.compile.objective import is_placed_work, priority_levels
 from solver.domain import cancel as cancellation
 from solver.domain.cancel import Cancel
 from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
@@ -26,12 +27,14 @@ from solver.domain.model import (
     Job,
     JobResult,
     ModelSize,
+    ObjectiveTier,
     Reason,
     ReasonCode,
     SolveRequest,
     SolveResult,
     SolveStatus,
     StageTiming,
+    TierValue,
 )
 from solver.domain.validate import unfit_jobs, validate
 from solver.reduce.intranode import hosts_some_member
@@ -216,12 +219,43 @@ def solve_without_unfit(
         else found[job.id]
         for k, job in enumerate(request.jobs)
     )
-    result = solved.model_copy(update={"jobs": jobs, "metrics": cluster_metrics(request, jobs)})
+    objectives = with_batch_levels(request, rest, solved.objectives)
+    result = solved.model_copy(
+        update={"jobs": jobs, "metrics": cluster_metrics(request, jobs), "objectives": objectives}
+    )
     with clock.stage("verify"):
         violations = verify(request, result)
     if violations:
         raise VerificationFailed(violations)
     return result.model_copy(update={"timings": tuple(clock.stages)})
+
+
+def with_batch_levels(
+    request: SolveRequest, rest: SolveRequest, objectives: Sequence[TierValue]
+) -> tuple[TierValue, ...]:
+    """``rest``'s tiers with its placed-work tiers (:func:`priority_levels`) given as the whole
+    batch's: a priority level whose every job is unfit has a tier of its own, 0 of a bound of 0 (none
+    of its work can be placed); a level's tier keeps its value and bound under the batch's name."""
+    mode = request.policy.priority_mode
+    levels = priority_levels(request.jobs, mode)
+    found = dict(
+        zip(
+            (lv for _, lv in priority_levels(rest.jobs, mode)),
+            (v for v in objectives if is_placed_work(v.name)),
+            strict=False,
+        )
+    )
+    placed_work = [
+        found[lv].model_copy(update={"name": name})
+        if lv in found
+        else TierValue(tier=ObjectiveTier.PLACED_WORK, name=name, value=0.0, bound=0.0, optimal=True)
+        for name, lv in levels
+    ]
+    first = next((i for i, v in enumerate(objectives) if is_placed_work(v.name)), None)
+    if first is None:
+        return tuple(objectives)
+    rest_tiers = [v for v in objectives if not is_placed_work(v.name)]
+    return (*rest_tiers[:first], *placed_work, *rest_tiers[first:])
 
 
 def unfit_reason(job: Job, problems: Sequence[Problem]) -> Reason:
@@ -288,7 +322,7 @@ def best_of_orders(request: SolveRequest, budget_s: float) -> SolveResult:
     groups = arrival_steps(request)
     sizes = [step_size(request, g) for g in groups]
     orders = [list(range(len(groups)))]
-    best: tuple[tuple[float, float, int], SolveResult] | None = None
+    best: tuple[tuple[tuple[float, ...], float, int], SolveResult] | None = None
     k = 0
     while k < len(orders):
         # the given, largest first, left-out first and the shuffles
@@ -297,7 +331,7 @@ def best_of_orders(request: SolveRequest, budget_s: float) -> SolveResult:
         why = "placed in the batch's order" if not k else "in the order that placed the most work"
         result = solve_in_order(request, solve_step, left, [groups[i] for i in orders[k]], why)
         metrics = cluster_metrics(request, result.jobs)
-        placed = next((v.value for v in result.objectives if v.name == "placed_work"), 0.0)
+        placed = tuple(v.value for v in result.objectives if is_placed_work(v.name))
         key = (placed, -metrics.fragmentation_after, -k)
         if best is None or key > best[0]:
             best = (key, result)

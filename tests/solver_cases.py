@@ -12,6 +12,7 @@ from itertools import combinations, permutations
 
 from hypothesis import strategies as st
 
+from solver.compile.objective import is_placed_work
 from solver.domain.model import (
     Alignment,
     Allocation,
@@ -30,9 +31,11 @@ from solver.domain.model import (
     NvLink,
     PcieSwitch,
     Policy,
+    PriorityMode,
     Requirement,
     Role,
     SolveRequest,
+    SolveResult,
     SwitchKind,
 )
 
@@ -220,8 +223,23 @@ def member_options(node: Node, shape: MemberShape) -> Iterator[tuple[frozenset[s
             yield frozenset(g.id for g in gs), frozenset(n.name for n in ns)
 
 
-def best_placed_work(req: SolveRequest) -> int:
-    """The optimum of the PLACED_WORK tier, by exhaustive search over every member's options."""
+def placed_work(result: SolveResult) -> tuple[float, ...]:
+    """The values of a result's placed-work tiers, highest first (one a priority level under STRICT)."""
+    return tuple(v.value for v in result.objectives if is_placed_work(v.name))
+
+
+def best_placed_work(req: SolveRequest) -> tuple[int, ...]:
+    """The optimum of the placed-work tiers, by exhaustive search over every member's options:
+    under WEIGHTED one sum of GPUs weighted by priority + 1; under STRICT each priority level's
+    milli-GPU placed, highest level first, compared lexicographically."""
+    levels = sorted({j.priority for j in req.jobs}, reverse=True)
+    weighted = req.policy.priority_mode == PriorityMode.WEIGHTED
+
+    def key(work: dict[int, int]) -> tuple[int, ...]:
+        if weighted:
+            return (sum((p + 1) * w for p, w in work.items()),)
+        return tuple(work.get(p, 0) for p in levels) if len(levels) > 1 else (sum(work.values()),)
+
     nodes = req.inventory.nodes
     cpu_free = {
         n.name: (n.cpu_milli - sum(a.cpu_milli for a in n.allocations)) if n.cpu_milli else None
@@ -232,7 +250,7 @@ def best_placed_work(req: SolveRequest) -> int:
         for j in req.jobs
         for role in j.roles
     }
-    best = 0
+    best = key({})
 
     parent = {sw.id: (sw.parent, sw.tier) for sw in req.inventory.switches}
     leaf_of = {n.name: n.leaf for n in nodes}
@@ -263,20 +281,20 @@ def best_placed_work(req: SolveRequest) -> int:
                 return False
         return True
 
-    def place_job(j: int, used: frozenset[tuple[str, str]], cpu: dict, score: int) -> None:
+    def place_job(j: int, used: frozenset[tuple[str, str]], cpu: dict, score: dict[int, int]) -> None:
         nonlocal best
         if j == len(req.jobs):
-            best = max(best, score)
+            best = max(best, key(score))
             return
         place_job(j + 1, used, cpu, score)  # the job left out
         members = [(role, i) for role in req.jobs[j].roles for i in range(role.replicas)]
-        weight = req.jobs[j].priority + 1
+        priority = req.jobs[j].priority
 
         def place_member(m: int, used: frozenset, cpu: dict, gained: int) -> None:
             if m == len(members):
                 names = {node for node, _ in used - before}
                 if locality_holds(req.jobs[j], names):
-                    place_job(j + 1, used, cpu, score + gained)
+                    place_job(j + 1, used, cpu, {**score, priority: score.get(priority, 0) + gained})
                 return
             role, _ = members[m]
             for node, gs, ns in options[id(role)]:
@@ -289,12 +307,12 @@ def best_placed_work(req: SolveRequest) -> int:
                 new_cpu = dict(cpu)
                 if new_cpu[node] is not None:
                     new_cpu[node] -= need
-                place_member(m + 1, used | devices, new_cpu, gained + weight * 1000 * role.member.gpus)
+                place_member(m + 1, used | devices, new_cpu, gained + 1000 * role.member.gpus)
 
         before = used
         place_member(0, used, cpu, 0)
 
-    place_job(0, frozenset(), cpu_free, 0)
+    place_job(0, frozenset(), cpu_free, {})
     return best
 
 

@@ -10,7 +10,6 @@ from solver.domain.model import (
     Job,
     Locality,
     MemberShape,
-    ObjectiveTier,
     ReasonCode,
     Requirement,
     Role,
@@ -19,7 +18,7 @@ from solver.domain.model import (
 )
 from solver.domain.validate import validate
 from solver.solve import solve
-from tests.solver_cases import best_placed_work, fabric_problems, fat_tree, job, request, server
+from tests.solver_cases import best_placed_work, fabric_problems, fat_tree, job, placed_work, request, server
 
 HARD_LEAF = Locality(mode=Requirement.REQUIRED, highest_tier=1)
 SOFT = Locality(mode=Requirement.PREFERRED)
@@ -146,5 +145,4 @@ def test_random_fabrics_are_verified_and_optimal_against_brute_force(req) -> Non
     assume(not validate(req))
     result = solve(req)  # the verifier checks every hard locality rule and the reported footprint
     assert result.status == SolveStatus.OPTIMAL
-    placed_work = next(v.value for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
-    assert placed_work == best_placed_work(req)
+    assert placed_work(result) == best_placed_work(req)

@@ -18,7 +18,7 @@ from solver.domain.model import (
 from solver.domain.validate import validate
 from solver.search.sequence import arrival_steps, candidate_orders, held_allocations, solve_in_order, steps
 from solver.solve import solve
-from tests.solver_cases import best_placed_work, job, request, server
+from tests.solver_cases import best_placed_work, job, placed_work, request, server
 from tests.test_sharing import share_job, share_problems
 from tests.test_solve import small_problems
 
@@ -83,10 +83,11 @@ def test_the_result_says_what_it_can_prove() -> None:
     nodes = [server("n0")]
     jobs = [job("a", 2), job("b", 2), job("c", 2, priority=1)]  # 6 GPUs asked of 4
     result = solve(request(nodes, jobs, **IN_ORDER))
-    placed_work = next(v for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
-    # Bound: the whole batch's work (c counts twice for its priority), which no plan exceeds.
-    assert placed_work.bound == 2 * 2000 + 2000 + 2000 and placed_work.value == 2 * 2000 + 2000
-    assert not placed_work.optimal and result.gap == placed_work.gap > 0
+    high, low = (v for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
+    # One tier a priority level (STRICT); bound: the work the batch asks of it, which no plan exceeds.
+    assert (high.name, high.value, high.bound, high.optimal) == ("placed_work.priority_1", 2000, 2000, True)
+    assert (low.name, low.value, low.bound) == ("placed_work.priority_0", 2000, 4000)
+    assert not low.optimal and result.gap == low.gap > 0
     assert result.status == SolveStatus.FEASIBLE
     left = next(jr for jr in result.jobs if not jr.placed)
     assert left.job_id == "b" and "LARGEST_FIRST" in left.reason.message
@@ -121,8 +122,7 @@ def test_random_batches_in_order_are_verified_and_never_beat_the_optimum(req) ->
     assume(not validate(req))
     req = req.model_copy(update={"policy": req.policy.model_copy(update=IN_ORDER)})
     result = solve(req)  # verified, step by step and whole
-    placed = next(v.value for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
-    assert placed <= best_placed_work(req)
+    assert placed_work(result) <= best_placed_work(req)
     assert placements(result) == one_by_one(req, [j for step in steps(req) for j in step])
 
 
@@ -160,10 +160,6 @@ def test_candidate_orders_are_largest_first_left_out_first_and_seeded_shuffles()
     assert candidate_orders(sizes, [], "7/w", 0) == [[1, 3, 2, 0]]
 
 
-def placed_work(result) -> float:
-    return next(v.value for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
-
-
 def in_arrival_order(req: SolveRequest):
     return solve_in_order(req, lambda step, s: solve(step, deadline_s=s), 10.0, arrival_steps(req))
 
@@ -177,7 +173,7 @@ def test_the_best_order_places_what_arrival_order_cannot() -> None:
     arrival = in_arrival_order(req)
     best = solve(req)
     assert [jr.placed for jr in arrival.jobs] == [True, True, False, True]
-    assert placed_work(best) == 7000 > placed_work(arrival) == 5000
+    assert placed_work(best) == (7000,) > placed_work(arrival) == (5000,)
     assert {jr.job_id for jr in best.jobs if jr.placed} >= {"four", "one"}
     left = next(jr for jr in best.jobs if not jr.placed)
     assert "in the order that placed the most work" in left.reason.message

@@ -13,7 +13,6 @@ from solver.domain.model import (
     GpuShare,
     Job,
     MemberShape,
-    ObjectiveTier,
     Role,
     SolveRequest,
     SolveStatus,
@@ -21,7 +20,7 @@ from solver.domain.model import (
 )
 from solver.domain.validate import validate
 from solver.solve import solve
-from tests.solver_cases import request, server
+from tests.solver_cases import placed_work, request, server
 
 
 def share_job(
@@ -142,8 +141,9 @@ def test_share_and_whole_gpus_together_are_refused() -> None:
 # --------------------------------------------------------------------------- random cases
 
 
-def best_share_work(req: SolveRequest) -> int:
-    """Exhaustive optimum of placed work: every member on every (node, GPU) or its job left out."""
+def best_share_work(req: SolveRequest) -> tuple[int, ...]:
+    """Exhaustive optimum of placed work, level by level (STRICT priority): every member on every
+    (node, GPU) or its job left out."""
     gpus = [(n.name, g.id, g.memory_mib) for n in req.inventory.nodes for g in n.gpus]
     initial: dict[tuple[str, str], list] = {}
     for n in req.inventory.nodes:
@@ -155,8 +155,9 @@ def best_share_work(req: SolveRequest) -> int:
                 state[0] += sh.milli
                 state[1] += sh.memory_mib
                 state[2] = state[2] or a.mutex
-    best = 0
     jobs = req.jobs
+    levels = sorted({job.priority for job in jobs}, reverse=True)
+    best = tuple(0 for _ in levels)
     for choice in product([False, True], repeat=len(jobs)):
         members = [
             (j, role.member)
@@ -190,12 +191,17 @@ def best_share_work(req: SolveRequest) -> int:
                         False,
                     ]
             if ok:
-                value = sum(
-                    (jobs[j].priority + 1) * (1000 * s.gpus if s.gpus else (s.gpu_share.milli or 1))
-                    for j, s in members
+                # Each priority level's work, highest first: what STRICT priority compares in turn.
+                value = tuple(
+                    sum(
+                        1000 * s.gpus if s.gpus else (s.gpu_share.milli or 1)
+                        for j, s in members
+                        if jobs[j].priority == level
+                    )
+                    for level in levels
                 )
                 best = max(best, value)
-    return best
+    return best if len(levels) > 1 else (sum(best),)
 
 
 @st.composite
@@ -239,5 +245,4 @@ def test_random_share_batches_are_verified_and_optimal(req: SolveRequest) -> Non
     assume(not validate(req))
     result = solve(req)  # the verifier checks share sums, mutex both ways and the reported shares
     assert result.status == SolveStatus.OPTIMAL
-    value = next(v.value for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
-    assert value == best_share_work(req)
+    assert placed_work(result) == best_share_work(req)

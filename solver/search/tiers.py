@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from solver.compile import Compiled, Tier
+from solver.compile.objective import is_placed_work
 from solver.domain import cancel as cancellation
 from solver.domain.model import ObjectiveTier, Policy, SolveStatus, TierValue
 
@@ -63,9 +64,7 @@ def solve_lexicographic(
     outcomes: list[TierOutcome] = []
     model = compiled.model
     deadline = time.perf_counter() + budget_s
-    weights = [
-        TIER_WEIGHT.get(tier.name, TIER_WEIGHT.get(tier.name.split(".")[0], 1.0)) for tier in compiled.tiers
-    ]
+    weights = tier_weights(compiled.tiers)
     if compiled.tiers and len(model.proto.variables) <= MERGE_MAX_VARIABLES:
         share = budget_s * weights[0] / sum(weights)
         merged, found = solve_merged(
@@ -116,6 +115,17 @@ def solve_lexicographic(
         # Hold the tier at what the standing answer reaches, found or not, before the next one.
         model.add(tier.expr >= round(outcome.value.value))
     return outcomes
+
+
+def tier_weights(tiers: Sequence[Tier]) -> list[float]:
+    """Each tier's share of the search time (``TIER_WEIGHT``, by its name or the name's first part);
+    the priority levels of STRICT placed work share the placed-work weight between them."""
+    levels = sum(1 for tier in tiers if is_placed_work(tier.name))
+    weights = []
+    for tier in tiers:
+        weight = TIER_WEIGHT.get(tier.name, TIER_WEIGHT.get(tier.name.split(".")[0], 1.0))
+        weights.append(weight / levels if is_placed_work(tier.name) else weight)
+    return weights
 
 
 def merged_weights(model: cp_model.CpModel, tiers: Sequence[Tier]) -> list[int] | None:
