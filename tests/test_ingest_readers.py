@@ -313,3 +313,10 @@ def test_slurm_blocks_as_nvlink_domains_agree_with_the_kueue_racks(
     assert "slurm-topology.yaml:" in problems(
         err
     ) and "node gb200-r1-01 is already in block rack1" in problems(err)
+
+
+def test_the_cluster_file_is_an_inventory_source(worktree_entry_points) -> None:
+    from solver.ingest.sources import inventory_source
+
+    inventory = inventory_source("cluster", "base.cluster")("cluster.yaml", lambda name: NVL72 / name)
+    assert len(inventory.nodes) == 72
