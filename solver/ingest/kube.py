@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,12 @@ TOPOGRAPH_TIERS = (  # tier 1, 2, 3
 _TOPOGRAPH_FABRIC = re.compile(r"^fabric\.topograph\.run/tier-(\d+)$")
 # Labels that name an NVLink domain rather than a network switch (a Topology level may use them).
 NVLINK_LABELS = (CLIQUE_LABEL, *TOPOGRAPH_ACCELERATOR)
+
+
+def nvlink_domain_of(labels: Mapping[str, str]) -> str:
+    """The NVLink domain a node's labels name: GFD's clique, else topograph's accelerator label; ""
+    when none does. For readers that see only labels (the Volcano adapter's session nodes)."""
+    return next((labels[key] for key in NVLINK_LABELS if labels.get(key)), "")
 
 
 # --------------------------------------------------------------------------- loading
