@@ -171,6 +171,21 @@ def test_a_rack_name_reused_in_two_blocks_is_two_racks(tmp_path: Path) -> None:
     assert parts.switches["b2/r1"].tier == 1 and parts.switches["b2"].tier == 2
 
 
+def test_a_clique_level_is_a_tier_and_the_nvlink_domain(tmp_path: Path) -> None:
+    text = TOPOLOGY.format(api="kai.scheduler/v1alpha1").replace(
+        "nodeLabel: rack", "nodeLabel: nvidia.com/gpu.clique"
+    )
+    items = [
+        kube_node("a", block="b1", **{"nvidia.com/gpu.clique": "u1.7"}),
+        kube_node("b", block="b1", **{"nvidia.com/gpu.clique": "u2.7"}),
+    ]
+    parts = read_topology(write(tmp_path, "t.yaml", text), labels_of(items))
+    assert parts.nodes["a"].path == ("u1.7", "b1") and parts.nodes["a"].nvlink_domain == "u1.7"
+    assert (
+        parts.nodes["b"].nvlink_domain == "u2.7" and "nvidia.com/gpu.clique" in parts.nodes["b"].nvlink_field
+    )
+
+
 def test_a_level_label_missing_on_some_nodes_is_refused(tmp_path: Path) -> None:
     items = [kube_node("a", block="b1", rack="r1"), kube_node("b", block="b1"), kube_node("cpu-1")]
     with pytest.raises(InvalidRequest) as err:
@@ -202,7 +217,7 @@ def test_resource_slices_give_gpus_nics_and_pcie_roots() -> None:
     parts = read_slices(NVL72 / "resourceslices.json")
     tray = parts.nodes["gb200-r4-02"].devices
     assert [(g.id, g.model, g.memory_mib) for g in tray.gpus] == [
-        (f"GPU{k}", "NVIDIA GB200", 189_471) for k in range(4)
+        (f"GPU{k}", "GB200", 189_471) for k in range(4)
     ]
     assert [(n.name, n.numa) for n in tray.nics] == [(f"mlx5_{k}", k // 2) for k in range(4)]
     # One PCIe root: at most PXB, never claimed PIX; different roots on unknown NUMA: SYS
@@ -320,3 +335,17 @@ def test_the_cluster_file_is_an_inventory_source(worktree_entry_points) -> None:
 
     inventory = inventory_source("cluster", "base.cluster")("cluster.yaml", lambda name: NVL72 / name)
     assert len(inventory.nodes) == 72
+
+
+def test_without_a_node_list_the_captures_name_the_nodes(tmp_path: Path) -> None:
+    root = copy_nvl72(tmp_path)
+    (root / "cluster.yaml").write_text(
+        "captures: [{capture: gb200-tray.txt, nodes: 'gb200-r1-[01-02]'}]\n"
+        "nvidia_smi_q: {gb200-r1-01: smi/gb200-r1-01.xml}\n"
+    )
+    inventory, report = assemble_cluster(root / "cluster.yaml")
+    assert [(n.name, n.nvlink_domain) for n in inventory.nodes] == [
+        ("gb200-r1-01", f"{build.CLUSTER_UUID[1]}.{build.CLIQUE[1]}"),
+        ("gb200-r1-02", ""),
+    ]
+    assert inventory.nodes[1].cpu_milli == 144_000 and report.disagreements == []

@@ -96,7 +96,8 @@ def read_slices(path: Path) -> Parts:
                     id=f"GPU{index}",
                     index=index,
                     uuid=_text(attrs.get(f"{driver}/uuid")),
-                    model=_text(attrs.get(f"{driver}/productName")),
+                    # as nvidia-smi -q and topo -m captures name it: "GB200", not "NVIDIA GB200"
+                    model=_text(attrs.get(f"{driver}/productName")).removeprefix("NVIDIA "),
                     memory_mib=int(memory // 2**20) if memory else 0,
                     numa=numa,
                 )
