@@ -63,6 +63,8 @@ FLOOR_PASS_S_PER_VARIABLE = 7e-6
 # The share of the time limit the floor's shuffles may cost: at scale the search seldom betters the
 # floor's best plan (bench/RESULTS.md, issue 18), while one more tie order often starts more jobs.
 FLOOR_SHARE = 1 / 3
+# The share of the time left after compile that the search keeps whatever the floor's passes cost.
+SEARCH_SHARE = 1 / 2
 
 
 class Stopwatch:
@@ -149,8 +151,10 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
             problem,
             compiled,
             # How many placers run is sized from the request (``floor_passes``), so that equal requests
-            # get equal floors; the clock only stops them at the end of the search's time.
-            search_ends,
+            # get equal floors; the clock stops them only when they would leave the search less than
+            # its share (on a loaded machine a pass costs several times its idle cost, and the
+            # floor alone once took 24 s of a 30 s limit).
+            time.perf_counter() + (1 - SEARCH_SHARE) * (search_ends - time.perf_counter()),
             passes=floor_passes(compiled, request.policy.time_limit_s),
             seed=request.policy.seed,
             floor=floor,
