@@ -286,6 +286,18 @@ def test_cluster_file_errors_name_the_key(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequest) as err:
         assemble_cluster(root / "cluster.yaml")
     assert "cluster.yaml:captures[0].nodes: matches no node of the node list: dgx-*" in problems(err)
+    two = "{capture: gb200-tray.txt, nodes: gb200-r1-*}"
+    (root / "cluster.yaml").write_text(f"nodes: nodes.json\ncaptures: [{two}, {two[:-1]}, cpus: many}}]\n")
+    with pytest.raises(InvalidRequest) as err:
+        assemble_cluster(root / "cluster.yaml")
+    assert "cluster.yaml:captures[1].cpus: must be a whole number of at least 0, got 'many'" in problems(err)
+    (root / "cluster.yaml").write_text(f"nodes: nodes.json\ncaptures: [{two}, {two}]\n")
+    with pytest.raises(InvalidRequest) as err:
+        assemble_cluster(root / "cluster.yaml")
+    assert (
+        "cluster.yaml:captures[1].nodes: node gb200-r1-01 is already of the type of captures[0]"
+        in problems(err)
+    )
 
 
 @pytest.fixture

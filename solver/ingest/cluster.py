@@ -66,6 +66,7 @@ CAPTURE_KEYS = {
     "memory_mib",
     "rails",
 }
+NUMBERS = ("_mib", "_gib", "cpus", "_milli")
 # The stated precedence, highest first (module docstring); equal ranks keep the file's order.
 RANK = {
     "nvidia-smi topo -m": 0,
@@ -166,8 +167,14 @@ class ClusterReader:
             parts += self._cached("nodes", file, lambda: read_nodes(file))
             node_list = parts[0]
         names = list(node_list.nodes) if node_list else []
+        typed: dict[str, str] = {}  # node → the capture entry that gives its type
         for i, entry in enumerate(_as_list(config.get("captures"))):
-            parts.append(self._capture(entry, f"captures[{i}]", names))
+            capture = self._capture(entry, f"captures[{i}]", names)
+            for node in capture.nodes:
+                if typed.setdefault(node, f"captures[{i}]") != f"captures[{i}]":
+                    message = f"node {node} is already of the type of {typed[node]}"
+                    raise InvalidRequest([Problem(path=f"{self.path}:captures[{i}].nodes", message=message)])
+            parts.append(capture)
         if "nvidia_smi_q" in config:
             parts.append(self._smi_query(config["nvidia_smi_q"]))
         for i, value in enumerate(_as_list(config.get("resource_slices"))):
@@ -203,14 +210,19 @@ class ClusterReader:
             message = f"matches no node of the node list: {', '.join(patterns)}"
             raise InvalidRequest([Problem(path=f"{self.path}:{where}.nodes", message=message)])
 
+        numbers = {
+            key: self._whole(entry, key, where) for key in sorted(CAPTURE_KEYS) if key.endswith(NUMBERS)
+        }
+
         def parse() -> list[Parts]:
             text = file.read_text(encoding="utf-8", errors="replace")
             meta = capture_metadata(text)
+            given = meta.get("gpu_memory_mib", "")
             template = parse_topology(
                 text,
                 node="template",
                 gpu_model=str(entry.get("gpu_model") or meta.get("gpu_model", "")),
-                gpu_memory_mib=int(entry.get("gpu_memory_mib") or meta.get("gpu_memory_mib") or 0),
+                gpu_memory_mib=numbers["gpu_memory_mib"] or (int(given) if given.isdigit() else 0),
                 source=str(file),
             )
             if entry.get("rails"):
@@ -227,8 +239,8 @@ class ClusterReader:
             ]
 
         template = self._cached(f"capture:{entry!r}", file, parse)[0].nodes["*"]
-        cpu = entry.get("cpu_milli") or 1000 * int(entry.get("cpus") or 0) or template.devices.cpu_milli
-        memory = entry.get("memory_mib") or 1024 * int(entry.get("memory_gib") or 0) or None
+        cpu = numbers["cpu_milli"] or 1000 * numbers["cpus"] or template.devices.cpu_milli
+        memory = numbers["memory_mib"] or 1024 * numbers["memory_gib"] or None
         facts = dataclasses.replace(
             template,
             where=f"{self.path}:{where}",
@@ -237,6 +249,13 @@ class ClusterReader:
             memory_mib=memory,
         )
         return Parts(source=str(file), kind="nvidia-smi topo -m", nodes=dict.fromkeys(chosen, facts))
+
+    def _whole(self, entry: dict[str, Any], key: str, where: str) -> int:
+        value = entry.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            message = f"must be a whole number of at least 0, got {value!r}"
+            raise InvalidRequest([Problem(path=f"{self.path}:{where}.{key}", message=message)])
+        return value
 
     def _smi_query(self, value: Any) -> Parts:
         files: dict[str, Path] = {}
