@@ -153,3 +153,10 @@ def test_the_docs_what_if_answers_the_nvl72_question() -> None:
     spanning = report.outcome("drain rack 3, fine-tune may span racks", "solver")
     finetune = next(j for j in spanning.jobs if j.job_id == "finetune-16g")
     assert finetune.placed and finetune.locality_tier == 2  # two racks: they meet at their block
+
+
+def test_cli_bad_sources_exit_2_with_the_path(tmp_path: Path, capsys) -> None:
+    (tmp_path / "cluster.yaml").write_text("nodes: missing.json\n")
+    assert main(["ingest", "cluster", str(tmp_path / "cluster.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "missing.json: cannot read" in err and "Traceback" not in err
