@@ -361,3 +361,63 @@ def test_without_a_node_list_the_captures_name_the_nodes(tmp_path: Path) -> None
         ("gb200-r1-02", ""),
     ]
     assert inventory.nodes[1].cpu_milli == 144_000 and report.disagreements == []
+
+
+# --------------------------------------------------------------------------- malformed objects
+
+
+def _mutations(value: object, path: tuple = ()) -> list[tuple[tuple, object]]:
+    """Every place in ``value`` (up to a few levels), each with a wrong-typed replacement."""
+    found: list[tuple[tuple, object]] = []
+    if len(path) > 6:
+        return found
+    children = (
+        value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    )
+    for key, child in children:
+        for wrong in (None, [], "x", 7, {}):
+            if type(wrong) is not type(child):
+                found.append(((*path, key), wrong))
+                break
+        found += _mutations(child, (*path, key))
+    return found
+
+
+def _mutated(value: object, path: tuple, wrong: object) -> object:
+    copy = json.loads(json.dumps(value))
+    target = copy
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = wrong
+    return copy
+
+
+@pytest.mark.parametrize("reader", ["nodes", "slices", "topology"])
+def test_wrong_types_anywhere_are_refused_or_ignored_never_a_traceback(tmp_path: Path, reader: str) -> None:
+    """A seeded sweep over every field of real-shaped objects: each replaced by a wrong type must give
+    InvalidRequest (with a path) or a clean read — never another exception."""
+    items = json.loads((NVL72 / "nodes.json").read_text())["items"][:2]
+    objects = {
+        "nodes": {"kind": "List", "items": items},
+        "slices": {"kind": "List", "items": build.slices(3, 5)},
+        "topology": {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "Topology",
+            "metadata": {"name": "t"},
+            "spec": {"levels": [{"nodeLabel": "cloud.provider.com/topology-rack"}]},
+        },
+    }[reader]
+    labels = {n["metadata"]["name"]: ("nodes.json", n["metadata"]["labels"]) for n in items}
+    cases = _mutations(objects)
+    assert len(cases) > 5
+    for path, wrong in cases:
+        file = write(tmp_path, f"{reader}.json", _mutated(objects, path, wrong))
+        try:
+            if reader == "nodes":
+                read_nodes(file)
+            elif reader == "slices":
+                read_slices(file)
+            else:
+                read_topology(file, labels)
+        except InvalidRequest as err:
+            assert all(p.path and p.message for p in err.problems), (path, wrong)
