@@ -56,7 +56,10 @@ def test_a_floor_plan_alone_is_a_valid_answer(req) -> None:
         result = solve(tiny)
     assert result.plan_source.startswith("floor:")
     assert all(v.ms == 0 for v in result.objectives)  # no tier was searched, and it says so
-    assert "plan: the floor's" in render_table(tiny, result)
+    table = render_table(tiny, result)
+    assert "plan: the floor's" in table
+    unproven = [v for v in result.objectives if not v.optimal]
+    assert table.count(", not searched)") == len(unproven)
     best = best_placed_work(req)
     assert placed_work(result) <= best and best[0] <= result.objectives[0].bound
 

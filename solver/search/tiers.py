@@ -168,9 +168,10 @@ def block_tier(model: cp_model.CpModel, block: Sequence[Tier]) -> Tier:
 
 
 def block_outcomes(block: Sequence[Tier], merged: Tier, outcome: TierOutcome) -> list[TierOutcome]:
-    """One outcome per tier of a block searched as ``merged``: each tier's value in the plan; proven
-    optimal all together, or else the first tier bounded by what the merged bound leaves it (the
-    tiers below add nothing negative) and the rest by their trivial bounds."""
+    """One outcome per tier of a block searched as ``merged``: each tier's value in the plan and the
+    block's search time; proven optimal all together, or else the first tier bounded by what the
+    merged bound leaves it (the tiers below add nothing negative) and the rest by their trivial
+    bounds."""
     plan = outcome.solution
     first = scaled(block[0])
     weight = merged.terms[0][0] // first.terms[0][0] if first.terms else 1
@@ -193,7 +194,7 @@ def block_outcomes(block: Sequence[Tier], merged: Tier, outcome: TierOutcome) ->
                     value=value,
                     bound=bound,
                     optimal=value >= bound,
-                    ms=outcome.value.ms if k == 0 else 0.0,
+                    ms=outcome.value.ms,  # every level was searched, together
                 ),
                 plan if k == 0 or plan is None else None,
             )
