@@ -92,10 +92,11 @@ def test_the_result_says_what_it_can_prove() -> None:
     nodes = [kit.node("n0", kit.SMALL)]
     jobs = [kit.job("a", 2), kit.job("b", 2), kit.job("c", 2, priority=1)]  # 6 GPUs asked of 4
     result = solve(kit.request(nodes, jobs, **IN_ORDER))
-    placed_work = next(v for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
-    # Bound: the whole batch's work (c counts twice for its priority), which no plan exceeds.
-    assert placed_work.bound == 2 * 2000 + 2000 + 2000 and placed_work.value == 2 * 2000 + 2000
-    assert not placed_work.optimal and result.gap == placed_work.gap > 0
+    high, low = (v for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
+    # One tier a priority level (STRICT); bound: the work the batch asks of it, which no plan exceeds.
+    assert (high.name, high.value, high.bound, high.optimal) == ("placed_work.priority_1", 2000, 2000, True)
+    assert (low.name, low.value, low.bound) == ("placed_work.priority_0", 2000, 4000)
+    assert not low.optimal and result.gap == low.gap > 0
     assert result.status == SolveStatus.FEASIBLE
     left = next(jr for jr in result.jobs if not jr.placed)
     assert left.job_id == "b" and "LARGEST_FIRST" in left.reason.message
@@ -134,8 +135,7 @@ def test_random_batches_in_order_are_verified_and_never_beat_the_optimum(req) ->
     assume(not validate(req))
     req = req.model_copy(update={"policy": req.policy.model_copy(update=IN_ORDER)})
     result = solve(req)  # verified, step by step and whole
-    placed = next(v.value for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
-    assert placed <= kit.best_placed_work(req)
+    assert kit.placed_work(result) <= kit.best_placed_work(req)
     assert placements(result) == one_by_one(req, [j for step in steps(req) for j in step])
 
 
@@ -173,10 +173,6 @@ def test_candidate_orders_are_largest_first_left_out_first_and_seeded_shuffles()
     assert candidate_orders(sizes, [], "7/w", 0) == [[1, 3, 2, 0]]
 
 
-def placed_work(result) -> float:
-    return next(v.value for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
-
-
 def in_arrival_order(req: SolveRequest):
     return solve_in_order(req, lambda step, s: solve(step, deadline_s=s), 10.0, arrival_steps(req))
 
@@ -194,7 +190,7 @@ def test_the_best_order_places_what_arrival_order_cannot() -> None:
     arrival = in_arrival_order(req)
     best = solve(req)
     assert [jr.placed for jr in arrival.jobs] == [True, True, False, True]
-    assert placed_work(best) == 7000 > placed_work(arrival) == 5000
+    assert kit.placed_work(best) == (7000,) > kit.placed_work(arrival) == (5000,)
     assert {jr.job_id for jr in best.jobs if jr.placed} >= {"four", "one"}
     left = next(jr for jr in best.jobs if not jr.placed)
     assert "in the order that placed the most work" in left.reason.message
@@ -236,5 +232,5 @@ def test_best_of_orders_is_verified_and_never_below_arrival_or_largest_first(req
     assume(not validate(req))
     best = solve(req.model_copy(update={"policy": req.policy.model_copy(update=BEST_OF)}))  # verified whole
     largest = solve(req.model_copy(update={"policy": req.policy.model_copy(update=IN_ORDER)}))
-    assert placed_work(largest) <= placed_work(best) <= kit.best_placed_work(req)
-    assert placed_work(in_arrival_order(req)) <= placed_work(best)
+    assert kit.placed_work(largest) <= kit.placed_work(best) <= kit.best_placed_work(req)
+    assert kit.placed_work(in_arrival_order(req)) <= kit.placed_work(best)

@@ -6,13 +6,16 @@
 * ``jobs.py``: :func:`shape`, :func:`role`, :func:`job`, :func:`request`;
 * ``answers.py``: hand-built answers for the verifier (:func:`member`, :func:`placed`,
   :func:`unplaced`, :func:`result`);
-* ``oracle.py``: brute-force optima (:func:`best_placed_work`, :func:`best_share_work`) and the
-  random batches they can judge (:func:`fabric_problems`, :func:`small_problems`,
-  :func:`share_problems`; keep them small: the oracles are exponential);
+* ``oracle.py``: brute-force optima (:func:`best_placed_work`, :func:`best_share_work`, to hold
+  against a result's :func:`placed_work`) and the random batches they can judge
+  (:func:`fabric_problems`, :func:`small_problems`, :func:`share_problems`; keep them small: the
+  oracles are exponential);
 * ``whatif.py``: what-if scenarios over a small busy cluster (:func:`busy_cluster`,
   :func:`scenario`, :func:`trace_scenario`) and two policies to compare (``SOLVER``, ``BESTFIT``).
 
-    request(inventory(node("n0"), node("n1", leaf="leaf1")), [job("train", 8, 2)])
+    from tests import kit
+
+    kit.request(kit.inventory(kit.node("n0"), kit.node("n1", leaf="leaf1")), [kit.job("train", 8, 2)])
 """
 
 from tests.kit.answers import member, metrics_for, placed, result, unplaced, with_footprint
@@ -35,6 +38,7 @@ from tests.kit.oracle import (
     best_share_work,
     fabric_problems,
     member_options,
+    placed_work,
     share_problems,
     small_problems,
 )
@@ -63,6 +67,7 @@ __all__ = [
     "metrics_for",
     "node",
     "placed",
+    "placed_work",
     "request",
     "result",
     "role",

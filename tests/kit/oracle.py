@@ -12,6 +12,7 @@ from itertools import combinations, permutations, product
 
 from hypothesis import strategies as st
 
+from solver.compile.objective import is_placed_work
 from solver.domain.model import (
     Allocation,
     Distance,
@@ -21,8 +22,10 @@ from solver.domain.model import (
     MemberShape,
     NicMode,
     Node,
+    PriorityMode,
     Requirement,
     SolveRequest,
+    SolveResult,
 )
 from tests.kit import nodes as kit_nodes
 from tests.kit.jobs import job, request
@@ -76,8 +79,23 @@ def member_options(node: Node, shape: MemberShape) -> Iterator[tuple[frozenset[s
             yield frozenset(g.id for g in gs), frozenset(n.name for n in ns)
 
 
-def best_placed_work(req: SolveRequest) -> int:
-    """The optimum of the PLACED_WORK tier, by exhaustive search over every member's options."""
+def placed_work(result: SolveResult) -> tuple[float, ...]:
+    """The values of a result's placed-work tiers, highest first (one a priority level under STRICT)."""
+    return tuple(v.value for v in result.objectives if is_placed_work(v.name))
+
+
+def best_placed_work(req: SolveRequest) -> tuple[int, ...]:
+    """The optimum of the placed-work tiers, by exhaustive search over every member's options:
+    under WEIGHTED one sum of GPUs weighted by priority + 1; under STRICT each priority level's
+    milli-GPU placed, highest level first, compared lexicographically."""
+    levels = sorted({j.priority for j in req.jobs}, reverse=True)
+    weighted = req.policy.priority_mode == PriorityMode.WEIGHTED
+
+    def key(work: dict[int, int]) -> tuple[int, ...]:
+        if weighted:
+            return (sum((p + 1) * w for p, w in work.items()),)
+        return tuple(work.get(p, 0) for p in levels) if len(levels) > 1 else (sum(work.values()),)
+
     nodes = req.inventory.nodes
     cpu_free = {
         n.name: (n.cpu_milli - sum(a.cpu_milli for a in n.allocations)) if n.cpu_milli else None
@@ -88,7 +106,7 @@ def best_placed_work(req: SolveRequest) -> int:
         for j in req.jobs
         for role in j.roles
     }
-    best = 0
+    best = key({})
 
     parent = {sw.id: (sw.parent, sw.tier) for sw in req.inventory.switches}
     leaf_of = {n.name: n.leaf for n in nodes}
@@ -119,20 +137,20 @@ def best_placed_work(req: SolveRequest) -> int:
                 return False
         return True
 
-    def place_job(j: int, used: frozenset[tuple[str, str]], cpu: dict, score: int) -> None:
+    def place_job(j: int, used: frozenset[tuple[str, str]], cpu: dict, score: dict[int, int]) -> None:
         nonlocal best
         if j == len(req.jobs):
-            best = max(best, score)
+            best = max(best, key(score))
             return
         place_job(j + 1, used, cpu, score)  # the job left out
         members = [(role, i) for role in req.jobs[j].roles for i in range(role.replicas)]
-        weight = req.jobs[j].priority + 1
+        priority = req.jobs[j].priority
 
         def place_member(m: int, used: frozenset, cpu: dict, gained: int) -> None:
             if m == len(members):
                 names = {node for node, _ in used - before}
                 if locality_holds(req.jobs[j], names):
-                    place_job(j + 1, used, cpu, score + gained)
+                    place_job(j + 1, used, cpu, {**score, priority: score.get(priority, 0) + gained})
                 return
             role, _ = members[m]
             for node, gs, ns in options[id(role)]:
@@ -145,12 +163,12 @@ def best_placed_work(req: SolveRequest) -> int:
                 new_cpu = dict(cpu)
                 if new_cpu[node] is not None:
                     new_cpu[node] -= need
-                place_member(m + 1, used | devices, new_cpu, gained + weight * 1000 * role.member.gpus)
+                place_member(m + 1, used | devices, new_cpu, gained + 1000 * role.member.gpus)
 
         before = used
         place_member(0, used, cpu, 0)
 
-    place_job(0, frozenset(), cpu_free, 0)
+    place_job(0, frozenset(), cpu_free, {})
     return best
 
 
@@ -239,8 +257,9 @@ def small_problems(draw: st.DrawFn) -> SolveRequest:
 # --------------------------------------------------------------------------- shares
 
 
-def best_share_work(req: SolveRequest) -> int:
-    """Exhaustive optimum of placed work: every member on every (node, GPU) or its job left out."""
+def best_share_work(req: SolveRequest) -> tuple[int, ...]:
+    """Exhaustive optimum of placed work, level by level (STRICT priority): every member on every
+    (node, GPU) or its job left out."""
     gpus = [(n.name, g.id, g.memory_mib) for n in req.inventory.nodes for g in n.gpus]
     initial: dict[tuple[str, str], list] = {}
     for n in req.inventory.nodes:
@@ -252,8 +271,9 @@ def best_share_work(req: SolveRequest) -> int:
                 state[0] += sh.milli
                 state[1] += sh.memory_mib
                 state[2] = state[2] or a.mutex
-    best = 0
     jobs = req.jobs
+    levels = sorted({job.priority for job in jobs}, reverse=True)
+    best = tuple(0 for _ in levels)
     for choice in product([False, True], repeat=len(jobs)):
         members = [
             (j, role.member)
@@ -287,12 +307,17 @@ def best_share_work(req: SolveRequest) -> int:
                         False,
                     ]
             if ok:
-                value = sum(
-                    (jobs[j].priority + 1) * (1000 * s.gpus if s.gpus else (s.gpu_share.milli or 1))
-                    for j, s in members
+                # Each priority level's work, highest first: what STRICT priority compares in turn.
+                value = tuple(
+                    sum(
+                        1000 * s.gpus if s.gpus else (s.gpu_share.milli or 1)
+                        for j, s in members
+                        if jobs[j].priority == level
+                    )
+                    for level in levels
                 )
                 best = max(best, value)
-    return best
+    return best if len(levels) > 1 else (sum(best),)
 
 
 @st.composite
