@@ -171,7 +171,10 @@ def gpu_sets(node: NodeShape, rules: Rules) -> tuple[tuple[int, ...], ...]:
     """Every set of the node's free GPUs one member could take, before NICs are considered."""
     eligible = [i for i, g in enumerate(node.gpus) if of_asked_model(g, rules) and gpu_fits(g, rules)]
     tests = [test for rule in GPU_SET_RULES if (test := rule(node, rules)) is not None]
-    return tuple(c for c in combinations(eligible, rules.gpus) if all(test(c) for test in tests))
+    combos = combinations(eligible, rules.gpus)
+    if not tests:  # the common case: no rule over sets binds, so every set stands
+        return tuple(combos)
+    return tuple(c for c in combos if all(test(c) for test in tests))
 
 
 # --------------------------------------------------------------------------- 3. the NICs
