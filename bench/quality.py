@@ -12,10 +12,14 @@ above), 40 % a soft one, priorities 0–3. Per seed, each placer on the same req
 - ``bestfit``: Slurm-like best fit, first aligned GPUs;
 - ``topoplace-Ns``: the solver with an N-second limit.
 
-Columns: priority-weighted GPUs placed (the solver's first tier, in GPUs), jobs placed, off-switch
+Columns: GPUs placed, jobs placed, off-switch
 GPU↔NIC pairs, mean lowest-common-switch tier and leaves spanned of the gangs placed, stranded GPUs
-after, wall seconds end to end, peak RSS of the cell's process, the gap reported. Every placement is
-checked by the verifier. Each (size, seed) cell runs in a fresh process.
+after, wall seconds end to end, the gap reported; then, per seed, how the placer compares with the
+best of the greedy's orders as STRICT priority (the solver's default) compares plans: GPUs placed
+level by level, highest priority first, then jobs (+ better, = level, - worse); how many seeds the
+solver *proved* its placed-work tiers optimal on (no placer can place more, level by level); peak
+RSS of the cell's process. Every placement is checked by the verifier. Each (size, seed) cell runs
+in a fresh process.
 
     python -m bench.quality --nodes 1024 --load 0.5 --jobs 200 --seeds 1-3 --limits 1,2,5,15
 """
@@ -36,6 +40,7 @@ from bench.provenance import commit, machine
 from bench.scenario import cluster
 from solver.answer.verify import verify
 from solver.baselines import bestfit, volcano
+from solver.compile.objective import is_placed_work
 from solver.domain.model import (
     Alignment,
     Distance,
@@ -45,6 +50,7 @@ from solver.domain.model import (
     NicMode,
     NicRequest,
     Policy,
+    PriorityMode,
     Requirement,
     Role,
     SolveRequest,
@@ -108,8 +114,17 @@ def measures(req: SolveRequest, result: SolveResult) -> dict[str, float]:
     placed = [jr for jr in result.jobs if jr.placed]
     gangs = [jr for jr in placed if len(jr.members) > 1]
     weighted = sum((jobs[jr.job_id].priority + 1) * len(m.gpus) for jr in placed for m in jr.members)
+    levels = sorted({j.priority for j in req.jobs}, reverse=True)
+    by_priority = [
+        sum(len(m.gpus) for jr in placed if jobs[jr.job_id].priority == p for m in jr.members) for p in levels
+    ]
+    placed_work = [v for v in result.objectives if is_placed_work(v.name)]
     off_switch = sum(len(m.gpus) for jr in placed for m in jr.members if m.nics and not m.aligned)
     return {
+        # GPUs placed at each priority level, highest first: what STRICT priority compares, in order.
+        "by_priority": by_priority,
+        # The solver proved every placed-work tier optimal (no placer can place more, level by level).
+        "proven": all(v.optimal for v in placed_work) if placed_work else None,  # None: a greedy
         "weighted_gpus": weighted,
         "jobs": len(placed),
         "gpus": sum(len(m.gpus) for jr in placed for m in jr.members),
@@ -122,15 +137,16 @@ def measures(req: SolveRequest, result: SolveResult) -> dict[str, float]:
     }
 
 
-def first_tier(req: SolveRequest, result: SolveResult) -> tuple[float, float]:
+def first_tier(req: SolveRequest, result: SolveResult) -> tuple[tuple[int, ...], float]:
+    """What the solver's first tiers compare under STRICT priority: GPUs placed level by level,
+    highest priority first, then jobs placed."""
     m = measures(req, result)
-    return m["weighted_gpus"], m["jobs"]
+    return tuple(m["by_priority"]), m["jobs"]
 
 
 def best_of_shuffles(place: Callable[[SolveRequest], SolveResult], req: SolveRequest, n: int) -> SolveResult:
-    """The best of the queue order and ``n`` seeded shuffles of it, by priority-weighted GPUs then
-    jobs placed."""
-    best: tuple[tuple[float, float], SolveResult] | None = None
+    """The best of the queue order and ``n`` seeded shuffles of it, by :func:`first_tier`."""
+    best: tuple[tuple[tuple[int, ...], float], SolveResult] | None = None
     for k in range(n + 1):
         jobs = list(req.jobs)
         if k:
@@ -143,18 +159,32 @@ def best_of_shuffles(place: Callable[[SolveRequest], SolveResult], req: SolveReq
     return best[1]
 
 
-def run_cell(n_nodes: int, load: float, n_jobs: int, seed: int, limits: list[float]) -> list[dict]:
+def run_cell(
+    n_nodes: int,
+    load: float,
+    n_jobs: int,
+    seed: int,
+    limits: list[float],
+    orders: int = 10,
+    weighted: list[float] = (),
+) -> list[dict]:
     from solver.solve import solve
 
     base = request(n_nodes, load, n_jobs, seed)
     placers: list[tuple[str, Callable[[], SolveResult]]] = [
         ("volcano", lambda: volcano.place(base)),
-        ("volcano-best10", lambda: best_of_shuffles(volcano.place, base, 10)),
+        (f"volcano-best{orders}", lambda: best_of_shuffles(volcano.place, base, orders)),
         ("bestfit", lambda: bestfit.place(base)),
     ]
     for limit in limits:
         timed = base.model_copy(update={"policy": base.policy.model_copy(update={"time_limit_s": limit})})
         placers.append((f"topoplace-{limit:g}s", lambda r=timed: solve(r)))
+    for limit in weighted:
+        # The solver under WEIGHTED priority: one placed-work tier, which CP-SAT often proves optimal
+        # where the STRICT levels are not; its bound caps what any placer can place, weighted.
+        update = {"time_limit_s": limit, "priority_mode": PriorityMode.WEIGHTED}
+        timed = base.model_copy(update={"policy": base.policy.model_copy(update=update)})
+        placers.append((f"topoplace-{limit:g}s-weighted", lambda r=timed: solve(r)))
     rows = []
     for name, run in placers:
         t0 = time.perf_counter()
@@ -184,6 +214,7 @@ def run_cell(n_nodes: int, load: float, n_jobs: int, seed: int, limits: list[flo
 
 COLUMNS = (
     ("placer", "placer"),
+    ("gpus", "GPUs placed"),
     ("weighted_gpus", "prio-weighted GPUs"),
     ("jobs", "jobs placed"),
     ("off_switch", "off-switch pairs"),
@@ -196,7 +227,7 @@ COLUMNS = (
 
 
 def table(rows: list[dict]) -> str:
-    """Medians over seeds per (size, placer), and the ratio of the first tier to volcano-best10."""
+    """Medians over seeds per (size, placer), and each seed against the greedy's best order."""
     out = []
     groups: dict[tuple, dict[str, list[dict]]] = {}
     for row in rows:
@@ -206,31 +237,47 @@ def table(rows: list[dict]) -> str:
     for (nodes, load, jobs), by_placer in groups.items():
         seeds = sorted({r["seed"] for rs in by_placer.values() for r in rs})
         out.append(f"\n**{nodes:,} nodes, {load:.0%} busy, {jobs} jobs** — medians over seeds {seeds}\n")
-        out.append("| " + " | ".join(h for _, h in COLUMNS) + " | vs best-of-10 | peak RSS MB | verified |")
-        out.append("|" + "---|" * (len(COLUMNS) + 3))
-        best10 = by_placer.get("volcano-best10", [])
-        ref = {r["seed"]: r["weighted_gpus"] for r in best10}
+        out.append(
+            "| "
+            + " | ".join(h for _, h in COLUMNS)
+            + " | vs greedy's best order, by seed | proven | peak RSS MB | verified |"
+        )
+        out.append("|" + "---|" * (len(COLUMNS) + 4))
+        best10 = next((rs for p, rs in by_placer.items() if p.startswith("volcano-best")), [])
+        ref = {r["seed"]: (r["by_priority"], r["jobs"]) for r in best10}
         for placer, rs in by_placer.items():
             cells = [placer]
             for key, _ in COLUMNS[1:]:
                 values = [r[key] for r in rs]
                 med = statistics.median(values)
-                cells.append(
-                    f"{med:,.2f}" if isinstance(med, float) and key != "weighted_gpus" else f"{med:,.0f}"
+                whole = key in ("gpus", "weighted_gpus")
+                cells.append(f"{med:,.2f}" if isinstance(med, float) and not whole else f"{med:,.0f}")
+            # Per seed, against the best of the greedy's orders, as STRICT priority compares: GPUs
+            # level by level, then jobs (+ better, = level, - worse).
+            cells.append(
+                " ".join(
+                    compare((r["by_priority"], r["jobs"]), ref[r["seed"]]) for r in rs if r["seed"] in ref
                 )
-            ratios = [r["weighted_gpus"] / ref[r["seed"]] for r in rs if ref.get(r["seed"])]
-            cells.append(f"{statistics.median(ratios):.3f}" if ratios else "")
+            )
+            proven = [r.get("proven") for r in rs if r.get("proven") is not None]
+            cells.append(f"{sum(proven)}/{len(proven)}" if proven else "-")
             cells.append(f"{max(r['cell_peak_rss_mb'] for r in rs):,}")
             cells.append("all" if all(r["verified"] for r in rs) else "NO")
             out.append("| " + " | ".join(cells) + " |")
         per_seed = []
         for s in seeds:
             rows_s = {p: next((r for r in rs if r["seed"] == s), None) for p, rs in by_placer.items()}
-            parts = [f"{p} {r['weighted_gpus']:,}/{r['jobs']}" for p, r in rows_s.items() if r]
+            parts = [
+                f"{p} {'/'.join(map(str, r['by_priority']))} · {r['jobs']}" for p, r in rows_s.items() if r
+            ]
             per_seed.append(f"- seed {s}: " + " · ".join(parts))
-        out.append("\nPer seed, priority-weighted GPUs / jobs placed:\n")
+        out.append("\nPer seed, GPUs placed by priority (highest first) · jobs placed:\n")
         out += per_seed
     return "\n".join(out)
+
+
+def compare(ours: tuple, theirs: tuple) -> str:
+    return "+" if ours > theirs else "=" if ours == theirs else "-"
 
 
 def seeds_of(text: str) -> list[int]:
@@ -247,13 +294,20 @@ def main() -> None:
     parser.add_argument("--jobs", default="200")
     parser.add_argument("--seeds", default="1-3")
     parser.add_argument("--limits", default="1,2,5,15")
+    parser.add_argument("--orders", type=int, default=10, help="seeded shuffles of the greedy's queue")
+    parser.add_argument(
+        "--weighted", default="", help="also the solver under WEIGHTED priority at these limits"
+    )
     parser.add_argument("--out", help="write every row as JSON here")
     parser.add_argument("--cell", help=argparse.SUPPRESS)  # internal: run one cell, print JSON rows
     args = parser.parse_args()
     limits = [float(x) for x in args.limits.split(",")]
     if args.cell:
         nodes, load, jobs, seed = args.cell.split(":")
-        print(json.dumps(run_cell(int(nodes), float(load), int(jobs), int(seed), limits)))
+        weighted = [float(x) for x in args.weighted.split(",") if x]
+        print(
+            json.dumps(run_cell(int(nodes), float(load), int(jobs), int(seed), limits, args.orders, weighted))
+        )
         return
     rows: list[dict] = []
     for nodes in (int(x) for x in args.nodes.split(",")):
@@ -262,7 +316,19 @@ def main() -> None:
                 for seed in seeds_of(args.seeds):
                     cell = f"{nodes}:{load}:{jobs}:{seed}"
                     done = subprocess.run(
-                        [sys.executable, "-m", "bench.quality", "--cell", cell, "--limits", args.limits],
+                        [
+                            sys.executable,
+                            "-m",
+                            "bench.quality",
+                            "--cell",
+                            cell,
+                            "--limits",
+                            args.limits,
+                            "--orders",
+                            str(args.orders),
+                            "--weighted",
+                            args.weighted,
+                        ],
                         capture_output=True,
                         text=True,
                         check=True,

@@ -87,6 +87,18 @@ def build_parser() -> argparse.ArgumentParser:
     assemble.add_argument("nodes", type=Path, help="the node list, e.g. nodes.yaml")
     assemble.add_argument("--output", "-o", type=Path, help="write the inventory here (default: stdout)")
     assemble.set_defaults(run=run_ingest_assemble)
+    cluster = sources.add_parser(
+        "cluster",
+        help="a cluster inventory from the topology the cluster already publishes",
+        description="A cluster inventory JSON from any mix of published sources: the Kubernetes node list "
+        "(GPU Feature Discovery and topograph labels), nvidia-smi topo -m captures, nvidia-smi -q output, "
+        "DRA ResourceSlices, a Kueue/KAI Topology, Slurm's topology.yaml. Per-node device captures take "
+        "precedence over fabric sources; what each source gave and where they disagree goes to stderr. "
+        "Format and example: docs/ingest.md.",
+    )
+    cluster.add_argument("sources", type=Path, help="the file naming the sources, e.g. cluster.yaml")
+    cluster.add_argument("--output", "-o", type=Path, help="write the inventory here (default: stdout)")
+    cluster.set_defaults(run=run_ingest_cluster)
 
     add_plugin_commands(commands)
     return parser
@@ -325,6 +337,20 @@ def run_ingest_assemble(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_ingest_cluster(args: argparse.Namespace) -> int:
+    from solver.ingest.cluster import assemble_cluster
+    from solver.service.wire import inventory_to_readable_json
+
+    inventory, report = assemble_cluster(args.sources)
+    print(report.render(), file=sys.stderr)
+    text = inventory_to_readable_json(inventory)
+    if args.output:
+        args.output.write_text(text)
+    else:
+        print(text, end="")
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- the table
 
 
@@ -343,7 +369,13 @@ def render_table(request: SolveRequest, result: SolveResult) -> str:
         f"gap {result.gap:.2%} · GPUs used {m.gpus_used_before} → {m.gpus_used_after} of {m.gpus_total} · "
         f"whole free nodes {m.nodes_fully_free_before} → {m.nodes_fully_free_after}"
     )
-    tiers = (f"{v.name or v.tier.name} {v.value:g} (bound {v.bound:g})" for v in result.objectives)
+    # A tier the time never reached says so: its bound is then only what the tier could take.
+    tiers = (
+        f"{v.name or v.tier.name} {v.value:g} (bound {v.bound:g}"
+        + ("" if v.optimal or v.ms else ", not searched")
+        + ")"
+        for v in result.objectives
+    )
     lines.append("objective: " + ", ".join(tiers))
     if result.plan_source.startswith("floor:"):
         # Said plainly: no search bettered a greedy placer's plan; bounds say how far it could be.

@@ -14,7 +14,7 @@ from ortools.sat.python import cp_model
 from solver.compile.locality import Locality
 from solver.compile.order import OrderVars, order_terms
 from solver.domain.fragmentation import FreeCapacity, Profile, profile, score_loss
-from solver.domain.model import MemberShape, ObjectiveTier, Packing, Policy
+from solver.domain.model import Job, MemberShape, ObjectiveTier, Packing, Policy, PriorityMode
 from solver.reduce.intranode import Configuration, free_after
 from solver.reduce.normalise import NodeShape, Normalised, has_preferences
 
@@ -60,6 +60,7 @@ def member_work(shape: MemberShape) -> int:
 
 
 def priority_weight(priority: int) -> int:
+    """A job's weight in the WEIGHTED placed-work tier."""
     return priority + 1
 
 
@@ -78,7 +79,7 @@ def objective_tiers(
     tiers: list[Tier] = []
     for name in policy.objective:
         if name == ObjectiveTier.PLACED_WORK:
-            tiers.append(placed_work(problem, y))
+            tiers.extend(placed_work(problem, policy, y))
             jobs, upper = jobs_started(problem, y, placed)
             if upper > 1:
                 # Among plans that place the same work, the one that starts more jobs.
@@ -111,16 +112,43 @@ def jobs_started(problem: Normalised, y: Vars, placed: dict[int, cp_model.IntVar
     return terms, upper
 
 
-def placed_work(problem: Normalised, y: Vars) -> Tier:
-    """Priority-weighted GPUs placed. Gangs are all-or-nothing through ``gangs.add_gangs``."""
+def placed_work(problem: Normalised, policy: Policy, y: Vars) -> list[Tier]:
+    """GPUs placed, by priority (:func:`priority_levels`): one tier a priority level, highest first,
+    under STRICT; one sum weighted by priority + 1 under WEIGHTED. Gangs are all-or-nothing through
+    ``gangs.add_gangs``."""
+    jobs = problem.request.jobs
+    tiers = []
+    for name, levels in priority_levels(jobs, policy.priority_mode):
 
-    def weight(r: int) -> int:
-        ref = problem.roles[r]
-        return priority_weight(problem.request.jobs[ref.job_index].priority) * member_work(ref.role.member)
+        def weight(r: int, levels: frozenset[int] | None = levels) -> int:
+            priority = jobs[problem.roles[r].job_index].priority
+            if levels is None:
+                return priority_weight(priority) * member_work(problem.roles[r].role.member)
+            return member_work(problem.roles[r].role.member) if priority in levels else 0
 
-    terms = [(weight(r), var) for (r, _), var in y.items()]
-    upper = sum(weight(r) * problem.roles[r].role.replicas for r in problem.groups())
-    return Tier.of(ObjectiveTier.PLACED_WORK, "placed_work", terms, upper)
+        terms = [(weight(r), var) for (r, _), var in y.items()]
+        upper = sum(weight(r) * problem.roles[r].role.replicas for r in problem.groups())
+        tiers.append(Tier.of(ObjectiveTier.PLACED_WORK, name, terms, upper))
+    return tiers
+
+
+def priority_levels(jobs: Sequence[Job], mode: PriorityMode) -> tuple[tuple[str, frozenset[int] | None], ...]:
+    """The placed-work tiers of a batch, highest first: each tier's name and the priorities whose
+    work it counts (None: every job's, weighted by priority + 1). STRICT gives each priority level
+    of the batch a tier of its own (``placed_work.priority_3``, ...), so that no amount of lower-
+    priority work outweighs one GPU of a higher priority; a batch of one level has one tier,
+    ``placed_work``, whatever the mode."""
+    present = sorted({job.priority for job in jobs}, reverse=True)
+    if mode == PriorityMode.WEIGHTED:
+        return (("placed_work", None),)
+    if len(present) <= 1:
+        return (("placed_work", frozenset(present)),)
+    return tuple((f"placed_work.priority_{p}", frozenset((p,))) for p in present)
+
+
+def is_placed_work(name: str) -> bool:
+    """Whether a tier of that name is one of :func:`priority_levels`' (not ``placed_work.jobs``)."""
+    return name == "placed_work" or name.startswith("placed_work.priority_")
 
 
 def topology(

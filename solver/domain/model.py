@@ -74,12 +74,24 @@ class Packing(IntEnum):
 
 class ObjectiveTier(IntEnum):
     UNSPECIFIED = 0
-    PLACED_WORK = 1  # priority-weighted GPUs placed, all-or-nothing per gang
+    PLACED_WORK = 1  # GPUs placed by priority (PriorityMode), all-or-nothing per gang; then jobs
     TOPOLOGY = 2  # preferred alignments met (and, later, locality)
     PACKING = 3  # binpack or spread
     FRAGMENTATION = 4
     STABILITY = 5
     NODE_ORDER = 6  # fill nodes in the policy's node_order (first fit, as Slurm's node weights)
+
+
+class PriorityMode(IntEnum):
+    """How the PLACED_WORK tier weighs jobs of different priorities."""
+
+    UNSPECIFIED = 0  # treated as STRICT
+    # A lower-priority job never takes capacity a higher-priority job could have had: each
+    # priority level's work is maximised in turn, highest first, as a scheduler's queue behaves.
+    STRICT = 1
+    # GPUs placed weighted by priority + 1, one sum: more low-priority work may outweigh less of a
+    # higher priority (four GPUs of priority 0 weigh as much as one of priority 3).
+    WEIGHTED = 2
 
 
 class BatchOrder(IntEnum):
@@ -350,6 +362,7 @@ class Policy(Frozen):
     # first and left-out first. Each order costs a one-job solve per job; three were enough for the
     # gain on the FGD trace (bench/RESULTS-replay.md, session 6).
     order_shuffles: int = Field(default=3, ge=0, le=64)
+    priority_mode: PriorityMode = PriorityMode.UNSPECIFIED  # STRICT
 
 
 class SolveRequest(Frozen):

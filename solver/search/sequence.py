@@ -30,7 +30,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from solver.compile.objective import member_work, priority_weight
+from solver.compile.objective import is_placed_work, member_work, priority_levels, priority_weight
 from solver.domain.fragmentation import batch_workload
 from solver.domain.model import (
     Allocation,
@@ -196,7 +196,8 @@ def solve_in_order(
         status=_status(outcomes),
         jobs=tuple(results[job.id] for job in request.jobs),
         objectives=(objectives := _objectives(request, outcomes)),
-        gap=objectives[0].gap if objectives else 0.0,
+        # The placed-work tiers' largest gap: the other tiers' bounds are the steps' own.
+        gap=max((v.gap for v in objectives if is_placed_work(v.name)), default=0.0),
         timings=_timings(outcomes),
         model_size=_size(outcomes),
     )
@@ -224,26 +225,51 @@ def _status(outcomes: Sequence[SolveResult]) -> SolveStatus:
 
 
 def _objectives(request: SolveRequest, outcomes: Sequence[SolveResult]) -> tuple[TierValue, ...]:
-    """Each tier summed over the steps (tiers are sums over jobs and nodes). The placed-work tier is
-    bounded by the work of the whole batch, which no plan exceeds; the other tiers' bounds are the
-    steps' own and say nothing of the batch, so no tier but a fully placed first one is optimal."""
+    """Each tier summed over the steps (tiers are sums over jobs and nodes), in the steps' order;
+    the placed-work tiers are the batch's own (:func:`placed_work_values`: a step's priority levels
+    are not the batch's). The other tiers' bounds are the steps' own and say nothing of the batch,
+    so no tier but a fully placed placed-work one is optimal."""
     totals: dict[tuple[ObjectiveTier, str], list[float]] = {}
     for outcome in outcomes:
         for v in outcome.objectives:
-            total = totals.setdefault((v.tier, v.name), [0.0, 0.0, 0.0])
+            # Every placed-work tier of a step stands for the batch's placed-work tiers, put there.
+            key = (v.tier, "placed_work") if is_placed_work(v.name) else (v.tier, v.name)
+            total = totals.setdefault(key, [0.0, 0.0, 0.0])
             total[0] += v.value
             total[1] += v.bound
             total[2] += v.ms
-    asked = float(sum(priority_weight(job.priority) * work(job) for job in request.jobs))
-    out = []
+    out: list[TierValue] = []
     for (tier, name), (value, bound, ms) in totals.items():
         if name == "placed_work":
-            out.append(
-                TierValue(tier=tier, name=name, ms=ms, value=value, bound=asked, optimal=value >= asked)
-            )
+            levels = placed_work_values(request, outcomes)
+            out += [levels[0].model_copy(update={"ms": ms}), *levels[1:]]
         else:
             out.append(TierValue(tier=tier, name=name, ms=ms, value=value, bound=bound, optimal=False))
     return tuple(out)
+
+
+def placed_work_values(request: SolveRequest, outcomes: Sequence[SolveResult]) -> list[TierValue]:
+    """The batch's placed-work tiers (:func:`priority_levels`), valued from the members the steps
+    placed and bounded by the work the batch asks, which no plan exceeds."""
+    placed = {jr.job_id: jr for outcome in outcomes for jr in outcome.jobs if jr.placed}
+    values = []
+    for name, levels in priority_levels(request.jobs, request.policy.priority_mode):
+        value = asked = 0.0
+        for job in request.jobs:
+            weight = priority_weight(job.priority) if levels is None else int(job.priority in levels)
+            asked += weight * work(job)
+            if job.id in placed:
+                members = placed[job.id].members
+                value += weight * sum(
+                    member_work(role.member) * sum(1 for m in members if m.role == role.name)
+                    for role in job.roles
+                )
+        values.append(
+            TierValue(
+                tier=ObjectiveTier.PLACED_WORK, name=name, value=value, bound=asked, optimal=value >= asked
+            )
+        )
+    return values
 
 
 def _timings(outcomes: Sequence[SolveResult]) -> tuple[StageTiming, ...]:

@@ -50,6 +50,12 @@ class BatchOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BATCH_ORDER_LARGEST_FIRST: _ClassVar[BatchOrder]
     BATCH_ORDER_BEST_OF_ORDERS: _ClassVar[BatchOrder]
 
+class PriorityMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PRIORITY_MODE_UNSPECIFIED: _ClassVar[PriorityMode]
+    PRIORITY_MODE_STRICT: _ClassVar[PriorityMode]
+    PRIORITY_MODE_WEIGHTED: _ClassVar[PriorityMode]
+
 class ObjectiveTier(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     OBJECTIVE_TIER_UNSPECIFIED: _ClassVar[ObjectiveTier]
@@ -111,6 +117,9 @@ BATCH_ORDER_UNSPECIFIED: BatchOrder
 BATCH_ORDER_JOINT: BatchOrder
 BATCH_ORDER_LARGEST_FIRST: BatchOrder
 BATCH_ORDER_BEST_OF_ORDERS: BatchOrder
+PRIORITY_MODE_UNSPECIFIED: PriorityMode
+PRIORITY_MODE_STRICT: PriorityMode
+PRIORITY_MODE_WEIGHTED: PriorityMode
 OBJECTIVE_TIER_UNSPECIFIED: ObjectiveTier
 OBJECTIVE_TIER_PLACED_WORK: ObjectiveTier
 OBJECTIVE_TIER_TOPOLOGY: ObjectiveTier
@@ -431,7 +440,7 @@ class Job(_message.Message):
     def __init__(self, id: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., roles: _Optional[_Iterable[_Union[Role, _Mapping]]] = ..., locality: _Optional[_Union[Locality, _Mapping]] = ..., nvlink_domain: _Optional[_Union[Requirement, str]] = ..., rail_aligned: _Optional[_Union[Requirement, str]] = ..., role_affinity: _Optional[_Iterable[_Union[RoleAffinity, _Mapping]]] = ..., anti_affinity: _Optional[_Iterable[_Union[AntiAffinity, _Mapping]]] = ..., exclusive_nodes: _Optional[bool] = ...) -> None: ...
 
 class Policy(_message.Message):
-    __slots__ = ("objective", "packing", "time_limit_s", "seed", "deterministic", "workers", "node_policy", "gpu_policy", "workload", "node_order", "batch_order", "order_shuffles")
+    __slots__ = ("objective", "packing", "time_limit_s", "seed", "deterministic", "workers", "node_policy", "gpu_policy", "workload", "node_order", "batch_order", "order_shuffles", "priority_mode")
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     PACKING_FIELD_NUMBER: _ClassVar[int]
     TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
@@ -444,6 +453,7 @@ class Policy(_message.Message):
     NODE_ORDER_FIELD_NUMBER: _ClassVar[int]
     BATCH_ORDER_FIELD_NUMBER: _ClassVar[int]
     ORDER_SHUFFLES_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_MODE_FIELD_NUMBER: _ClassVar[int]
     objective: _containers.RepeatedScalarFieldContainer[ObjectiveTier]
     packing: Packing
     time_limit_s: float
@@ -456,7 +466,8 @@ class Policy(_message.Message):
     node_order: _containers.RepeatedScalarFieldContainer[str]
     batch_order: BatchOrder
     order_shuffles: int
-    def __init__(self, objective: _Optional[_Iterable[_Union[ObjectiveTier, str]]] = ..., packing: _Optional[_Union[Packing, str]] = ..., time_limit_s: _Optional[float] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., workers: _Optional[int] = ..., node_policy: _Optional[str] = ..., gpu_policy: _Optional[str] = ..., workload: _Optional[_Iterable[_Union[WorkloadShape, _Mapping]]] = ..., node_order: _Optional[_Iterable[str]] = ..., batch_order: _Optional[_Union[BatchOrder, str]] = ..., order_shuffles: _Optional[int] = ...) -> None: ...
+    priority_mode: PriorityMode
+    def __init__(self, objective: _Optional[_Iterable[_Union[ObjectiveTier, str]]] = ..., packing: _Optional[_Union[Packing, str]] = ..., time_limit_s: _Optional[float] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., workers: _Optional[int] = ..., node_policy: _Optional[str] = ..., gpu_policy: _Optional[str] = ..., workload: _Optional[_Iterable[_Union[WorkloadShape, _Mapping]]] = ..., node_order: _Optional[_Iterable[str]] = ..., batch_order: _Optional[_Union[BatchOrder, str]] = ..., order_shuffles: _Optional[int] = ..., priority_mode: _Optional[_Union[PriorityMode, str]] = ...) -> None: ...
 
 class WorkloadShape(_message.Message):
     __slots__ = ("gpus", "milli", "popularity", "cpu_milli", "memory_mib", "gpu_models")
