@@ -73,16 +73,16 @@ def test_a_cpu_only_pod_goes_where_it_leaves_the_idle_gpus_their_cpu() -> None:
     # 12-core CPU-only pod (one 8-core request still fits either way) and leaves the choice to the
     # next tier, here packing, which takes the tighter node; the GPUs its CPU then cannot feed are
     # a fragment, and the pod goes to "roomy".
-    tight = server("tight", switches=1, gpus_per_switch=2, nics_per_switch=0, cpu_milli=20_000)
-    roomy = server("roomy", switches=1, gpus_per_switch=2, nics_per_switch=0, cpu_milli=64_000)
-    job = whole_job("c", 0).model_copy(deep=True)
+    tight = kit.node("tight", kit.SMALL, switches=1, gpus=2, nics=0, cpu_milli=20_000)
+    roomy = kit.node("roomy", kit.SMALL, switches=1, gpus=2, nics=0, cpu_milli=64_000)
+    job = kit.job("c", 0, role="pod").model_copy(deep=True)
     member = job.roles[0].member.model_copy(update={"gpus": 0, "cpu_milli": 12_000})
     job = job.model_copy(update={"roles": (job.roles[0].model_copy(update={"member": member}),)})
     workload = (WorkloadShape(gpus=1, cpu_milli=8_000, popularity=3), WorkloadShape(cpu_milli=12_000))
     tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.PACKING)
-    placed = solve(request([tight, roomy], [job], workload=workload, objective=tiers))
+    placed = solve(kit.request([tight, roomy], [job], workload=workload, objective=tiers))
     assert placed.jobs[0].members[0].node == "roomy"
-    packed = solve(request([tight, roomy], [job], workload=workload, objective=tiers[::2]))
+    packed = solve(kit.request([tight, roomy], [job], workload=workload, objective=tiers[::2]))
     assert packed.jobs[0].members[0].node == "tight"
 
 
