@@ -20,6 +20,8 @@ into a 400: a malformed body is the caller's error, never a 500.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -229,6 +231,9 @@ class NodeInfo:
     ready: bool
     allocatable: Resource
     tasks: tuple[Task, ...]
+    idle: Resource = field(default_factory=Resource)  # what Volcano counts free (Allocatable - Used)
+    used: Resource = field(default_factory=Resource)
+    version: str = ""  # equal between two sessions only when everything read from this NodeInfo is
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -262,7 +267,43 @@ def node_info(value: Any, path: str, *, with_tasks: bool = True) -> NodeInfo:
         ready=phase == NODE_READY and not _cordoned(node),
         allocatable=resource(data.get("Allocatable"), f"{path}.Allocatable"),
         tasks=tasks,
+        # The snapshot's nodes only (with_tasks): a per-task verb needs none of this.
+        idle=resource(data.get("Idle"), f"{path}.Idle") if with_tasks else Resource(),
+        used=resource(data.get("Used"), f"{path}.Used") if with_tasks else Resource(),
+        version=node_version(data, name, meta) if with_tasks else "",
     )
+
+
+def node_version(data: dict[str, Any], name: str, meta: dict[str, Any]) -> str:
+    """A key equal for two ``NodeInfo`` bodies only when everything the inventory reads from them
+    is equal, so that an unchanged node is converted once, not every session.
+
+    The Kubernetes objects are named by ``resourceVersion`` — the API server changes it on every
+    write to the object, so equal versions mean equal objects (labels, annotations, taints, a
+    pod's device annotations) — and what Volcano computes itself (``State``, ``Allocatable``,
+    ``Idle``, ``Used``, which tasks are on the node and in which state) is spelt out. Objects
+    without a ``resourceVersion`` (test fixtures, hand-made bodies) are keyed by their whole JSON
+    instead: slower, never wrong."""
+    parts: list[Any] = [name]
+    version = meta.get("resourceVersion")
+    exact = isinstance(version, str) and bool(version)
+    parts += [version, meta.get("uid")]
+    for key in ("State", "Allocatable", "Idle", "Used"):
+        parts.append(data.get(key))
+    tasks = data.get("Tasks")
+    for key, value in sorted(tasks.items()) if isinstance(tasks, dict) else ():
+        pod = value.get("Pod") if isinstance(value, dict) else None
+        pod_meta = pod.get("metadata") if isinstance(pod, dict) else None
+        pod_version = pod_meta.get("resourceVersion") if isinstance(pod_meta, dict) else None
+        if not isinstance(pod_version, str) or not pod_version:
+            exact = False
+            break
+        parts.append((key, value.get("UID"), value.get("Status"), value.get("NodeName"), pod_version))
+    try:
+        text = json.dumps(parts if exact else data, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):  # not JSON-like: never equal to another session's
+        return ""
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def _cordoned(node: dict[str, Any]) -> bool:
