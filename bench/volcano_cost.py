@@ -129,6 +129,8 @@ def bind(body: dict[str, Any], job_key: str, where: dict[str, str]) -> dict[str,
         task["Status"] = 1 << 4  # Bound
         task["NodeName"] = node
         task["Pod"]["spec"]["nodeName"] = node
+        meta = task["Pod"]["metadata"]  # the binding is a write: the API server bumps the version
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
         info = changed["Nodes"][node]
         info["Tasks"][f"{task['Namespace']}/{task['Name']}"] = task
         for key in ("MilliCPU", "Memory"):
@@ -148,24 +150,29 @@ def bind(body: dict[str, Any], job_key: str, where: dict[str, str]) -> dict[str,
 class Server:
     """``topoplace volcano serve`` in its own process group on a free loopback port."""
 
-    def __init__(self, hypernodes: Path, log: Path) -> None:
+    def __init__(self, hypernodes: Path, log: Path, root: Path = ROOT) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'proto'}"}
+        env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{root / 'proto'}"}
         self._log = log.open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "solver.cli", "volcano", "serve", "--port", str(self.port),
              "--dry-run", "--hypernodes", str(hypernodes), "--http-timeout", "1s"],
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=root, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
-        deadline = time.monotonic() + 120
+        started = deadline = time.monotonic()
+        deadline += 120
         while time.monotonic() < deadline:
             try:
-                if self.get("/healthz").get("ok"):
+                health = self.get("/healthz")
+                # Servers before the solverReady field: answered is ready (their solver loads lazily).
+                if health.get("solverReady", True):
+                    self.startup_s = time.monotonic() - started
                     return
             except OSError:
-                time.sleep(0.2)
+                pass
+            time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"topoplace volcano serve did not come up; log: {log}")
 
@@ -251,14 +258,14 @@ def ms(values: list[float], q: float = 0.5) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def measure(nodes: int, calls: int, seed: int) -> dict[str, Any]:
+def measure(nodes: int, calls: int, seed: int, root: Path = ROOT) -> dict[str, Any]:
     body, objects = cluster(nodes)
     data = json.dumps(body).encode()
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
         hyper = Path(tmp) / "hypernodes.yaml"
         hyper.write_text(yaml.safe_dump_all(objects))
-        server = Server(hyper, Path(tmp) / "serve.log")
+        server = Server(hyper, Path(tmp) / "serve.log", root)
         try:
             conn = server.connection()
             started = time.perf_counter()
@@ -331,6 +338,7 @@ def measure(nodes: int, calls: int, seed: int) -> dict[str, Any]:
         "jobs": status["jobs"],
         "placed": len(status["placedJobs"]),
         "body_mib": len(data) / 2**20,
+        "startup_s": server.startup_s,
         "cold_open_ms": cold_open * 1000,
         "cold_error": cold_status["error"],
         "cold_ready_s": cold_ready,
@@ -392,14 +400,14 @@ def profile(nodes: int) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| nodes | pending GPU pods (jobs) | body | cold open | cold: plan ready | changed open "
+        "| server | nodes | pending GPU pods (jobs) | body | cold open | cold: plan ready | changed open "
         "| changed: plan ready | predicate median / p99 | predicate calls/s (16 conns) "
         "| new connection each call: median / p99, calls/s | allocateFunc median / p99 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['nodes']} | {r['gpu_tasks']} ({r['jobs']}) | {r['body_mib']:.1f} MiB "
+            f"| {r['server']} | {r['nodes']} | {r['gpu_tasks']} ({r['jobs']}) | {r['body_mib']:.1f} MiB "
             f"| {r['cold_open_ms']:.0f} ms | {r['cold_ready_s']:.2f} s (session {r['cold_sessions']}) "
             f"| {r['changed_open_ms']:.0f} ms "
             f"| {r['changed_ready_s']:.2f} s (session {r['changed_sessions']}) "
@@ -416,6 +424,12 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000, help="predicate calls per size")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help="also serve from this checkout (e.g. `git archive <commit> | tar -x -C DIR`), alternating",
+    )
+    parser.add_argument(
         "--profile", type=int, metavar="NODES", help="profile a changed session's open instead"
     )
     args = parser.parse_args()
@@ -424,8 +438,9 @@ def main() -> int:
         return 0
     rows = []
     for n in args.nodes or [128, 256, 1024]:
-        rows.append(measure(n, args.calls, args.seed))
-        print(json.dumps(rows[-1]), flush=True)
+        for label, root in [("before", args.before)] * bool(args.before) + [(commit(), ROOT)]:
+            rows.append({"server": label, **measure(n, args.calls, args.seed, root)})
+            print(json.dumps(rows[-1]), flush=True)
     print(f"commit {commit()}, {machine()}, load {os.getloadavg()[0]:.1f}")
     print(table(rows))
     return 0

@@ -70,6 +70,8 @@ class SessionStatus:
     warnings: list[str] = field(default_factory=list)
     off_plan: list[str] = field(default_factory=list)  # allocations Volcano made elsewhere than planned
     patch_failures: list[str] = field(default_factory=list)  # annotations that could not be written
+    verb_calls: dict[str, int] = field(default_factory=dict)  # calls answered this session, by verb
+    verb_ms: dict[str, float] = field(default_factory=dict)  # their server time
 
 
 _KEPT = 50  # off-plan notes and patch failures kept per session for /status
@@ -168,6 +170,7 @@ class Extender:
         self._fabric: tuple[Sequence[hn.HyperNode], Any, hn.HyperNodeTree] | None = None
         self._solver_process = solver_process
         self._shipped: dict[int, Node] = {}  # nodes the solver process holds, by token (their id here)
+        self._predicates = wire.PredicateReader()
 
     @property
     def plan(self) -> Plan | None:
@@ -192,6 +195,8 @@ class Extender:
             open_ms=(time.perf_counter() - started) * 1000,
             off_plan=[],  # this session's own, not the reused one's
             patch_failures=[],
+            verb_calls={},
+            verb_ms={},
         )
         with self._lock:
             self._generation += 1
@@ -275,12 +280,17 @@ class Extender:
         return {}
 
     def ready(self, timeout_s: float) -> bool:
-        """Wait until the solver process has loaded (True) or ``timeout_s`` passed."""
+        """Wait until the solver process has loaded (True) or ``timeout_s`` passed. A warm-up that
+        failed counts as loaded: there is nothing left to wait for (the solves will fail and be
+        answered neutrally, with the reason in /status)."""
         try:
             if self._warming is not None:
                 self._warming.result(timeout=timeout_s)
         except FutureTimeout:
             return False
+        except Exception:
+            _log.exception("the solver process failed to warm up")
+            self._warming = None
         return True
 
     def wait_for_solver(self, timeout_s: float) -> bool:
@@ -392,13 +402,30 @@ class Extender:
     # ------------------------------------------------------------------ per-task verbs (never solve)
 
     def predicate(self, body: Any) -> dict[str, Any]:
-        task = wire.body_task(body)
-        node = wire.body_node_name(body)
+        return self._predicate(
+            wire.body_task(body), wire.body_node_name(body), wire.body_node_task_uids(body)
+        )
+
+    def predicate_raw(self, raw: bytes) -> dict[str, Any] | None:
+        """``predicate`` on the raw body, parts parsed once per distinct text; None when the body
+        is not in Go's form (the caller parses it in full)."""
+        read = self._predicates.read(raw)
+        return None if read is None else self._predicate(*read)
+
+    def _predicate(self, task: wire.Task, node: str, on_node: frozenset[str]) -> dict[str, Any]:
         plan = self._plan
         if plan is None:
             return wire.predicate_reply()
-        code, reason = plan.predicate(task, node, wire.body_node_task_uids(body))
+        code, reason = plan.predicate(task, node, on_node)
         return wire.predicate_reply(code, reason)
+
+    def count(self, verb: str, seconds: float) -> None:
+        """One call of ``verb`` answered in ``seconds`` (server time), for /status: what Volcano's
+        calls cost this session."""
+        with self._lock:
+            status = self.status
+            status.verb_calls[verb] = status.verb_calls.get(verb, 0) + 1
+            status.verb_ms[verb] = status.verb_ms.get(verb, 0.0) + seconds * 1000
 
     def prioritize(self, body: Any) -> dict[str, Any]:
         task = wire.body_task(body)
@@ -491,6 +518,9 @@ class Extender:
             "warnings": s.warnings[:50],
             "offPlan": s.off_plan,
             "patchFailures": s.patch_failures,
+            "calls": dict(s.verb_calls),
+            "callMs": {k: round(v, 1) for k, v in s.verb_ms.items()},
+            "predicateFullReads": self._predicates.full_reads,  # since start: not in Go's form
         }
 
 

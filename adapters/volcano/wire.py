@@ -489,6 +489,57 @@ def body_node_task_uids(body: Any) -> frozenset[str]:
     return frozenset(as_object(node.get("Tasks"), "node.Tasks"))
 
 
+class PredicateReader:
+    """``predicate`` bodies read without parsing what was read before.
+
+    Volcano calls predicate once per pending task and node, with the whole ``TaskInfo`` and
+    ``NodeInfo`` each time (~17 KB, ~12 KB of it the node): in one session every task arrives with
+    every node. Go writes ``PredicateRequest`` as ``{"task":<TaskInfo>,"node":<NodeInfo>}``, compact,
+    ``NodeInfo`` starting with ``Name``; the two parts are split there and each is parsed once per
+    distinct text (a node's text changes when a task is allocated on it). A body of any other form
+    is read in full by the caller (``None``); a split that is not where the node starts leaves a
+    part that is not JSON, and so is read in full too."""
+
+    _HEAD = b'{"task":'
+    _NODE = b',"node":{"Name":'
+    _KEPT = 8192  # texts of each kind kept: every task and node of a large session
+
+    def __init__(self) -> None:
+        self._tasks: dict[bytes, Task] = {}
+        self._nodes: dict[bytes, tuple[str, frozenset[str]]] = {}
+        self.full_reads = 0  # bodies left to a full parse (not in Go's form, or broken)
+
+    def read(self, raw: bytes) -> tuple[Task, str, frozenset[str]] | None:
+        """(task, node name, UIDs of the tasks on the node), or None: read the body in full."""
+        split = raw.rfind(self._NODE)
+        if split < 0 or not raw.startswith(self._HEAD) or not raw.endswith(b"}"):
+            self.full_reads += 1
+            return None
+        task_text, node_text = raw[len(self._HEAD) : split], raw[split + 8 : -1]
+        try:
+            found = self._tasks.get(task_text)
+            if found is None:
+                found = task(json.loads(task_text), "task")
+                self._keep(self._tasks, task_text, found)
+            node = self._nodes.get(node_text)
+            if node is None:
+                data = as_object(json.loads(node_text), "node")
+                node = (
+                    node_info(data, "node", with_tasks=False).name,
+                    frozenset(as_object(data.get("Tasks"), "node.Tasks")),
+                )
+                self._keep(self._nodes, node_text, node)
+        except (ValueError, RecursionError):  # JSON errors, BadPayload: the full read says why
+            self.full_reads += 1
+            return None
+        return found, node[0], node[1]
+
+    def _keep(self, table: dict[bytes, Any], key: bytes, value: Any) -> None:
+        if len(table) >= self._KEPT:
+            table.clear()  # a new session's texts: the old ones are not asked again
+        table[key] = value
+
+
 def body_node_names(body: Any) -> list[str]:
     data = as_object(body, "body")
     if "nodes" not in data:
