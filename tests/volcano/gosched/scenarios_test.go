@@ -221,6 +221,31 @@ func TestNodeLosingGPUsIsNotPlanned(t *testing.T) {
 	requirePlanned(t, tp, job)
 }
 
+// TestGPUsVolcanoCountsUsedAreNotPlanned: a running pod asks for 4 GPUs but its device annotation
+// names only 2 of them (one of two containers' devices, say). By the annotations n0 has 6 free GPUs
+// and binpack would put a 6-GPU job beside the running pod; Volcano's own ledger (NodeInfo.Idle:
+// allocatable minus what its tasks ask) says 4, and its resource check refuses n0. topoplace reads
+// Idle and plans the job elsewhere, so Volcano binds it in this session.
+func TestGPUsVolcanoCountsUsedAreNotPlanned(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
+	running := gang{name: "running", members: 1, gpus: 4, runningOn: []string{"n0"},
+		podNotes: []map[string]string{holding("n0", 0, 1)}}
+	job := gang{name: "job", members: 1, gpus: 6}
+	r := runPlanned(t, tp, settings, fourNodes(), []gang{running, job})
+	if got := requireBound(t, tp, r, job); got[0] == "n0" {
+		t.Fatalf("Volcano counts 4 GPUs idle on n0, yet the 6-GPU job was bound there")
+	}
+	requirePlanned(t, tp, job)
+	warned := false
+	for _, w := range tp.status().Warnings {
+		warned = warned || strings.Contains(w, "n0: Volcano counts 4 nvidia.com/gpu idle")
+	}
+	if !warned {
+		t.Fatalf("topoplace did not say why n0's GPUs were taken as used: %v", tp.status().Warnings)
+	}
+}
+
 // eventHandlerRequest is the body newer Volcano releases (v1.13.3+) post to allocateFuncVerb
 // (extender.EventHandlerRequest); v1.10.0 has no such verb, so the test posts it itself, with the
 // TaskInfo of a task v1.10.0 just allocated, marshalled by encoding/json as the plugin does.
