@@ -36,6 +36,7 @@ from solver.domain.model import (
     Inventory,
     Locality,
     Node,
+    ObjectiveTier,
     Policy,
     Requirement,
     Role,
@@ -184,8 +185,26 @@ def build(
         inventory = batch.request.inventory.model_copy(update={"nodes": tuple(nodes)})
         batch.request = batch.request.model_copy(update={"inventory": inventory})
     batch.warnings = warn.items
-    batch.request = batch.request.model_copy(update={"jobs": tuple(jobs), "policy": policy})
+    batch.request = batch.request.model_copy(
+        update={"jobs": tuple(jobs), "policy": preferring(policy, batch.eligibility.preference)}
+    )
     return batch
+
+
+def preferring(policy: Policy, weights: Mapping[str, int]) -> Policy:
+    """``policy`` with the pods' preferred node affinity as the last objective tier: nodes by the
+    summed weight of the preferred terms they match, most preferred first (the solver's node-order
+    tier fills them in that order). The solver knows one node order per batch, not one per job, so
+    this is a preference among placements otherwise equal (after placed work, topology, packing
+    and fragmentation), summed over the session's pods — as Volcano's nodeorder plugin adds the
+    node-affinity score to the others, not as a rule."""
+    if not weights:
+        return policy
+    order = tuple(name for name, _ in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])))
+    objective = tuple(t for t in policy.objective if t != ObjectiveTier.NODE_ORDER)
+    return policy.model_copy(
+        update={"node_order": order, "objective": (*objective, ObjectiveTier.NODE_ORDER)}
+    )
 
 
 # --------------------------------------------------------------------------- jobs
@@ -213,6 +232,7 @@ def job_entries(job: Job, batch: Batch, fabric: HyperNodeTree, models: set[str])
         try:
             shapes[task.uid] = kube.member_shape(task, models, batch.eligibility.selector(task))
             apart[task.uid] = kube.pod_anti_affinity(task)
+            batch.eligibility.prefer(task)
         except kube.PodRefused as err:
             batch.refused[task.uid] = str(err)
         except kube.NotOurs as err:
