@@ -171,6 +171,8 @@ class Extender:
         self._solver_process = solver_process
         self._shipped: dict[int, Node] = {}  # nodes the solver process holds, by token (their id here)
         self._predicates = wire.PredicateReader()
+        # One open converts at a time (the node cache is shared); it may outlive its session.
+        self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topoplace-open")
 
     @property
     def plan(self) -> Plan | None:
@@ -205,11 +207,39 @@ class Extender:
         return {}
 
     def on_session_open(self, body: Any, digest: str = "") -> dict[str, Any]:
+        """Read the snapshot, then convert and solve it on the opener thread, waiting at most what
+        the session allows: the answer always comes within Volcano's ``httpTimeout``. A snapshot
+        that takes longer (the first of a large cluster: every node converted and sent to the
+        solver process) is answered neutrally and its work goes on, so the next session finds its
+        nodes converted and its solve under way."""
         started = time.perf_counter()
         snapshot = wire.snapshot(body)  # BadPayload → 400, before anything changes
         with self._lock:
             self._generation += 1
             generation = self._generation
+        future = self._opener.submit(self._open, snapshot, digest, started, generation)
+        wait = self.config.http_timeout_s - self.config.margin_s / 2 - (time.perf_counter() - started)
+        try:
+            future.result(timeout=max(0.0, wait))
+        except FutureTimeout:
+            with self._lock:
+                if generation == self._generation:
+                    self._generation += 1  # what finishes late installs no plan in this session
+                    self._plan = None
+                self.status = SessionStatus(
+                    opened=time.time(),
+                    nodes=len(snapshot.nodes),
+                    jobs=len(snapshot.jobs),
+                    open_ms=(time.perf_counter() - started) * 1000,
+                    error="converting the snapshot took longer than the session allows; answering "
+                    "neutrally, the work goes on for the next session",
+                )
+            _log.info("session opened neutrally: conversion outlasted the session", nodes=len(snapshot.nodes))
+        return {}
+
+    def _open(self, snapshot: wire.Snapshot, digest: str, started: float, generation: int) -> None:
+        if generation != self._generation:
+            return  # a newer open or a close came while this one waited its turn: nothing to do
         status = SessionStatus(opened=time.time(), nodes=len(snapshot.nodes), jobs=len(snapshot.jobs))
         hypernodes = self._hypernodes()
         fabric = self._fabric_for(hypernodes, snapshot)
@@ -243,6 +273,8 @@ class Extender:
         with self._lock:
             if generation == self._generation:  # no close or newer open came meanwhile
                 self._plan = plan
+            else:
+                status.error = status.error or "finished after the session's answer; serves the next session"
             self.status = status
             if digest and plan is not None:
                 self._last_open = (digest, hypernodes, work, result, fabric, status)
@@ -258,7 +290,6 @@ class Extender:
             error=status.error or None,
             warnings=len(status.warnings),
         )
-        return {}
 
     def _fabric_for(self, hypernodes: Sequence[hn.HyperNode], snapshot: wire.Snapshot) -> hn.HyperNodeTree:
         """The HyperNode tree over this session's nodes; the last session's while neither the
@@ -310,6 +341,7 @@ class Extender:
     def close(self) -> None:
         """Stop the solver thread (a solve in flight is abandoned)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._opener.shutdown(wait=False, cancel_futures=True)
 
     def _policy(self, started: float) -> Policy:
         budget = self._budget(started)

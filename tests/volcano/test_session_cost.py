@@ -153,3 +153,42 @@ def test_predicate_over_http_same_answers_both_ways(service: Service, body: dict
     assert client.get("status")["predicateFullReads"] == len(body["Nodes"]) + 1, (
         "the spaced bodies and the broken one"
     )
+
+
+def test_an_open_that_outlasts_the_session_answers_in_time_and_serves_the_next(
+    body: dict[str, Any], hypernodes: Any
+) -> None:
+    """The first open of a large cluster converts every node; when that outlasts Volcano's
+    httpTimeout the open still answers within it (neutrally: no plan), the conversion goes on, and
+    a later session of the same snapshot has the plan. Slowness is a real sleep in the HyperNode
+    source, which the open calls while converting."""
+    import time
+
+    from adapters.volcano.extender import Config, Extender
+    from adapters.volcano.patcher import RecordingPatcher
+
+    slow = [1.5]
+
+    def source() -> Any:
+        time.sleep(slow.pop() if slow else 0)
+        return hypernodes
+
+    extender = Extender(
+        solve=local_solve, patcher=RecordingPatcher(), hypernodes=source, config=Config(http_timeout_s=0.5)
+    )
+    try:
+        started = time.perf_counter()
+        assert extender.on_session_open(copy.deepcopy(body)) == {}
+        assert time.perf_counter() - started < 0.5, "answered within Volcano's timeout"
+        assert extender.plan is None and "took longer than the session" in extender.status.error
+        placed = False
+        for _ in range(20):  # the late conversion, then the solve, finish; a later session plans
+            time.sleep(0.5)
+            extender.on_session_close({})
+            extender.on_session_open(copy.deepcopy(body))
+            if extender.plan is not None and extender.status.placed_jobs:
+                placed = True
+                break
+        assert placed, extender.status
+    finally:
+        extender.close()
