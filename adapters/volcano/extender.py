@@ -206,13 +206,14 @@ class Extender:
             self.status = status
         return {}
 
-    def on_session_open(self, body: Any, digest: str = "") -> dict[str, Any]:
+    def on_session_open(self, body: Any, digest: str = "", received: float | None = None) -> dict[str, Any]:
         """Read the snapshot, then convert and solve it on the opener thread, waiting at most what
         the session allows: the answer always comes within Volcano's ``httpTimeout``. A snapshot
         that takes longer (the first of a large cluster: every node converted and sent to the
         solver process) is answered neutrally and its work goes on, so the next session finds its
-        nodes converted and its solve under way."""
-        started = time.perf_counter()
+        nodes converted and its solve under way. ``received``: when the body was in (``perf_counter``),
+        so that parsing it counts against the session's time too."""
+        started = time.perf_counter() if received is None else received
         snapshot = wire.snapshot(body)  # BadPayload → 400, before anything changes
         with self._lock:
             self._generation += 1

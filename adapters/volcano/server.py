@@ -101,7 +101,7 @@ class _Handler(BaseHTTPRequestHandler):
                 digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
                 reply = extender.reopen(digest)
                 if reply is None:
-                    reply = extender.on_session_open(_parse(raw), digest)
+                    reply = extender.on_session_open(_parse(raw), digest, received=started)
             elif handler is Extender.predicate:
                 reply = extender.predicate_raw(raw)  # once per task and node: the parts are cached
                 if reply is None:
