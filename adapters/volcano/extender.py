@@ -375,7 +375,9 @@ class Extender:
                 return None, "the previous batch is still being solved; answering neutrally", False
             future = inflight[1]
         else:
-            background = self._overhead_s > 0.8 * budget
+            # In the background when the last solve says the pipeline does not fit in what is left,
+            # or nothing is left (the conversion took the session: a late open, or the first one).
+            background = self._overhead_s > 0.8 * budget or budget <= 0.1
             session = max(0.05, self.config.http_timeout_s - self.config.margin_s)
             limit = (self.config.background_limit_s or session) if background else budget
             deadline = limit + self._overhead_s + 1.0 if background else budget
