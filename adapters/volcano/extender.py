@@ -95,6 +95,11 @@ def _load_solver() -> None:
     solve(SolveRequest(inventory=Inventory(nodes=(node,)), jobs=(job,)), deadline_s=5.0)
 
 
+def _log_failed_open(future: Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        _log.error("converting the snapshot failed", error=repr(future.exception()))
+
+
 class NodesUnknown(RuntimeError):
     """The solver process was sent a node token it does not hold (it restarted, or a request was
     cancelled before it ran): the extender sends every node with its next request."""
@@ -219,6 +224,7 @@ class Extender:
             self._generation += 1
             generation = self._generation
         future = self._opener.submit(self._open, snapshot, digest, started, generation)
+        future.add_done_callback(_log_failed_open)  # a late open's failure has no caller to tell
         wait = self.config.http_timeout_s - self.config.margin_s / 2 - (time.perf_counter() - started)
         try:
             future.result(timeout=max(0.0, wait))
