@@ -233,7 +233,7 @@ class NodeInfo:
     tasks: tuple[Task, ...]
     idle: Resource = field(default_factory=Resource)  # what Volcano counts free (Allocatable - Used)
     used: Resource = field(default_factory=Resource)
-    version: str = ""  # equal between two sessions only when everything read from this NodeInfo is
+    version: str = ""  # equal in two sessions only if all read from this NodeInfo is (node_version)
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -502,12 +502,15 @@ class PredicateReader:
 
     _HEAD = b'{"task":'
     _NODE = b',"node":{"Name":'
-    _KEPT = 8192  # texts of each kind kept: every task and node of a large session
+    # Texts kept, in bytes: every task and node text of a 1,000-node session (~1,500 node texts of
+    # ~12 KB, a few hundred tasks) fits; past it the tables start again (memory stays bounded).
+    _KEPT_BYTES = 48 * 1024 * 1024
 
     def __init__(self) -> None:
         self._tasks: dict[bytes, Task] = {}
         self._nodes: dict[bytes, tuple[str, frozenset[str]]] = {}
         self.full_reads = 0  # bodies left to a full parse (not in Go's form, or broken)
+        self._bytes = 0
 
     def read(self, raw: bytes) -> tuple[Task, str, frozenset[str]] | None:
         """(task, node name, UIDs of the tasks on the node), or None: read the body in full."""
@@ -535,9 +538,12 @@ class PredicateReader:
         return found, node[0], node[1]
 
     def _keep(self, table: dict[bytes, Any], key: bytes, value: Any) -> None:
-        if len(table) >= self._KEPT:
-            table.clear()  # a new session's texts: the old ones are not asked again
+        if self._bytes + len(key) > self._KEPT_BYTES:
+            self._tasks.clear()  # mostly older sessions' texts, which are not asked again
+            self._nodes.clear()
+            self._bytes = 0
         table[key] = value
+        self._bytes += len(key)
 
 
 def body_node_names(body: Any) -> list[str]:

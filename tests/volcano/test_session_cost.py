@@ -118,6 +118,13 @@ def test_predicate_reader_reads_what_a_full_parse_reads(body: dict[str, Any]) ->
                 wire.body_node_name(parsed),
                 wire.body_node_task_uids(parsed),
             )
+    # What it keeps is bounded in bytes: past the bound it starts again, and still reads right.
+    small = wire.PredicateReader()
+    small._KEPT_BYTES = 40_000
+    for task in tasks:
+        for node in nodes:
+            assert small.read(predicate_body(task, node)) == reader.read(predicate_body(task, node))
+            assert small._bytes <= 40_000
     # Another form (spaces, node first) is left to the full parse.
     assert reader.read(json.dumps({"task": tasks[0], "node": nodes[0]}).encode()) is None
     node_first = json.dumps({"node": go_order(nodes[0]), "task": tasks[0]}, separators=(",", ":")).encode()
