@@ -125,6 +125,12 @@ def _pod_affinity_terms(affinity: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [t for t in _list(terms) if isinstance(t, dict)]
 
 
+def _anti_terms(affinity: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    anti = affinity.get("podAntiAffinity")
+    terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(anti, dict) else None
+    return [t for t in _list(terms) if isinstance(t, dict)]
+
+
 def preferred_terms(affinity: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
     """(weight, NodeSelectorTerm) of the pod's preferred node affinity."""
     node = affinity.get("nodeAffinity")
@@ -144,6 +150,15 @@ class Eligibility:
         self._nodes = [(n.name, n.labels, _hard_taints(n.node)) for n in nodes]
         # Running pods, for required pod affinity: (node, namespace, pod labels).
         self._pods = [(n.name, t.namespace, t.labels) for n in nodes for t in n.tasks if t.holding]
+        # Running pods' own required anti-affinity: (node, namespaces, term); it keeps a new pod it
+        # matches out of that pod's topology domain (Kubernetes checks existing pods' terms too).
+        self._repelling = [
+            (n.name, [str(x) for x in _list(term.get("namespaces"))] or [t.namespace], term)
+            for n in nodes
+            for t in n.tasks
+            if t.holding
+            for term in _anti_terms(_rules(t)[1])
+        ]
         self._node_labels = {n.name: n.labels for n in nodes}
         self._by_spec: dict[str, str] = {}  # tolerations+affinity (JSON) → label ("" = every node)
         self._by_nodes: dict[frozenset[str], str] = {}  # eligible set → label
@@ -196,25 +211,42 @@ class Eligibility:
             allowed &= {name for name, labels, _ in self._nodes if labels.get(key) in domains}
         return frozenset(allowed)
 
+    def _repelled(self, task: Task) -> set[str]:
+        """Nodes a running pod's required anti-affinity keeps ``task`` off: those sharing the
+        running pod's node's ``topologyKey`` value, where the term's selector matches ``task`` in
+        its namespaces (a ``namespaceSelector`` term is read as matching: keeping away is safe)."""
+        out: set[str] = set()
+        for node, spaces, term in self._repelling:
+            key = str(term.get("topologyKey") or "")
+            domain = self._node_labels[node].get(key)
+            in_space = term.get("namespaceSelector") is not None or task.namespace in spaces
+            if domain is None or not in_space or not selector_matches(term.get("labelSelector"), task.labels):
+                continue
+            out |= {name for name, labels, _ in self._nodes if labels.get(key) == domain}
+        return out
+
     def selector(self, task: Task) -> dict[str, str]:
         """The node-selector entry that keeps ``task`` on nodes its taints, node affinity and
         required pod affinity allow ({} if every node is allowed)."""
         tolerations, affinity = _rules(task)
         pod_terms = _pod_affinity_terms(affinity)
         # The pod's namespace and labels decide a pod-affinity term's answer too.
+        by_pod = bool(pod_terms or self._repelling)
         spec = json.dumps(
-            [tolerations, affinity, task.namespace if pod_terms else "", task.labels if pod_terms else {}],
+            [tolerations, affinity, task.namespace if by_pod else "", task.labels if by_pod else {}],
             sort_keys=True,
         )
         label = self._by_spec.get(spec)
         if label is None:
             by_pods = self._pod_affinity_allows(task, pod_terms)
+            repelled = self._repelled(task) if self._repelling else set()
             eligible = frozenset(
                 name
                 for name, labels, taints in self._nodes
                 if all(tolerates(tolerations, t) for t in taints)
                 and affinity_allows(affinity, labels, name)
                 and (by_pods is None or name in by_pods)
+                and name not in repelled
             )
             if len(eligible) == len(self._nodes):
                 label = ""

@@ -165,3 +165,32 @@ def test_preferred_node_affinity_orders_nodes_last() -> None:
     policy = preferring(Policy(), eligible.preference)
     assert policy.node_order == ("n3", "n2") and policy.objective[-1] == ObjectiveTier.NODE_ORDER
     assert preferring(Policy(), {}) == Policy()
+
+
+def test_a_running_pods_anti_affinity_keeps_matching_pods_out_of_its_domain() -> None:
+    """Kubernetes checks existing pods' required anti-affinity too: a pod it matches may not join
+    that pod's topology domain; Volcano's predicates refuse it, so the plan must not put it there."""
+    from adapters.volcano import wire
+    from adapters.volcano.eligibility import Eligibility
+
+    nodes = [build.v1_node(f"n{i}", {"rack": "a" if i < 2 else "b"}) for i in range(4)]
+
+    def eligible_for(key: str, labels: dict[str, str]) -> set[str]:
+        guard = build.task_info(build.PodSpec("ml", "guard-0", "guard", "worker", gpus=1, node="n1"))
+        term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": key}
+        guard["Pod"]["spec"]["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
+        infos = [
+            wire.node_info(build.node_info(n, [guard] if i == 1 else []), f"n{i}")
+            for i, n in enumerate(nodes)
+        ]
+        eligible = Eligibility(infos)
+        label = eligible.selector(_pod("ml", "p", labels, {}))
+        if not label:
+            return {f"n{i}" for i in range(4)}
+        return {n for n, extra in eligible.labels.items() if next(iter(label)) in extra}
+
+    assert eligible_for("kubernetes.io/hostname", {"app": "web"}) == {"n0", "n2", "n3"}
+    assert eligible_for("rack", {"app": "web"}) == {"n2", "n3"}
+    assert eligible_for("rack", {"app": "db"}) == {"n0", "n1", "n2", "n3"}, "a pod it does not match is free"

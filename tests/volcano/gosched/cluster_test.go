@@ -184,6 +184,7 @@ type gang struct {
 	runningOn   []string                        // already running there (one pod per entry)
 	podNotes    []map[string]string             // per running pod: its device annotations
 	affinity    *v1.Affinity                    // on its pending pods
+	runAffinity *v1.Affinity                    // on its running pods
 	runningGPUs []int                           // per running pod: GPUs it asks for (default gpus)
 }
 
@@ -221,6 +222,8 @@ func (g gang) objects() ([]*v1.Pod, *schedulingv1beta1.PodGroup) {
 		pod := util.BuildPod(testNamespace, fmt.Sprintf("%s-%d", g.name, i), node, podPhase, podReq, g.name, map[string]string{"job": g.name}, nil)
 		if node == "" {
 			pod.Spec.Affinity = g.affinity
+		} else {
+			pod.Spec.Affinity = g.runAffinity
 		}
 		// As Volcano's job controller creates a vcjob's pods: the task (role) they belong to. It also
 		// turns on the allocate action's per-role predicate error cache.

@@ -298,6 +298,25 @@ func TestRequiredPodAffinityFollowsRunningPods(t *testing.T) {
 	}
 }
 
+// TestRunningPodsAntiAffinityKeepsThePlanAway: "guard" runs 4 GPUs on n0 (binpack's choice for a
+// 2-GPU job) and requires that no pod labelled job=job share its node. Kubernetes (and Volcano's
+// predicates plugin) checks an existing pod's anti-affinity against a new pod: n0 is refused, so a
+// plan there would bind nothing. topoplace keeps the job off n0.
+func TestRunningPodsAntiAffinityKeepsThePlanAway(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
+	guard := gang{name: "guard", members: 1, gpus: 4, runningOn: []string{"n0"},
+		podNotes: []map[string]string{holding("n0", 0, 1, 2, 3)},
+		runAffinity: &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"job": "job"}}, TopologyKey: "kubernetes.io/hostname"}}}}}
+	job := gang{name: "job", members: 1, gpus: 2}
+	r := runPlanned(t, tp, settings, fourNodes(), []gang{guard, job})
+	if got := requireBound(t, tp, r, job); got[0] == "n0" {
+		t.Fatalf("guard's anti-affinity forbids n0, yet the job was bound there")
+	}
+	requirePlanned(t, tp, job)
+}
+
 // eventHandlerRequest is the body newer Volcano releases (v1.13.3+) post to allocateFuncVerb
 // (extender.EventHandlerRequest); v1.10.0 has no such verb, so the test posts it itself, with the
 // TaskInfo of a task v1.10.0 just allocated, marshalled by encoding/json as the plugin does.
