@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from solver.domain.cancel import checked
 from solver.domain.fabric import Fabric
 from solver.domain.model import Requirement
 from solver.reduce.normalise import NodeClass, Normalised
@@ -108,7 +109,7 @@ def add_locality(
     use: dict[tuple[int, int, str], cp_model.IntVar] = {}
     bases: dict[tuple[int, str], cp_model.IntVar] = {}
     score_terms, upper = [], 0
-    for i, rule in enumerate(rules):
+    for i, rule in enumerate(checked(rules)):  # each rule walks every member variable
         members = [
             (var, problem.roles[r].role.replicas, problem.classes[c])
             for (r, c), var in y.items()

@@ -36,6 +36,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from pydantic import BaseModel, ValidationError
 
+from solver.domain.cancel import checked
 from solver.domain.errors import InvalidRequest, Problem
 from solver.domain.model import Inventory, Node, SolveRequest, SolveResult
 from solver.domain.nodefold import DEFAULT_NODE_MEMORY_BYTES, BoundedLru, node_bytes
@@ -58,7 +59,8 @@ def request_from_proto(msg: placement_pb2.SolveRequest) -> SolveRequest:
         return _from_proto(msg, SolveRequest)
     problems: list[Problem] = []
     nodes = []
-    for i, node_msg in enumerate(msg.inventory.nodes):
+    # checked: converting a big inventory cold is seconds; a caller gone stops it (solver.domain.cancel)
+    for i, node_msg in enumerate(checked(msg.inventory.nodes)):
         try:
             nodes.append(_node_from_proto(node_msg))
         except InvalidRequest as exc:
