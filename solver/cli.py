@@ -144,7 +144,8 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
         type=int,
         default=d.node_cache_bytes // 2**20,
         metavar="MIB",
-        help="what per-node caches may hold, by node size (least recently used nodes dropped first)",
+        help="what the caches of nodes (per-node values, converted wire nodes) hold together, by node "
+        "size; least recently used dropped first",
     )
     caps.add_argument(
         "--grace-s", type=float, default=d.grace_s, metavar="S", help="SIGTERM to stopped, always within"

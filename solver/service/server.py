@@ -31,7 +31,7 @@ from solver.domain.cancel import Cancel, Cancelled
 from solver.domain.errors import InvalidRequest, VerificationFailed
 from solver.domain.model import SolveRequest, SolveResult
 from solver.domain.nodefold import set_node_memory_budget
-from solver.service import wire
+from solver.service import allocator, wire
 from solver.service.admission import CURRENT_CALL, SOLVE_METHOD, Admission, Call, ServiceLimits, deadline_of
 from solver.service.logging import configure_logging
 from solver.service.metrics import MetricsServer, ServiceMetrics, start_metrics_server
@@ -183,6 +183,7 @@ class RunningServer:
     metrics: ServiceMetrics
     metrics_server: MetricsServer | None = None
     certificates: CertificateFiles | None = None
+    trimmer: allocator.Trimmer | None = None
     _stopped: threading.Event = field(default_factory=threading.Event)
 
     def stop(self, grace_s: float | None = SHUTDOWN_GRACE_S, drain_s: float = 0.0) -> bool:
@@ -208,6 +209,8 @@ class RunningServer:
         self.server.stop(min(margin, STOP_MARGIN_S)).wait(timeout=max(margin, 0.1))
         if self.metrics_server is not None:
             self.metrics_server.stop()
+        if self.trimmer is not None:
+            self.trimmer.stop()
         self._stopped.set()
         return finished
 
@@ -232,9 +235,10 @@ def serve(
     problems = limits.problems() + (tls.problems() if tls else [])
     if problems:
         raise ValueError("; ".join(problems))
-    # Process-wide: the caches are shared by every server (and solve) of the process.
+    # Process-wide: one budget for the wire cache and the per-node memos, shared by every server
+    # (and solve) of the process.
     set_node_memory_budget(limits.node_cache_bytes)
-    wire.NODE_CACHE.resize(limits.node_cache_bytes)
+    allocator.tune()  # what the caches evict goes back to the system (solver.service.allocator)
     metrics = ServiceMetrics()
     admission = Admission(limits, metrics)
     options = (
@@ -287,6 +291,7 @@ def serve(
         metrics=metrics,
         metrics_server=metrics_server,
         certificates=certificates,
+        trimmer=allocator.Trimmer().start(),
     )
 
 
