@@ -1,112 +1,36 @@
 """TLS, mutual TLS with certificates re-read on change, and the Prometheus metrics (issue 23, item 7).
 
-Certificates are made here with the ``cryptography`` package (a CA, a server certificate for
-127.0.0.1, a client certificate): real X.509, real TLS handshakes on loopback.
+Certificates are made by ``tests.pki`` (a CA, a server certificate for 127.0.0.1, a client
+certificate): real X.509, real TLS handshakes on loopback.
 """
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
+import json
 import os
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
+from solver.cli import main as cli_main
+from solver.ingest.files import dump_request_json
 from solver.service import wire
 from solver.service.admission import ServiceLimits
 from solver.service.client import RemoteError, solve_remote
 from solver.service.server import RunningServer, serve
 from solver.service.tls import TlsFiles, channel_credentials
 from tests.builders import make_cluster, make_job, make_request
+from tests.pki import make_pki
 from topoplace.v1 import placement_pb2_grpc
 
 # A channel of its own per test call: gRPC otherwise shares connections between channels of one
 # process, and a reload test must make a new handshake.
 OWN_POOL = (("grpc.use_local_subchannel_pool", 1),)
-
-
-@dataclass(frozen=True)
-class Pki:
-    ca: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
-
-
-def _key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def _cert(
-    subject: str,
-    key: ec.EllipticCurvePrivateKey,
-    issuer: tuple[x509.Name, ec.EllipticCurvePrivateKey] | None,
-    *,
-    ca: bool = False,
-    server: bool = False,
-) -> x509.Certificate:
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    issuer_name, issuer_key = issuer or (name, key)
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if server:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
-def make_pki(directory: Path, tag: str) -> Pki:
-    """A CA and a server and a client certificate it signed, as PEM files in ``directory``."""
-    ca_key = _key()
-    ca = _cert(f"topoplace test CA {tag}", ca_key, None, ca=True)
-    issuer = (ca.subject, ca_key)
-    server_key, client_key = _key(), _key()
-    files = {
-        "ca": ca.public_bytes(serialization.Encoding.PEM),
-        "server_cert": _cert("127.0.0.1", server_key, issuer, server=True).public_bytes(
-            serialization.Encoding.PEM
-        ),
-        "server_key": _pem_key(server_key),
-        "client_cert": _cert("scheduler", client_key, issuer).public_bytes(serialization.Encoding.PEM),
-        "client_key": _pem_key(client_key),
-    }
-    paths = {}
-    for name, data in files.items():
-        path = directory / f"{tag}-{name}.pem"
-        path.write_bytes(data)
-        paths[name] = path
-    return Pki(**paths)
 
 
 @pytest.fixture
@@ -191,6 +115,93 @@ def test_certificates_are_reloaded_when_the_files_change(
     with pytest.raises(grpc.RpcError):
         health_over(running.port, channel_credentials(old.ca))
     assert running.certificates is not None and running.certificates.reloads == 1
+
+
+# --------------------------------------------------------------------------- the CLI client over TLS
+
+
+@pytest.fixture
+def request_file(tmp_path: Path) -> Path:
+    path = tmp_path / "request.json"
+    path.write_text(dump_request_json(request()))  # type: ignore[arg-type]
+    return path
+
+
+@pytest.mark.needs_pipeline
+def test_the_cli_solves_on_an_mtls_server_with_its_tls_flags(
+    tmp_path: Path,
+    request_file: Path,
+    start_server: Callable[..., RunningServer],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pki = make_pki(tmp_path, "a")
+    running = start_server(tls=TlsFiles(cert=pki.server_cert, key=pki.server_key, client_ca=pki.ca))
+    server = ["--server", f"127.0.0.1:{running.port}"]
+    mtls = ["--tls-ca", str(pki.ca), "--tls-cert", str(pki.client_cert), "--tls-key", str(pki.client_key)]
+    out = tmp_path / "result.json"  # the server logs to this process's stdout too
+    assert cli_main(["solve", str(request_file), *server, *mtls, "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["jobs"][0]["placed"] is True
+    capsys.readouterr()
+
+    # The same server refuses a CLI without a client certificate, or without TLS: said, not a traceback.
+    for flags in (["--tls-ca", str(pki.ca)], []):
+        assert cli_main(["solve", str(request_file), *server, *flags]) == 3
+        err = capsys.readouterr().err
+        assert err.startswith("error: UNAVAILABLE") and "Traceback" not in err
+
+
+@pytest.mark.needs_pipeline
+def test_the_cli_solves_on_a_tls_server_trusting_its_ca(
+    tmp_path: Path,
+    request_file: Path,
+    start_server: Callable[..., RunningServer],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pki, other = make_pki(tmp_path, "a"), make_pki(tmp_path, "other")
+    running = start_server(tls=TlsFiles(cert=pki.server_cert, key=pki.server_key))
+    server = ["--server", f"127.0.0.1:{running.port}"]
+    out = tmp_path / "result.json"
+    assert cli_main(["solve", str(request_file), *server, "--tls-ca", str(pki.ca), "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["jobs"][0]["placed"] is True
+    capsys.readouterr()
+    # A CA that did not sign the server's certificate: the server is not trusted.
+    assert cli_main(["solve", str(request_file), *server, "--tls-ca", str(other.ca)]) == 3
+    assert capsys.readouterr().err.startswith("error: UNAVAILABLE")
+
+
+@pytest.mark.parametrize(
+    ("flags", "path", "words"),
+    [
+        (["--tls-cert", "{client_cert}"], "--tls-cert/--tls-key", "needs its key"),
+        (["--tls-key", "{client_key}"], "--tls-cert/--tls-key", "needs its key"),
+        (["--tls-ca", "/nonexistent/ca.pem"], "--tls-ca", "/nonexistent/ca.pem: no such file"),
+        (["--tls-ca", "{client_key}"], "--tls-ca", "no PEM CERTIFICATE"),
+        (["--tls-cert", "{client_cert}", "--tls-key", "{ca}"], "--tls-key", "no PEM PRIVATE KEY"),
+    ],
+    ids=["cert-without-key", "key-without-cert", "missing-ca", "key-as-ca", "cert-as-key"],
+)
+def test_bad_cli_tls_flags_are_named_before_any_call(
+    tmp_path: Path,
+    request_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    path: str,
+    words: str,
+) -> None:
+    pki = make_pki(tmp_path, "a")
+    files = {"client_cert": pki.client_cert, "client_key": pki.client_key, "ca": pki.ca}
+    flags = [flag.format(**files) for flag in flags]
+    # Port 9 on loopback: nothing listens; the flags must be refused before any connection.
+    assert cli_main(["solve", str(request_file), "--server", "127.0.0.1:9", *flags]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {path}: " in err and words in err, err
+
+
+def test_cli_tls_flags_without_a_server_are_refused(
+    request_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["solve", str(request_file), "--tls-ca", "/etc/hostname"]) == 2
+    assert "error: --tls-ca: TLS is for a remote solve: give --server HOST:PORT" in capsys.readouterr().err
 
 
 def test_missing_certificate_files_are_named() -> None:
