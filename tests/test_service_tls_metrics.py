@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from solver.cli import main as cli_main
+from solver.domain.cancel import Cancel
+from solver.domain.model import SolveRequest, SolveResult, SolveStatus
 from solver.ingest.files import dump_request_json
 from solver.service import wire
 from solver.service.admission import ServiceLimits
@@ -26,7 +29,7 @@ from solver.service.server import RunningServer, serve
 from solver.service.tls import TlsFiles, channel_credentials
 from tests.builders import make_cluster, make_job, make_request
 from tests.pki import make_pki
-from topoplace.v1 import placement_pb2_grpc
+from topoplace.v1 import placement_pb2_grpc, whatif_pb2, whatif_pb2_grpc
 
 # A channel of its own per test call: gRPC otherwise shares connections between channels of one
 # process, and a reload test must make a new handshake.
@@ -115,6 +118,8 @@ def test_certificates_are_reloaded_when_the_files_change(
     with pytest.raises(grpc.RpcError):
         health_over(running.port, channel_credentials(old.ca))
     assert running.certificates is not None and running.certificates.reloads == 1
+    reloads = running.metrics.registry.get_sample_value("topoplace_tls_reloads_total", {"outcome": "ok"})
+    assert reloads == 1
 
 
 # --------------------------------------------------------------------------- the CLI client over TLS
@@ -253,3 +258,60 @@ def test_metrics_count_calls_stages_sheds_gap_and_jobs(start_server: Callable[..
     assert samples["topoplace_gap_count", ()] == 1
     assert samples["topoplace_queue_depth", (("lane", "small"), ("method", "Placement/Solve"))] == 0
     assert samples["topoplace_in_flight", (("lane", "small"), ("method", "Placement/Solve"))] == 0
+
+
+def test_every_admission_shed_cancel_and_late_end_is_a_metric(
+    start_server: Callable[..., RunningServer],
+) -> None:
+    """Stand-in solves (said here): one cooperative, stopped by its caller's cancel or deadline;
+    one that ignores its token and answers late. Each end is counted, with the code the caller saw."""
+
+    def solve_fn(request: SolveRequest, *, cancel: Cancel | None = None, **_: object) -> SolveResult:
+        if request.request_id == "late":
+            time.sleep(0.5)  # looks at nothing: answers after its caller's deadline
+        else:
+            while True:
+                assert cancel is not None
+                cancel.check()
+                time.sleep(0.01)
+        return SolveResult(request_id=request.request_id, status=SolveStatus.OPTIMAL)
+
+    running = start_server(solve_fn=solve_fn, metrics_port=0)
+    message = wire.request_to_proto(request())  # type: ignore[arg-type]
+    with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+        stub = placement_pb2_grpc.PlacementStub(channel)
+        message.request_id = "deadline"
+        with pytest.raises(grpc.RpcError):
+            stub.Solve(message, timeout=0.3)
+        message.request_id = "caller"
+        future = stub.Solve.future(message)
+        time.sleep(0.3)
+        future.cancel()
+        message.request_id = "late"
+        with pytest.raises(grpc.RpcError):
+            stub.Solve(message, timeout=0.2)
+        with pytest.raises(grpc.RpcError) as caught:  # a what-if run: counted like a solve
+            whatif_pb2_grpc.WhatIfStub(channel).Run(whatif_pb2.WhatIfRequest(), timeout=10)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    end = time.monotonic() + 5
+    while running.admission.in_flight() and time.monotonic() < end:
+        time.sleep(0.01)
+    time.sleep(0.1)  # the last handler's own bookkeeping
+
+    assert running.metrics_server is not None
+    samples = scrape(running.metrics_server.port)
+    solve = (("method", "Placement/Solve"),)
+    assert samples["topoplace_cancelled_calls_total", (*solve, ("reason", "deadline"))] == 1
+    assert samples["topoplace_cancelled_calls_total", (*solve, ("reason", "caller"))] == 1
+    assert samples["topoplace_late_answers_total", solve] == 1
+    assert samples["topoplace_calls_total", (("code", "DEADLINE_EXCEEDED"), *solve)] == 2  # expired + late
+    assert samples["topoplace_calls_total", (("code", "CANCELLED"), *solve)] == 1
+    whatif = (("code", "INVALID_ARGUMENT"), ("method", "WhatIf/Run"))
+    assert samples["topoplace_calls_total", whatif] == 1
+    assert samples["topoplace_serving", ()] == 1
+    assert samples["topoplace_node_cache_budget_bytes", ()] == ServiceLimits().node_cache_bytes
+    assert samples["topoplace_node_cache_bytes", ()] >= 0
+    assert ("topoplace_node_cache_evicted_bytes_total", ()) in samples
+
+    running.stop(grace_s=None)
+    assert running.metrics.registry.get_sample_value("topoplace_serving") == 0

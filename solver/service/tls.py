@@ -91,6 +91,7 @@ class CertificateFiles:
         self._stamp = self._stamps()
         self.config = self._load()
         self.reloads = 0
+        self.failures = 0
 
     def _paths(self) -> list[Path]:
         return [p for p in (self.files.cert, self.files.key, self.files.client_ca) if p is not None]
@@ -114,6 +115,7 @@ class CertificateFiles:
                     return None
                 config = self._load()
             except OSError as exc:
+                self.failures += 1
                 _log.warning("tls_reload_failed", error=str(exc))
                 return None
             self._stamp, self.config = stamp, config
