@@ -24,14 +24,14 @@ from bench.scenario import cluster
 from solver.domain import validate as validation
 from solver.domain.cancel import Cancel, Cancelled, cancelling
 from solver.domain.errors import Problem
-from solver.domain.model import NicMode, Node, Requirement, SolveRequest
+from solver.domain.model import Node, SolveRequest
 from solver.domain.nodefold import NODE_MEMOS
 from solver.reduce import normalise as normalisation
 from solver.service import wire
 from solver.service.admission import ServiceLimits
 from solver.service.server import RunningServer, serve
 from solver.solve import solve
-from tests.builders import make_cluster, make_inventory, make_job, make_node, make_request
+from tests import kit
 from topoplace.v1 import placement_pb2, placement_pb2_grpc
 
 MIB = 1024 * 1024
@@ -39,18 +39,13 @@ MIB = 1024 * 1024
 
 def pods(n: int) -> list:
     """``n`` one-GPU pods, four priorities: a scheduler's pending queue."""
-    return [
-        make_job(f"pod{j}", 1, nic_mode=NicMode.NONE, alignment=Requirement.NONE, priority=j % 4)
-        for j in range(n)
-    ]
+    return [kit.job(f"pod{j}", 1, priority=j % 4) for j in range(n)]
 
 
 def fresh_request(nodes: int = 64, jobs: int = 40) -> SolveRequest:
     """Node objects never seen before (the per-node caches hold nothing for them): a cold request."""
     stamp = time.monotonic_ns()
-    return make_request(
-        make_cluster(nodes, gpus=2, nics=2), pods(jobs), request_id=f"r{stamp}", time_limit_s=2
-    )
+    return kit.request(kit.cluster(nodes, gpus=2, nics=2), pods(jobs), request_id=f"r{stamp}", time_limit_s=2)
 
 
 class TripAfter:
@@ -120,9 +115,7 @@ def test_a_trip_inside_compile_stops_it_before_the_next_class(monkeypatch: pytes
     import solver.compile as compilation
 
     # Nodes of 1..6 GPUs: six node classes, so compile enumerates configurations six times.
-    request = make_request(
-        make_inventory(*(make_node(f"g{g}", gpus=g, nics=g) for g in range(1, 7))), pods(3)
-    )
+    request = kit.request(kit.inventory(*(kit.node(f"g{g}", gpus=g, nics=g) for g in range(1, 7))), pods(3))
     problem = normalisation.normalise(request)
     assert len(problem.classes) == 6
     cancel = Cancel()
@@ -188,7 +181,7 @@ def stage_s(running: RunningServer, stage: str) -> float:
 def test_a_cancel_inside_the_pre_search_stages_stops_a_big_call_well_before_it_would_end(
     server: RunningServer,
 ) -> None:
-    request = make_request(cluster(2048, seed=1), pods(1250), time_limit_s=1)
+    request = kit.request(cluster(2048, seed=1), pods(1250), time_limit_s=1)
     message = wire.request_to_proto(request)
     target = f"127.0.0.1:{server.port}"
     options = (("grpc.max_send_message_length", 64 * MIB), ("grpc.max_receive_message_length", 64 * MIB))

@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from solver.domain.model import NicMode, Requirement
 from solver.domain.nodefold import (
     NODE_BUDGET,
     NODE_MEMOS,
@@ -28,7 +29,7 @@ from solver.domain.nodefold import (
 from solver.service import wire
 from solver.service.admission import ServiceLimits
 from solver.service.server import RunningServer, serve
-from tests.builders import make_cluster, make_inventory, make_job, make_node, make_request
+from tests import kit
 from topoplace.v1 import placement_pb2, placement_pb2_grpc
 
 MIB = 1024 * 1024
@@ -44,10 +45,14 @@ def rss_mib() -> float:
 def heavy_request(k: int, nodes: int = 4) -> placement_pb2.SolveRequest:
     """``nodes`` nodes never seen before, each with a 1 MiB label value, and one small job."""
     filler = (f"{k:08d}" * (MIB // 8))[:MIB]
-    inventory = make_inventory(
-        *(make_node(f"r{k}n{i}", gpus=2, nics=2, labels={"blob": f"{i}{filler}"}) for i in range(nodes))
+    inventory = kit.inventory(
+        *(kit.node(f"r{k}n{i}", gpus=2, nics=2, labels={"blob": f"{i}{filler}"}) for i in range(nodes))
     )
-    return wire.request_to_proto(make_request(inventory, [make_job("a", 1)], time_limit_s=1))
+    return wire.request_to_proto(
+        kit.request(
+            inventory, [kit.job("a", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)], time_limit_s=1
+        )
+    )
 
 
 BUDGET_MIB = 32
@@ -73,7 +78,11 @@ def test_rss_stays_within_the_one_budget_plus_a_stated_overhead(small_cache_serv
     with grpc.insecure_channel(f"127.0.0.1:{small_cache_server.port}", options=_big_messages()) as channel:
         stub = placement_pb2_grpc.PlacementStub(channel)
         # The pipeline loaded and warmed by a small request: what follows is the caches' doing.
-        small = make_request(make_cluster(2), [make_job("a", 1)], time_limit_s=1)
+        small = kit.request(
+            kit.cluster(2),
+            [kit.job("a", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)],
+            time_limit_s=1,
+        )
         assert stub.Solve(wire.request_to_proto(small), timeout=60).jobs[0].placed
         base = peak = rss_mib()
         for k in range(40):  # 40 requests x 4 nodes x (1 MiB labels + 1 MiB wire key) = 320 MiB
@@ -100,7 +109,7 @@ def test_the_node_store_is_bounded_by_bytes_and_drops_the_least_recently_used() 
 
 
 def test_node_memos_charge_a_node_once_by_its_size() -> None:
-    small, large = make_node("s"), make_node("l", labels={"k": "v" * MIB})
+    small, large = kit.node("s"), kit.node("l", labels={"k": "v" * MIB})
     assert node_bytes(large) - node_bytes(small) >= MIB
     first, second = NodeMemo[int]("test.first"), NodeMemo[int]("test.second")
     before = NODE_BUDGET.bytes
@@ -108,7 +117,7 @@ def test_node_memos_charge_a_node_once_by_its_size() -> None:
     second.put(large, 2)
     assert (first.get(large), second.get(large)) == (1, 2)
     assert NODE_BUDGET.bytes - before == node_bytes(large)  # one node, charged once
-    assert first.get(make_node("l", labels={"k": "v" * MIB})) is None  # an equal node is another object
+    assert first.get(kit.node("l", labels={"k": "v" * MIB})) is None  # an equal node is another object
 
 
 def test_two_caches_on_one_budget_charge_a_shared_node_once() -> None:
@@ -117,7 +126,7 @@ def test_two_caches_on_one_budget_charge_a_shared_node_once() -> None:
     budget = CacheBudget(10 * MIB)
     by_bytes: BoundedLru[bytes, object] = BoundedLru(budget=budget)
     by_node: BoundedLru[int, object] = BoundedLru(budget=budget)
-    node = make_node("shared", labels={"k": "v" * MIB})
+    node = kit.node("shared", labels={"k": "v" * MIB})
     by_bytes.put(b"key", node, 3, node=node)
     by_node.put(id(node), node, 0, node=node)
     assert budget.bytes == node_bytes(node) + 3  # not twice the node

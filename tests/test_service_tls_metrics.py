@@ -20,15 +20,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from solver.cli import main as cli_main
 from solver.domain.cancel import Cancel
-from solver.domain.model import SolveRequest, SolveResult, SolveStatus
+from solver.domain.model import NicMode, Requirement, SolveRequest, SolveResult, SolveStatus
 from solver.ingest.files import dump_request_json
 from solver.service import wire
 from solver.service.admission import ServiceLimits
 from solver.service.client import RemoteError, solve_remote
 from solver.service.server import RunningServer, serve
 from solver.service.tls import TlsFiles, channel_credentials
-from tests.builders import make_cluster, make_job, make_request
-from tests.pki import make_pki
+from tests import kit
 from topoplace.v1 import placement_pb2_grpc, whatif_pb2, whatif_pb2_grpc
 
 # A channel of its own per test call: gRPC otherwise shares connections between channels of one
@@ -51,7 +50,9 @@ def start_server() -> Iterator[Callable[..., RunningServer]]:
 
 
 def request() -> object:
-    return make_request(make_cluster(2), [make_job("a", 2)], time_limit_s=2)
+    return kit.request(
+        kit.cluster(2), [kit.job("a", 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)], time_limit_s=2
+    )
 
 
 def health_over(port: int, credentials: grpc.ChannelCredentials | None) -> int:
@@ -71,7 +72,7 @@ def health_over(port: int, credentials: grpc.ChannelCredentials | None) -> int:
 def test_tls_serves_a_client_that_trusts_the_ca_and_no_plaintext_client(
     tmp_path: Path, start_server: Callable[..., RunningServer]
 ) -> None:
-    pki = make_pki(tmp_path, "a")
+    pki = kit.pki(tmp_path, "a")
     running = start_server(tls=TlsFiles(cert=pki.server_cert, key=pki.server_key))
     result = solve_remote(f"127.0.0.1:{running.port}", request(), credentials=channel_credentials(pki.ca))  # type: ignore[arg-type]
     assert result.jobs[0].placed
@@ -83,8 +84,8 @@ def test_tls_serves_a_client_that_trusts_the_ca_and_no_plaintext_client(
 def test_mtls_refuses_a_client_without_a_certificate(
     tmp_path: Path, start_server: Callable[..., RunningServer]
 ) -> None:
-    pki = make_pki(tmp_path, "a")
-    stranger = make_pki(tmp_path, "stranger")  # a client certificate from another CA
+    pki = kit.pki(tmp_path, "a")
+    stranger = kit.pki(tmp_path, "stranger")  # a client certificate from another CA
     running = start_server(tls=TlsFiles(cert=pki.server_cert, key=pki.server_key, client_ca=pki.ca))
     assert health_over(running.port, channel_credentials(pki.ca, pki.client_cert, pki.client_key)) == 1
     for credentials in (
@@ -100,7 +101,7 @@ def test_certificates_are_reloaded_when_the_files_change(
     tmp_path: Path, start_server: Callable[..., RunningServer]
 ) -> None:
     """Rotation on disk: new connections get the new certificate, without a restart."""
-    old, new = make_pki(tmp_path, "old"), make_pki(tmp_path, "new")
+    old, new = kit.pki(tmp_path, "old"), kit.pki(tmp_path, "new")
     cert, key = tmp_path / "server.pem", tmp_path / "server.key"
     cert.write_bytes(old.server_cert.read_bytes())
     key.write_bytes(old.server_key.read_bytes())
@@ -139,7 +140,7 @@ def test_the_cli_solves_on_an_mtls_server_with_its_tls_flags(
     start_server: Callable[..., RunningServer],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    pki = make_pki(tmp_path, "a")
+    pki = kit.pki(tmp_path, "a")
     running = start_server(tls=TlsFiles(cert=pki.server_cert, key=pki.server_key, client_ca=pki.ca))
     server = ["--server", f"127.0.0.1:{running.port}"]
     mtls = ["--tls-ca", str(pki.ca), "--tls-cert", str(pki.client_cert), "--tls-key", str(pki.client_key)]
@@ -162,7 +163,7 @@ def test_the_cli_solves_on_a_tls_server_trusting_its_ca(
     start_server: Callable[..., RunningServer],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    pki, other = make_pki(tmp_path, "a"), make_pki(tmp_path, "other")
+    pki, other = kit.pki(tmp_path, "a"), kit.pki(tmp_path, "other")
     running = start_server(tls=TlsFiles(cert=pki.server_cert, key=pki.server_key))
     server = ["--server", f"127.0.0.1:{running.port}"]
     out = tmp_path / "result.json"
@@ -193,7 +194,7 @@ def test_bad_cli_tls_flags_are_named_before_any_call(
     path: str,
     words: str,
 ) -> None:
-    pki = make_pki(tmp_path, "a")
+    pki = kit.pki(tmp_path, "a")
     files = {"client_cert": pki.client_cert, "client_key": pki.client_key, "ca": pki.ca}
     flags = [flag.format(**files) for flag in flags]
     # Port 9 on loopback: nothing listens; the flags must be refused before any connection.
@@ -235,7 +236,10 @@ def test_metrics_count_calls_stages_sheds_gap_and_jobs(start_server: Callable[..
     assert running.metrics_server is not None
     target = f"127.0.0.1:{running.port}"
     solve_remote(target, request())  # type: ignore[arg-type]
-    too_many = make_request(make_cluster(2), [make_job(f"j{i}", 1) for i in range(3)])
+    too_many = kit.request(
+        kit.cluster(2),
+        [kit.job(f"j{i}", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED) for i in range(3)],
+    )
     with pytest.raises(RemoteError) as caught:
         solve_remote(target, too_many)
     assert caught.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED

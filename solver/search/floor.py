@@ -308,9 +308,10 @@ def with_most_strict(problem: Normalised, compiled: Compiled, solution: dict[str
         open_slots: Counter[int] = Counter()
         for k, config in enumerate(compiled.configs[c]):
             var = compiled.x.get((c, k))
-            if var is not None:
+            nodes = solution.get(var.name, 0) if var is not None else 0
+            if nodes:  # most configurations hold no node
                 for shape, n in enumerate(config.strict):
-                    open_slots[shape] += n * solution.get(var.name, 0)
+                    open_slots[shape] += n * nodes
         for r, var in members:
             shape = problem.roles[r].shape
             take = min(solution.get(compiled.y[r, c].name, 0), open_slots[shape])

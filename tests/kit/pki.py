@@ -1,6 +1,6 @@
 """Certificates for TLS tests, made with the ``cryptography`` package: a CA, a server certificate for
 127.0.0.1 and localhost, a client certificate — real X.509, for real TLS handshakes on loopback.
-One way of making them, for the server's tests and the CLI client's alike.
+One way of making them, for the server's tests and the CLI client's alike (``kit.pki``).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _cert(
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-def make_pki(directory: Path, tag: str) -> Pki:
+def pki(directory: Path, tag: str) -> Pki:
     """A CA and a server and a client certificate it signed, as PEM files in ``directory``."""
     ca_key = _key()
     ca = _cert(f"topoplace test CA {tag}", ca_key, None, ca=True)
