@@ -188,20 +188,25 @@ def test_a_cancel_inside_the_pre_search_stages_stops_a_big_call_well_before_it_w
     with grpc.insecure_channel(target, options=options) as channel:
         stub = placement_pb2_grpc.PlacementStub(channel)
 
+        # The first call of a process pays for imports and first-use set-up: not part of the stages.
+        stub.Solve(wire.request_to_proto(fresh_request(nodes=8, jobs=4)), timeout=60)
+        converted_before = stage_s(server, "convert")
         # The reference: the same call, cold, uncancelled. What its stages before the search took.
         cold()
         began = time.monotonic()
         response = stub.Solve(message, timeout=300)
         whole_s = time.monotonic() - began
         timings = {t.stage: t.ms / 1000 for t in response.timings}
-        pre_search_s = stage_s(server, "convert") + sum(
-            timings[s] for s in ("validate", "normalise", "compile")
+        pre_search_s = (
+            stage_s(server, "convert")
+            - converted_before
+            + sum(timings[s] for s in ("validate", "normalise", "compile"))
         )
         print(f"\nuncancelled: {whole_s:.2f} s in all, {pre_search_s:.2f} s before the search {timings}")
 
         # Cancels landing in the conversion, then later in the stages before the search.
         stopped: list[tuple[float, float]] = []
-        for share in (0.2, 0.5, 0.8):
+        for share in (0.15, 0.4, 0.65):  # early enough to land before the search on a faster run
             at = share * pre_search_s
             cold()
             future = stub.Solve.future(message, timeout=300)
@@ -217,10 +222,13 @@ def test_a_cancel_inside_the_pre_search_stages_stops_a_big_call_well_before_it_w
             f"cancelled at {at:.2f} s: stopped {after * 1000:.0f} ms later "
             f"(the call had ≥ {pre_search_s - at:.2f} s to go before its search)"
         )
-    for at, after in stopped:
-        # Well before the uncancelled call would even have started its search (before: it ran to
-        # the end of the stage the cancel landed in, at 4,096 nodes up to 7.2 s after a cancel).
-        assert after < 0.5 * (pre_search_s - at), (
-            f"a cancel at {at:.2f} s stopped the call {after:.2f} s later; "
-            f"uncancelled it searched from {pre_search_s:.2f} s"
-        )
+    # Well before the uncancelled call would have started its search: the median of the three (one
+    # cancel held up by a stall of this shared machine must not decide), under a twentieth of the
+    # time those stages take. Before the checks inside the stages, a cancel ran to the end of the stage
+    # it landed in (the conversion is most of it): the median came to about a tenth, and at 4,096
+    # nodes a cancel stopped up to 7.2 s late.
+    median = sorted(after for _, after in stopped)[1]
+    assert median < 0.05 * pre_search_s, (
+        f"the median cancel stopped the call {median:.2f} s later; uncancelled it searched from "
+        f"{pre_search_s:.2f} s"
+    )
