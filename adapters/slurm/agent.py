@@ -9,8 +9,10 @@ topoplace gRPC service for a verified placement, and answers with the fields to 
 It also remembers the plans it handed out: a job planned a moment ago is not running yet, so its
 devices are not in ``GresUsed``; plans found in pending jobs' comments (and plans issued in the last
 ``grace_s`` seconds, before their job is even queued) count as allocated for the next submit — but
-not stale ones (:func:`held_plans`: older than ``plan_ttl_s``, held or waiting for a dependency or a
-begin time, or on nodes that no longer take jobs).
+not stale ones (:mod:`adapters.slurm.pending`: older than ``plan_ttl_s``, held or waiting for a
+dependency or a begin time, or on nodes that no longer take jobs). Nodes Slurm's backfill has promised
+to an earlier pending job are not planned on, and a planned job Slurm will not start soon is released
+to Slurm's own choice of nodes (same module).
 
 Answers (JSON): ``{"action": "apply", "set": {field: value}, "message": …}``, ``"pass"`` (leave the
 job as submitted: not a GPU job, unsupported, no room now, or not enforceable), ``"never_fits"``
@@ -31,7 +33,6 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,17 @@ from adapters.slurm.gres import GresConf, parse_gres_conf
 from adapters.slurm.inventory import SlurmInventory, build_inventory, read_text
 from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description, untyped_model_request
 from adapters.slurm.nodetypes import TopoDir
+from adapters.slurm.pending import (
+    SQUEUE_FORMAT,
+    PendingJob,
+    held_plans,
+    parse_pending,
+    promised_nodes,
+    released_comment,
+    to_release,
+)
 from adapters.slurm.place_client import peer_uid
-from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, parse_plan_comment, to_slurm_plan
+from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, to_slurm_plan
 from adapters.slurm.scontrol import SlurmNode, parse_show_node
 from adapters.slurm.topology_conf import SlurmTopology, parse_topology_conf, parse_topology_yaml
 from solver.domain.errors import InvalidRequest
@@ -68,6 +78,9 @@ class AgentConfig:
     grace_s: float = 1.0  # a plan is reserved until a snapshot this much newer shows its job
     stale_s: float = 30.0  # older node state is not planned on (the answer is "error")
     plan_ttl_s: float = 120.0  # a pending job's plan older than this no longer holds its devices
+    # A planned job Slurm expects to start later than this from now has its node list cleared (Slurm
+    # chooses; the switch-typed GRES stay). 0 turns releasing off.
+    release_after_s: float = 30.0
     command_timeout_s: float = 5.0
     debug_dir: Path | None = None  # when set, every solve request is written there (for bug reports)
 
@@ -77,6 +90,7 @@ class _Snapshot:
     nodes: list[SlurmNode]
     pending: list[ParsedPlan]
     taken: float
+    promised: dict[str, float] = field(default_factory=dict)  # node → earliest promised start (epoch)
 
 
 @dataclass
@@ -149,10 +163,50 @@ class Agent:
         # pending, or holding its devices, or both — never neither (which would free its devices
         # for the next plan, and leave that job pinned to devices in use).
         # Submit time and pending reason first: a comment may hold anything, "|" included.
-        pending = self._run([self.config.squeue, "-h", "-t", "PD", "-o", "%V|%r|%k"])
+        pending = parse_pending(self._run([self.config.squeue, "-h", "-t", "PD", "-o", SQUEUE_FORMAT]))
         nodes = parse_show_node(self._run([self.config.scontrol, "-o", "show", "node", "-d"]))
-        plans = held_plans(pending, nodes, time.time(), self.config.plan_ttl_s)
-        self._snapshot = _Snapshot(nodes=nodes, pending=plans, taken=taken)
+        now = time.time()
+        released = self._release(pending, now)
+        kept = [job for job in pending if job.job_id not in released]
+        self._snapshot = _Snapshot(
+            nodes=nodes,
+            pending=held_plans(kept, nodes, now, self.config.plan_ttl_s),
+            taken=taken,
+            promised=promised_nodes(pending),
+        )
+
+    def _release(self, pending: list[PendingJob], now: float) -> set[str]:
+        """Clear the node list of planned jobs Slurm will not start soon (:func:`to_release`): the
+        plan only steers while its nodes are free; after that Slurm's own choice is as good or
+        better. Their comment's plan tag is renamed in the same update, so the plan stops holding
+        devices and the TaskProlog stops comparing against it. Returns the released job ids."""
+        if self.config.release_after_s <= 0:
+            return set()
+        released = set()
+        for job in to_release(pending, now, self.config.release_after_s):
+            try:
+                self._run(
+                    [
+                        self.config.scontrol,
+                        "update",
+                        f"JobId={job.job_id}",
+                        "ReqNodeList=",
+                        f"Comment={released_comment(job.comment)}",
+                    ]
+                )
+            except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+                _log.warning("plan not released", job_id=job.job_id, error=str(err)[:300])
+                continue
+            released.add(job.job_id)
+            _log.info(
+                "plan released: Slurm chooses the nodes",
+                job_id=job.job_id,
+                plan_id=job.plan.plan_id if job.plan else "",
+                nodes=sorted(job.plan.nodes) if job.plan else [],
+                reason=job.reason,
+                expected_start_in_s=round((job.start or now) - now),
+            )
+        return released
 
     def refresh_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -219,9 +273,13 @@ class Agent:
         return result
 
     def _request(self, inventory: Inventory, spec: JobSpec) -> SolveRequest:
+        """Excluded nodes (``-x``) and nodes backfill has promised to an earlier pending job before
+        this one would end are not planned on: pinned there, the job would wait for that job."""
+        promised = self._snapshot.promised if self._snapshot else {}
+        ends = time.time() + spec.time_limit_s if spec.time_limit_s is not None else float("inf")
+        closed = set(spec.excluded) | {node for node, start in promised.items() if start < ends}
         nodes = tuple(
-            n.model_copy(update={"schedulable": False}) if n.name in spec.excluded else n
-            for n in inventory.nodes
+            n.model_copy(update={"schedulable": False}) if n.name in closed else n for n in inventory.nodes
         )
         policy = Policy(time_limit_s=self.config.time_limit_s)
         return SolveRequest(
@@ -395,34 +453,6 @@ class Agent:
             "message": f"topoplace: planned {plan.req_nodes} {plan.tres_per_node} (locality tier {tier}, "
             f"{result.status.name.lower()}{', devices rewritten to Slurm order' if plan.rewritten else ''})",
         }
-
-
-# Pending reasons that mean "cannot start now whatever is free": such a job's plan holds nothing.
-NOT_ELIGIBLE = ("JobHeld", "Dependency", "BeginTime", "DependencyNeverSatisfied", "PartitionDown")
-
-
-def held_plans(squeue: str, nodes: list[SlurmNode], now: float, ttl_s: float) -> list[ParsedPlan]:
-    """The plans of pending jobs that still reserve their devices: not older than ``ttl_s`` (a job
-    that has not started by then will not start on its plan soon), eligible to run (not held, not
-    waiting for a dependency or a begin time), and on nodes that still take jobs. Lines are
-    ``squeue -o "%V|%r|%k"``: submit time, reason, comment."""
-    up = {n.name for n in nodes if n.schedulable}
-    kept = []
-    for line in squeue.splitlines():
-        submitted, _, rest = line.partition("|")
-        reason, _, comment = rest.partition("|")
-        plan = parse_plan_comment(comment)
-        if plan is None:
-            continue
-        try:
-            age = now - datetime.fromisoformat(submitted).timestamp()
-        except ValueError:
-            age = 0.0  # an unreadable time: keep the reservation (the safe side)
-        if age > ttl_s or reason.startswith(NOT_ELIGIBLE) or not set(plan.nodes) <= up:
-            _log.info("pending plan not reserved", plan_id=plan.plan_id, reason=reason, age_s=round(age))
-            continue
-        kept.append(plan)
-    return kept
 
 
 # --------------------------------------------------------------------------- HTTP

@@ -363,7 +363,7 @@ def test_stale_pending_plans_do_not_hold_devices(fixtures: Path) -> None:
     drained nodes are not counted as taken capacity; a fresh eligible one is."""
     from datetime import datetime, timedelta
 
-    from adapters.slurm.agent import held_plans
+    from adapters.slurm.pending import held_plans, parse_pending
     from adapters.slurm.scontrol import parse_show_node
 
     nodes = parse_show_node((fixtures / "scontrol-show-node-d.txt").read_text())  # gpu04 is DOWN+DRAIN
@@ -372,20 +372,20 @@ def test_stale_pending_plans_do_not_hold_devices(fixtures: Path) -> None:
     old = (now - timedelta(seconds=600)).isoformat(timespec="seconds")
 
     def plan(pid: str, node: str = "gpu01") -> str:
-        return f"my run|x topoplace/v1 id={pid} {node}:gpu=0:nic="
+        return f"N/A|(null)|my run|x topoplace/v1 id={pid} {node}:gpu=0:nic="
 
     squeue = "\n".join(
         [
-            f"{fresh}|Resources|{plan('keep')}",
-            f"{fresh}|JobHeldUser|{plan('held')}",
-            f"{fresh}|Dependency|{plan('dep')}",
-            f"{fresh}|BeginTime|{plan('later')}",
-            f"{old}|Resources|{plan('old')}",
-            f"{fresh}|Resources|{plan('drained', 'gpu04')}",
-            f"{fresh}|Resources|no plan in this comment",
+            f"1|{fresh}|Resources|{plan('keep')}",
+            f"2|{fresh}|JobHeldUser|{plan('held')}",
+            f"3|{fresh}|Dependency|{plan('dep')}",
+            f"4|{fresh}|BeginTime|{plan('later')}",
+            f"5|{old}|Resources|{plan('old')}",
+            f"6|{fresh}|Resources|{plan('drained', 'gpu04')}",
+            f"7|{fresh}|Resources|N/A|(null)|no plan in this comment",
         ]
     )
-    kept = held_plans(squeue, nodes, now.timestamp(), ttl_s=120)
+    kept = held_plans(parse_pending(squeue), nodes, now.timestamp(), ttl_s=120)
     assert [p.plan_id for p in kept] == ["keep"]
 
 
