@@ -9,6 +9,7 @@ import json
 import stat
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -419,3 +420,76 @@ def test_refresh_reads_pending_jobs_first_and_dates_the_snapshot_by_its_start(
     agent.refresh()
     assert log.read_text().split() == ["squeue", "scontrol"]
     assert agent._snapshot is not None and agent._snapshot.taken - started < 0.5
+
+
+# --------------------------------------------------------------------------- pending jobs: promises, releases
+
+
+def test_pending_jobs_promised_nodes_and_releases() -> None:
+    """squeue's expected start and SchedNodeList say which nodes backfill keeps for earlier jobs, and
+    which planned jobs will not start soon (on the real Slurm: jobs pinned to gn28, promised to an
+    earlier gang, waited an hour while typed GRES alone started them elsewhere)."""
+    from adapters.slurm.pending import parse_pending, promised_nodes, released_comment, to_release
+
+    now = datetime(2026, 12, 4, 10, 0, 0)
+
+    def at(minutes: float) -> str:
+        return (now + timedelta(minutes=minutes)).isoformat(timespec="seconds")
+
+    squeue = "\n".join(
+        [
+            f"146|{at(-1)}|Priority|{at(56)}|gn[25-26]|",
+            f"147|{at(-1)}|Resources|{at(40)}|gn[27-28]|",
+            f"153|{at(-1)}|Priority|{at(120)}|gn28|run 3 topoplace/v1 id=abc gn28:gpu=4,5:nic=mlx5_4,mlx5_5",
+            f"154|{at(-1)}|Priority|N/A|(null)|topoplace/v1 id=new gn30:gpu=0:nic=",
+            f"155|{at(-1)}|JobHeldUser|{at(120)}|gn31|topoplace/v1 id=held gn31:gpu=0:nic=",
+            f"156|{at(-1)}|Priority|{at(0.2)}|gn32|topoplace/v1 id=soon gn32:gpu=0:nic=",
+            "not|enough|fields",
+        ]
+    )
+    jobs = parse_pending(squeue)
+    assert [j.job_id for j in jobs] == ["146", "147", "153", "154", "155", "156"]
+    promised = promised_nodes(jobs)
+    assert promised["gn25"] == promised["gn26"] == datetime.fromisoformat(at(56)).timestamp()
+    assert promised["gn28"] == datetime.fromisoformat(at(40)).timestamp()  # the earliest promise wins
+    assert "gn31" not in promised and "gn30" not in promised  # held job; start not computed yet
+    released = to_release(jobs, now.timestamp(), after_s=30)
+    assert [j.job_id for j in released] == ["153"]  # not: unplanned, not computed, held, starting soon
+    comment = released_comment(released[0].comment)
+    assert comment == "run 3 topoplace/released id=abc gn28:gpu=4,5:nic=mlx5_4,mlx5_5"
+    assert parse_pending(f"153|{at(-1)}|Priority|{at(120)}|gn28|{comment}")[0].plan is None
+
+
+@pytest.mark.needs_pipeline
+def test_agent_does_not_pin_a_job_to_nodes_promised_to_earlier_jobs(tmp_path: Path, fixtures: Path) -> None:
+    """A job that would still run when an earlier pending job is due on a node is planned elsewhere;
+    a job short enough to end before may use it, as backfill would let it."""
+    from solver.solve import solve
+
+    scontrol, _ = _fake_slurm(tmp_path, fixtures)
+    squeue = tmp_path / "squeue-promised"
+    start = (datetime.now() + timedelta(minutes=30)).isoformat(timespec="seconds")
+    squeue.write_text(f"#!/bin/sh\necho '9|{start}|Resources|{start}|gpu02|'\n")
+    squeue.chmod(0o755)
+    agent = Agent(
+        AgentConfig(
+            solver="unused",
+            topo_dir=fixtures / "topo",
+            gres_conf=fixtures / "gres.conf",
+            scontrol=scontrol,
+            squeue=str(squeue),
+        ),
+        solve_fn=lambda request, timeout: solve(request, deadline_s=timeout),
+    )
+    agent.refresh()
+
+    def node(**desc: object) -> str:
+        answer = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2", **desc})
+        assert answer["action"] == "apply", answer
+        return answer["set"]["req_nodes"]
+
+    # gpu02 (already half used) is where the solver packs a 2-GPU job; a 10-minute one may go there,
+    # as it ends before the promised start. An hour-long one or one without a limit may not.
+    assert node(time_limit=10) == "gpu02"
+    assert node(time_limit=60) == "gpu01"
+    assert node() == "gpu01"
