@@ -526,10 +526,10 @@ def hook_cost(nodes: int, seed: int, workdir: Path) -> dict[str, Any]:
             out["agent_ms"].append(answer.get("ms", 0.0))
             out["stages"].append(answer.get("stages_ms", {}))
             comment = next((ln[12:] for ln in done.stdout.splitlines() if ln.startswith("set comment ")), "")
-            if comment:
+            if comment:  # queued, not started yet: squeue shows it (adapters/slurm/pending.py's format)
                 stamp = datetime.now().isoformat(timespec="seconds")
                 with pending.open("a") as file:
-                    file.write(f"{stamp}|Priority|{comment}\n")
+                    file.write(f"{len(out['client_ms'])}|{stamp}|Priority|N/A|(null)|{comment}\n")
     finally:
         running.stop()
         server.stop()
