@@ -464,7 +464,7 @@ def _job_description(submit: Submit) -> dict[str, Any]:
     return {"submit_uid": 0, "min_nodes": submit.nodes, "max_nodes": submit.nodes, "tres_per_node": tres}
 
 
-def hook_cost(nodes: int, seed: int, workdir: Path) -> dict[str, Any]:
+def hook_cost(nodes: int, seed: int, workdir: Path, submits: int | None = None) -> dict[str, Any]:
     """The hook's path without slurmctld: the stdlib client (``python3 -I -S place_client.py``, as
     job_submit.lua runs it) → the agent on a unix socket → the gRPC solver, for the bench's job stream
     on ``nodes`` nodes whose state is Slurm's text format (the bench background, 40 % of the GPUs).
@@ -511,7 +511,7 @@ def hook_cost(nodes: int, seed: int, workdir: Path) -> dict[str, Any]:
     client = ROOT / "adapters" / "slurm" / "place_client.py"
     out: dict[str, Any] = {"nodes": nodes, "seed": seed, "client_ms": [], "agent_ms": [], "stages": []}
     try:
-        for submit in job_stream(nodes, seed):
+        for submit in job_stream(nodes, seed)[:submits]:
             body = json.dumps(_job_description(submit))
             t0 = time.perf_counter()
             done = subprocess.run(
@@ -693,6 +693,7 @@ def main() -> int:
     parser.add_argument(
         "--hook-cost", action="store_true", help="only the hook's path (client → agent → solver), no Slurm"
     )
+    parser.add_argument("--submits", type=int, help="--hook-cost: only the first N jobs of the stream")
     parser.add_argument("--summarise", type=Path, nargs="+", help="only render these --json files")
     args = parser.parse_args()
     if args.summarise:
@@ -707,7 +708,7 @@ def main() -> int:
             for seed in args.seeds:
                 workdir = Path(tempfile.mkdtemp(prefix="slurm-hook-cost-"))
                 try:
-                    costs.append(hook_cost(nodes, seed, workdir))
+                    costs.append(hook_cost(nodes, seed, workdir, args.submits))
                 finally:
                     shutil.rmtree(workdir, ignore_errors=True)
                 print(json.dumps(costs[-1] | {"stages": None}), flush=True)

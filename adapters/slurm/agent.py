@@ -40,7 +40,13 @@ from typing import Any
 import structlog
 
 from adapters.slurm.gres import GresConf, parse_gres_conf
-from adapters.slurm.inventory import SlurmInventory, build_inventory, read_text
+from adapters.slurm.inventory import (
+    NodeCache,
+    SlurmInventory,
+    build_inventory,
+    read_text,
+    with_reservations,
+)
 from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description, untyped_model_request
 from adapters.slurm.nodetypes import TopoDir
 from adapters.slurm.pending import (
@@ -91,6 +97,12 @@ class _Snapshot:
     pending: list[ParsedPlan]
     taken: float
     promised: dict[str, float] = field(default_factory=dict)  # node → earliest promised start (epoch)
+    # The inventory of this read with the pending plans held, built here in the refresh thread so a
+    # submit only adds the plans issued since (a few nodes); or why it could not be built.
+    inventory: SlurmInventory | None = None
+    error: InvalidRequest | None = None
+    models: tuple[str, ...] = ()  # GPU models present
+    features: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -123,11 +135,15 @@ class Agent:
     _files: _Files = field(default_factory=_Files)
     _snapshot: _Snapshot | None = None
     _type_keys: dict[str, str] = field(default_factory=dict)
+    _type_keys_of: object = None  # the node_types mapping _type_keys was made from
     _models: tuple[str, ...] = ()  # GPU models of the last inventory
     decisions: dict[str, tuple[SolveResult, SlurmPlan]] = field(default_factory=dict)  # by plan id
     # Where the last answer's time went (ms per stage: inventory, solve, never_fits …), for the log
     # and the bench: the hook's budget is tens of ms, so the split says what to make cheaper.
     _stages: dict[str, float] = field(default_factory=dict)
+    _node_cache: NodeCache = field(default_factory=NodeCache)
+    _topo: tuple[int, TopoDir] | None = None
+    _refresh_lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ----------------------------------------------------------------- inputs
 
@@ -168,12 +184,48 @@ class Agent:
         now = time.time()
         released = self._release(pending, now)
         kept = [job for job in pending if job.job_id not in released]
+        held = held_plans(kept, nodes, now, self.config.plan_ttl_s)
+        with self._refresh_lock:  # the node cache is not for two builders at once
+            inventory, error = self._base_inventory(nodes, held)
         self._snapshot = _Snapshot(
             nodes=nodes,
-            pending=held_plans(kept, nodes, now, self.config.plan_ttl_s),
+            pending=held,
             taken=taken,
             promised=promised_nodes(pending),
+            inventory=inventory,
+            error=error,
+            models=tuple(
+                sorted({g.model for n in inventory.inventory.nodes for g in n.gpus if g.model})
+                if inventory
+                else ()
+            ),
+            features=frozenset(f for n in nodes for f in n.features),
         )
+
+    def _topo_dir(self) -> TopoDir:
+        """One TopoDir while the directory's listing is unchanged (it remembers each node's file)."""
+        mtime = self.config.topo_dir.stat().st_mtime_ns
+        if self._topo is None or self._topo[0] != mtime:
+            self._topo = (mtime, TopoDir(self.config.topo_dir))
+        return self._topo[1]
+
+    def _base_inventory(
+        self, nodes: list[SlurmNode], held: list[ParsedPlan]
+    ) -> tuple[SlurmInventory | None, InvalidRequest | None]:
+        try:
+            return (
+                build_inventory(
+                    nodes,
+                    topo_dir=self._topo_dir(),
+                    gres_conf=self._gres_conf(),
+                    fabric=self._fabric(),
+                    extra=_plan_allocations(held),
+                    cache=self._node_cache,
+                ),
+                None,
+            )
+        except InvalidRequest as err:
+            return None, err  # said at the next submit ("bad site data"), as the files are read
 
     def _release(self, pending: list[PendingJob], now: float) -> set[str]:
         """Clear the node list of planned jobs Slurm will not start soon (:func:`to_release`): the
@@ -216,19 +268,11 @@ class Agent:
                 _log.warning("refresh failed", error=str(err))
             stop.wait(self.config.refresh_s)
 
-    def _reservations(self, snapshot: _Snapshot) -> dict[str, list[Allocation]]:
-        """Devices of planned jobs pending in Slurm, and of plans issued after the snapshot was read
-        (their jobs may not be queued yet, or not visible in it)."""
+    def _issued_since(self, snapshot: _Snapshot) -> dict[str, list[Allocation]]:
+        """Devices of plans issued after the snapshot was read (their jobs may not be queued yet, or
+        not visible in it); plans the snapshot already shows pending are in its inventory."""
         extra: dict[str, list[Allocation]] = {}
-        seen = set()
-        for plan in snapshot.pending:
-            seen.add(plan.plan_id)
-            for node, (gpus, nics) in plan.nodes.items():
-                extra.setdefault(node, []).append(
-                    Allocation(
-                        owner=f"pending:{plan.plan_id}", gpus=tuple(f"GPU{g}" for g in gpus), nics=nics
-                    )
-                )
+        seen = {plan.plan_id for plan in snapshot.pending}
         for plan_id, issued in list(self._issued.items()):
             if snapshot.taken - issued.at > self.config.grace_s:
                 del self._issued[plan_id]  # the snapshot is newer: the job is pending or running in it
@@ -247,13 +291,10 @@ class Agent:
             raise RuntimeError(
                 f"node state is {time.monotonic() - snapshot.taken:.0f} s old (scontrol failing?)"
             )
-        return build_inventory(
-            snapshot.nodes,
-            topo_dir=TopoDir(self.config.topo_dir),
-            gres_conf=self._gres_conf(),
-            fabric=self._fabric(),
-            extra=self._reservations(snapshot),
-        )
+        if snapshot.error is not None:
+            raise snapshot.error
+        assert snapshot.inventory is not None
+        return with_reservations(snapshot.inventory, self._issued_since(snapshot))
 
     # ----------------------------------------------------------------- solving
 
@@ -372,18 +413,18 @@ class Agent:
         mark = time.perf_counter()
         inventory = self.inventory()
         mark = self._stage("inventory", mark)
-        self._type_keys = {name: t.source for name, t in inventory.node_types.items()}
-        gpus = [len(n.gpus) for n in inventory.inventory.nodes]
-        models = tuple(sorted({g.model for n in inventory.inventory.nodes for g in n.gpus if g.model}))
-        self._models = models
+        snapshot = self._snapshot
+        assert snapshot is not None  # inventory() raised otherwise
+        if self._type_keys_of is not inventory.node_types:
+            self._type_keys = {name: t.source for name, t in inventory.node_types.items()}
+            self._type_keys_of = inventory.node_types
+        self._models = snapshot.models
         spec = job_from_description(
             desc,
             plan_id=plan_id,
-            max_gpus_per_node=max(gpus, default=0),
-            known_models=models,
-            known_features=frozenset(f for n in self._snapshot.nodes for f in n.features)
-            if self._snapshot
-            else frozenset(),
+            max_gpus_per_node=max((len(t.node.gpus) for t in inventory.node_types.values()), default=0),
+            known_models=snapshot.models,
+            known_features=snapshot.features,
             alignment=self.config.alignment,
         )
         if spec is None:
@@ -453,6 +494,17 @@ class Agent:
             "message": f"topoplace: planned {plan.req_nodes} {plan.tres_per_node} (locality tier {tier}, "
             f"{result.status.name.lower()}{', devices rewritten to Slurm order' if plan.rewritten else ''})",
         }
+
+
+def _plan_allocations(plans: list[ParsedPlan]) -> dict[str, list[Allocation]]:
+    """Devices of pending jobs' plans, per node, as allocations the next plan must avoid."""
+    extra: dict[str, list[Allocation]] = {}
+    for plan in plans:
+        for node, (gpus, nics) in plan.nodes.items():
+            extra.setdefault(node, []).append(
+                Allocation(owner=f"pending:{plan.plan_id}", gpus=tuple(f"GPU{g}" for g in gpus), nics=nics)
+            )
+    return extra
 
 
 # --------------------------------------------------------------------------- HTTP
