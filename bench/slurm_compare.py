@@ -471,7 +471,9 @@ def hook_cost(nodes: int, seed: int, workdir: Path, submits: int | None = None) 
     Planned jobs are shown to the agent as pending jobs carrying their plan (its ``squeue``), so the
     cluster fills as it would. Per submit: the client's wall time and the agent's stages."""
     paths = _write_captures(workdir / "captures")
-    spec = ClusterSpec(nodes=nodes, nodes_per_leaf=8, leaves_per_spine=2, captures=tuple(paths))
+    spec = ClusterSpec(
+        nodes=nodes, nodes_per_leaf=8, leaves_per_spine=2, captures=tuple(paths), type_run=max(1, nodes // 64)
+    )
     cluster = EmulatedCluster(workdir / "cluster", spec)
     cluster.write_files()
     gres = {}
