@@ -32,6 +32,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -63,7 +64,16 @@ from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, to_slurm_
 from adapters.slurm.scontrol import SlurmNode, parse_show_node
 from adapters.slurm.topology_conf import SlurmTopology, parse_topology_conf, parse_topology_yaml
 from solver.domain.errors import InvalidRequest
-from solver.domain.model import Allocation, Inventory, Policy, Requirement, SolveRequest, SolveResult
+from solver.domain.model import (
+    Allocation,
+    Inventory,
+    NicMode,
+    Node,
+    Policy,
+    Requirement,
+    SolveRequest,
+    SolveResult,
+)
 from solver.service.client import RemoteError
 
 _log = structlog.get_logger("topoplace.slurm.agent")
@@ -136,6 +146,7 @@ class Agent:
     _snapshot: _Snapshot | None = None
     _type_keys: dict[str, str] = field(default_factory=dict)
     _type_keys_of: object = None  # the node_types mapping _type_keys was made from
+    _never_fits_cache: dict[object, bool] = field(default_factory=dict)  # by job shape
     _models: tuple[str, ...] = ()  # GPU models of the last inventory
     decisions: dict[str, tuple[SolveResult, SlurmPlan]] = field(default_factory=dict)  # by plan id
     # Where the last answer's time went (ms per stage: inventory, solve, never_fits …), for the log
@@ -314,14 +325,13 @@ class Agent:
         return result
 
     def _request(self, inventory: Inventory, spec: JobSpec) -> SolveRequest:
-        """Excluded nodes (``-x``) and nodes backfill has promised to an earlier pending job before
-        this one would end are not planned on: pinned there, the job would wait for that job."""
+        """The solve request for one job: only the nodes worth sending (:func:`candidate_nodes`).
+        Excluded nodes (``-x``) and nodes backfill has promised to an earlier pending job before this
+        one would end are not planned on: pinned there, the job would wait for that job."""
         promised = self._snapshot.promised if self._snapshot else {}
         ends = time.time() + spec.time_limit_s if spec.time_limit_s is not None else float("inf")
         closed = set(spec.excluded) | {node for node, start in promised.items() if start < ends}
-        nodes = tuple(
-            n.model_copy(update={"schedulable": False}) if n.name in closed else n for n in inventory.nodes
-        )
+        nodes = candidate_nodes(inventory.nodes, spec, closed, self._type_keys)
         policy = Policy(time_limit_s=self.config.time_limit_s)
         return SolveRequest(
             request_id=spec.job.id,
@@ -342,16 +352,23 @@ class Agent:
             and all(n.labels.get(k) == v for k, v in member.node_selector.items())
         )
 
-    def _never_fits(self, request: SolveRequest) -> bool:
-        """Unplaced now; would it fit on the same cluster with nothing running and every node up?"""
-        empty = tuple(
-            n.model_copy(update={"allocations": (), "schedulable": True}) for n in request.inventory.nodes
-        )
+    def _never_fits(self, request: SolveRequest, inventory: Inventory, spec: JobSpec) -> bool:
+        """Unplaced now; would it fit on the same cluster with nothing running and every node up?
+        Asked once per job shape while the cluster's nodes and types stay the same."""
+        job = spec.job
+        shape = (job.roles[0].member, job.roles[0].replicas, job.locality, bool(job.anti_affinity))
+        cached = self._never_fits_cache.get(shape)
+        if cached is not None:
+            return cached
+        empty = [n.model_copy(update={"allocations": (), "schedulable": True}) for n in inventory.nodes]
+        nodes = candidate_nodes(empty, spec, set(), self._type_keys)
         again = self._solve(
-            request.model_copy(update={"inventory": request.inventory.model_copy(update={"nodes": empty})}),
+            request.model_copy(update={"inventory": request.inventory.model_copy(update={"nodes": nodes})}),
             stage="never_fits",
         )
-        return not any(j.placed for j in again.jobs)
+        answer = not any(j.placed for j in again.jobs)
+        self._never_fits_cache[shape] = answer
+        return answer
 
     # ----------------------------------------------------------------- the answer
 
@@ -416,7 +433,10 @@ class Agent:
         snapshot = self._snapshot
         assert snapshot is not None  # inventory() raised otherwise
         if self._type_keys_of is not inventory.node_types:
-            self._type_keys = {name: t.source for name, t in inventory.node_types.items()}
+            type_keys = {name: t.source for name, t in inventory.node_types.items()}
+            if type_keys != self._type_keys:
+                self._never_fits_cache.clear()  # other nodes or node types: ask again
+            self._type_keys = type_keys
             self._type_keys_of = inventory.node_types
         self._models = snapshot.models
         spec = job_from_description(
@@ -454,7 +474,7 @@ class Agent:
         job = result.jobs[0]
         if not job.placed:
             reason = job.reason.message if job.reason else "not placed"
-            if self._never_fits(request):
+            if self._never_fits(request, inventory.inventory, spec):
                 return {
                     "action": "never_fits",
                     "message": f"topoplace: this job can never fit this cluster: {reason}",
@@ -494,6 +514,73 @@ class Agent:
             "message": f"topoplace: planned {plan.req_nodes} {plan.tres_per_node} (locality tier {tier}, "
             f"{result.status.name.lower()}{', devices rewritten to Slurm order' if plan.rewritten else ''})",
         }
+
+
+EXPLAINING_NODES = 3  # nodes that cannot host the job, sent so the solver can say what is missing
+
+
+def candidate_nodes(
+    nodes: Sequence[Node], spec: JobSpec, closed: set[str], type_keys: dict[str, str]
+) -> tuple[Node, ...]:
+    """The nodes worth sending to the solver for one job (the hook's fast path: the request, its
+    wire form and the model all grow with the nodes sent; at 1,024 nodes the whole cluster cost
+    seconds a submit). Nothing that could change the answer is dropped:
+
+    * a node that cannot host one member now (too few free GPUs, NICs or CPUs, wrong labels, down,
+      excluded or promised) cannot take part — except the few with the most free GPUs, kept so the
+      solver's "no room now" names the closest node;
+    * nodes alike in everything the model sees (type, leaf, labels, what is taken) are
+      interchangeable: a job of ``n`` members uses at most ``n`` of them, so ``n`` are kept;
+    * one node of each size the cluster has stays (unschedulable), as the packing tier measures free
+      capacity against the cluster's largest node.
+    """
+    member = spec.job.roles[0].member
+    replicas = spec.job.roles[0].replicas
+    if member.nics.mode == NicMode.PER_GPU:
+        need_nics = member.gpus
+    elif member.nics.mode == NicMode.PER_MEMBER:
+        need_nics = member.nics.count
+    else:
+        need_nics = 0
+    kept: list[Node] = []
+    short: list[tuple[int, int, Node]] = []
+    alike: dict[tuple[object, ...], int] = {}
+    sizes: dict[tuple[int, int, int], Node] = {}
+    for index, node in enumerate(nodes):
+        sizes.setdefault((len(node.gpus), node.cpu_milli, node.memory_mib), node)
+        if node.name in closed or not node.schedulable:
+            continue
+        used_gpus = frozenset(g for a in node.allocations for g in a.gpus)
+        used_nics = frozenset(n for a in node.allocations for n in a.nics)
+        cpu = node.cpu_milli - sum(a.cpu_milli for a in node.allocations)
+        memory = node.memory_mib - sum(a.memory_mib for a in node.allocations)
+        free_gpus = len(node.gpus) - len(used_gpus)
+        fits = (
+            free_gpus >= member.gpus
+            and len(node.nics) - len(used_nics) >= need_nics
+            and cpu >= member.cpu_milli
+            and memory >= member.memory_mib
+            and all(node.labels.get(k) == v for k, v in member.node_selector.items())
+        )
+        if not fits:
+            short.append((-free_gpus, index, node))
+            continue
+        key = (
+            type_keys.get(node.name, node.name),
+            node.leaf,
+            tuple(sorted(node.labels.items())),
+            used_gpus,
+            used_nics,
+            cpu,
+            memory,
+        )
+        if alike.get(key, 0) < replicas:
+            alike[key] = alike.get(key, 0) + 1
+            kept.append(node)
+    kept += [node for _, _, node in sorted(short, key=lambda t: t[:2])[:EXPLAINING_NODES]]
+    present = {(len(n.gpus), n.cpu_milli, n.memory_mib) for n in kept}
+    kept += [n.model_copy(update={"schedulable": False}) for size, n in sizes.items() if size not in present]
+    return tuple(kept)
 
 
 def _plan_allocations(plans: list[ParsedPlan]) -> dict[str, list[Allocation]]:
