@@ -515,6 +515,7 @@ def hook_cost(nodes: int, seed: int, workdir: Path, submits: int | None = None) 
     try:
         for submit in job_stream(nodes, seed)[:submits]:
             body = json.dumps(_job_description(submit))
+            agent.last = {"ms": None, "stages_ms": {}}  # stays so when the client gave up first
             t0 = time.perf_counter()
             done = subprocess.run(
                 ["/usr/bin/python3", "-I", "-S", str(client), "--agent", running.address, "--timeout", "2"],
@@ -525,7 +526,7 @@ def hook_cost(nodes: int, seed: int, workdir: Path, submits: int | None = None) 
             )
             out["client_ms"].append((time.perf_counter() - t0) * 1000)
             answer = agent.last
-            out["agent_ms"].append(answer.get("ms", 0.0))
+            out["agent_ms"].append(answer.get("ms") or out["client_ms"][-1])  # gave up: at least that
             out["stages"].append(answer.get("stages_ms", {}))
             comment = next((ln[12:] for ln in done.stdout.splitlines() if ln.startswith("set comment ")), "")
             if comment:  # queued, not started yet: squeue shows it (adapters/slurm/pending.py's format)

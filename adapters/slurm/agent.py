@@ -213,6 +213,22 @@ class Agent:
             features=frozenset(f for n in nodes for f in n.features),
         )
 
+    def warm(self) -> None:
+        """What the first submit would otherwise pay (~0.5 s on a loaded host): each node type's
+        wire template and the channel to the solver."""
+        snapshot = self._snapshot
+        if snapshot is None or snapshot.inventory is None or self.solve_fn is not None:
+            return
+        import grpc
+
+        from adapters.slurm.fastwire import channel_for, request_message
+
+        types = {name: t.source for name, t in snapshot.inventory.node_types.items()}
+        one_each = {types[n.name]: n for n in snapshot.inventory.inventory.nodes if n.name in types}
+        request_message(SolveRequest(inventory=Inventory(nodes=tuple(one_each.values()))), types)
+        with contextlib.suppress(grpc.FutureTimeoutError):
+            grpc.channel_ready_future(channel_for(self.config.solver)).result(timeout=2)
+
     def _topo_dir(self) -> TopoDir:
         """One TopoDir while the directory's listing is unchanged (it remembers each node's file)."""
         mtime = self.config.topo_dir.stat().st_mtime_ns
@@ -529,10 +545,12 @@ def candidate_nodes(
     * a node that cannot host one member now (too few free GPUs, NICs or CPUs, wrong labels, down,
       excluded or promised) cannot take part — except the few with the most free GPUs, kept so the
       solver's "no room now" names the closest node;
-    * nodes alike in everything the model sees (type, leaf, labels, what is taken) are
-      interchangeable: a job of ``n`` members uses at most ``n`` of them, so ``n`` are kept;
+    * nodes alike in everything the model sees (type, labels, what is taken, and for a job of
+      several nodes the leaf) are interchangeable: a job of ``n`` members uses at most ``n`` of
+      them, so ``n`` are kept;
     * one node of each size the cluster has stays (unschedulable), as the packing tier measures free
-      capacity against the cluster's largest node.
+      capacity against the cluster's largest node;
+    * a gang that fits whole under several leaves is sent with the tightest few (:func:`_gang_leaves`).
     """
     member = spec.job.roles[0].member
     replicas = spec.job.roles[0].replicas
@@ -542,7 +560,11 @@ def candidate_nodes(
         need_nics = member.nics.count
     else:
         need_nics = 0
+    # Where a node sits matters only to a job that spans nodes (its locality); for one node, two
+    # alike nodes under different leaves are the same choice.
+    by_leaf = replicas > 1 or spec.job.locality.mode not in (Requirement.UNSPECIFIED, Requirement.NONE)
     kept: list[Node] = []
+    free_of: dict[str, int] = {}
     short: list[tuple[int, int, Node]] = []
     alike: dict[tuple[object, ...], int] = {}
     sizes: dict[tuple[int, int, int], Node] = {}
@@ -567,7 +589,7 @@ def candidate_nodes(
             continue
         key = (
             type_keys.get(node.name, node.name),
-            node.leaf,
+            node.leaf if by_leaf else "",
             tuple(sorted(node.labels.items())),
             used_gpus,
             used_nics,
@@ -577,10 +599,36 @@ def candidate_nodes(
         if alike.get(key, 0) < replicas:
             alike[key] = alike.get(key, 0) + 1
             kept.append(node)
+            free_of[node.name] = free_gpus
+    if replicas > 1:
+        kept = _gang_leaves(kept, replicas, free_of)
     kept += [node for _, _, node in sorted(short, key=lambda t: t[:2])[:EXPLAINING_NODES]]
     present = {(len(n.gpus), n.cpu_milli, n.memory_mib) for n in kept}
     kept += [n.model_copy(update={"schedulable": False}) for size, n in sizes.items() if size not in present]
     return tuple(kept)
+
+
+GANG_LEAVES = 8  # leaves that hold a whole gang, kept for the solver to choose among
+
+
+def _gang_leaves(nodes: list[Node], replicas: int, free_of: dict[str, int]) -> list[Node]:
+    """A gang that fits under one leaf is placed under one (locality comes before packing): when
+    several leaves can hold it whole, only the :data:`GANG_LEAVES` tightest are sent (fewest free
+    GPUs on the ``replicas`` fullest hosts: binpack's order). The one shortlist that can cut a
+    better answer — a leaf left out might offer better NVLink or NIC pairs — bounded so that a
+    gang on 1,024 nodes is a model of ~50 nodes, not ~700. A gang no leaf holds keeps every node."""
+    by_leaf: dict[str, list[Node]] = {}
+    for node in nodes:
+        by_leaf.setdefault(node.leaf, []).append(node)
+    whole = {leaf: members for leaf, members in by_leaf.items() if leaf and len(members) >= replicas}
+    if len(whole) <= GANG_LEAVES:
+        return nodes
+
+    def tightness(leaf: str) -> tuple[int, str]:
+        return sum(sorted(free_of[n.name] for n in whole[leaf])[:replicas]), leaf
+
+    chosen = set(sorted(whole, key=tightness)[:GANG_LEAVES])
+    return [n for n in nodes if n.leaf in chosen]
 
 
 def _plan_allocations(plans: list[ParsedPlan]) -> dict[str, list[Allocation]]:
@@ -742,6 +790,7 @@ def serve_agent(
     stop = threading.Event()
     try:
         agent.refresh()  # the first snapshot before the first submit can arrive
+        agent.warm()
     except Exception as err:
         _log.warning("first refresh failed", error=str(err))
     threading.Thread(

@@ -493,3 +493,37 @@ def test_agent_does_not_pin_a_job_to_nodes_promised_to_earlier_jobs(tmp_path: Pa
     assert node(time_limit=10) == "gpu02"
     assert node(time_limit=60) == "gpu01"
     assert node() == "gpu01"
+
+
+def test_candidate_nodes_cut_alike_nodes_keep_the_closest_misses_and_the_ruler(agent: Agent) -> None:
+    """The fast path sends only nodes that can host a member, at most one per member of each set of
+    interchangeable nodes, the nodes closest to fitting (for the solver's 'no room' reason), and one
+    node of each size (the packing tier's ruler)."""
+    from adapters.slurm.agent import candidate_nodes
+
+    base = agent.inventory().inventory.nodes
+    by_name = {n.name: n for n in base}
+    idle = by_name["gpu01"]
+    # Six copies of the idle node: alike for a one-node job; for a gang, alike only within a leaf.
+    copies = [idle.model_copy(update={"name": f"gpu9{i}", "leaf": f"x{i % 2}"}) for i in range(6)]
+    nodes = [*base, *copies]
+    keys = {n.name: "t" for n in nodes}
+
+    def names(**desc: object) -> list[str]:
+        spec = job_from_description({"tres_per_node": "gres:gpu:2", **desc}, plan_id="p", max_gpus_per_node=8)
+        assert spec is not None
+        return [n.name for n in candidate_nodes(nodes, spec, set(), keys)]
+
+    one = names()
+    # gpu01 and its copies are alike for one node: one kept; gpu02 differs (half used); gpu03 is full
+    # (kept as the closest miss); gpu04 is down (dropped; same size as the others, so no ruler).
+    assert one == ["gpu01", "gpu02", "gpu03"], one
+    gang = names(min_nodes=2, max_nodes=2)
+    assert sorted(gang) == ["gpu01", "gpu02", "gpu03", "gpu90", "gpu91", "gpu92", "gpu93"], gang
+    # Excluded or promised nodes are not sent; a bigger node size than any sent stays as a ruler.
+    big = idle.model_copy(update={"name": "big1", "cpu_milli": 10 * idle.cpu_milli, "schedulable": False})
+    nodes.append(big)
+    spec = job_from_description({"tres_per_node": "gres:gpu:2"}, plan_id="p", max_gpus_per_node=8)
+    assert spec is not None
+    sent = {n.name: n for n in candidate_nodes(nodes, spec, {"gpu01", "gpu02"}, keys | {"big1": "b"})}
+    assert "gpu01" not in sent and "gpu02" not in sent and sent["big1"].schedulable is False
