@@ -87,6 +87,18 @@ def build_parser() -> argparse.ArgumentParser:
     assemble.add_argument("nodes", type=Path, help="the node list, e.g. nodes.yaml")
     assemble.add_argument("--output", "-o", type=Path, help="write the inventory here (default: stdout)")
     assemble.set_defaults(run=run_ingest_assemble)
+    cluster = sources.add_parser(
+        "cluster",
+        help="a cluster inventory from the topology the cluster already publishes",
+        description="A cluster inventory JSON from any mix of published sources: the Kubernetes node list "
+        "(GPU Feature Discovery and topograph labels), nvidia-smi topo -m captures, nvidia-smi -q output, "
+        "DRA ResourceSlices, a Kueue/KAI Topology, Slurm's topology.yaml. Per-node device captures take "
+        "precedence over fabric sources; what each source gave and where they disagree goes to stderr. "
+        "Format and example: docs/ingest.md.",
+    )
+    cluster.add_argument("sources", type=Path, help="the file naming the sources, e.g. cluster.yaml")
+    cluster.add_argument("--output", "-o", type=Path, help="write the inventory here (default: stdout)")
+    cluster.set_defaults(run=run_ingest_cluster)
 
     add_plugin_commands(commands)
     return parser
@@ -318,6 +330,20 @@ def run_ingest_assemble(args: argparse.Namespace) -> int:
     from solver.service.wire import inventory_to_readable_json
 
     text = inventory_to_readable_json(assemble(args.nodes))
+    if args.output:
+        args.output.write_text(text)
+    else:
+        print(text, end="")
+    return EXIT_OK
+
+
+def run_ingest_cluster(args: argparse.Namespace) -> int:
+    from solver.ingest.cluster import assemble_cluster
+    from solver.service.wire import inventory_to_readable_json
+
+    inventory, report = assemble_cluster(args.sources)
+    print(report.render(), file=sys.stderr)
+    text = inventory_to_readable_json(inventory)
     if args.output:
         args.output.write_text(text)
     else:

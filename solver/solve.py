@@ -54,7 +54,10 @@ DEADLINE_MARGIN_S = 0.05
 # and never past the call's end-to-end deadline.
 EXPLAIN_SHARE, EXPLAIN_MIN_S, EXPLAIN_MAX_S = 0.2, 0.25, 2.0
 # Below this, CP-SAT would not even hand back its hint on a big model: the floor's plan is the answer.
-MIN_SEARCH_S = 0.05
+# CP-SAT's presolve runs to its end whatever the time limit, and grows with the model: at 1,024
+# nodes x 200 jobs (15,000 variables) a search given 0.06 s took 0.15 s and the call missed its
+# 0.5 s deadline, so a search starts only with at least this much time per variable as well.
+MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE = 0.05, 8e-6
 # What one pass of the floor (a greedy plan, completed and valued) costs per model variable, measured
 # on an idle 2-core machine: 4.0 us at 1,024 HGX nodes x 200 jobs (15,600 variables), 6.5 us at 4,096
 # nodes x 500 jobs (59,900). It sizes the portfolio from the request alone, so that deterministic
@@ -63,6 +66,8 @@ FLOOR_PASS_S_PER_VARIABLE = 7e-6
 # The share of the time limit the floor's shuffles may cost: at scale the search seldom betters the
 # floor's best plan (bench/RESULTS.md, issue 18), while one more tie order often starts more jobs.
 FLOOR_SHARE = 1 / 3
+# The share of the time left after compile that the search keeps whatever the floor's passes cost.
+SEARCH_SHARE = 1 / 2
 
 
 class Stopwatch:
@@ -149,8 +154,10 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
             problem,
             compiled,
             # How many placers run is sized from the request (``floor_passes``), so that equal requests
-            # get equal floors; the clock only stops them at the end of the search's time.
-            search_ends,
+            # get equal floors; the clock stops them only when they would leave the search less than
+            # its share (on a loaded machine a pass costs several times its idle cost, and the
+            # floor alone once took 24 s of a 30 s limit).
+            time.perf_counter() + (1 - SEARCH_SHARE) * (search_ends - time.perf_counter()),
             passes=floor_passes(compiled, request.policy.time_limit_s),
             seed=request.policy.seed,
             floor=floor,
@@ -161,7 +168,11 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
         budget = search_ends - time.perf_counter()
         outcomes = []
         # A small model is searched whatever the clock says: it is proven in milliseconds.
-        if budget >= MIN_SEARCH_S or len(compiled.model.proto.variables) <= MERGE_MAX_VARIABLES:
+        variables = len(compiled.model.proto.variables)
+        if (
+            budget >= max(MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE * variables)
+            or variables <= MERGE_MAX_VARIABLES
+        ):
             outcomes = solve_lexicographic(
                 compiled,
                 request.policy,

@@ -11,13 +11,16 @@ the switches with ``Nodes=``, are tier 1). Blocks are tier-1 "switches" named af
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from adapters.slurm.hostlist import HostlistError, expand
 from adapters.slurm.problems import Problems, key_values, logical_lines
+from solver.domain.errors import InvalidRequest, Problem
 from solver.domain.model import FabricSwitch
+from solver.ingest.parts import NodeFacts, Parts
 
 TREE_KEYS = {"switchname", "nodes", "switches", "linkspeed"}
 BLOCK_KEYS = {"blockname", "nodes", "blocksizes"}
@@ -27,6 +30,7 @@ BLOCK_KEYS = {"blockname", "nodes", "blocksizes"}
 class SlurmTopology:
     switches: list[FabricSwitch] = field(default_factory=list)
     leaf_of: dict[str, str] = field(default_factory=dict)
+    blocks: bool = False  # a block topology: the leaves are Slurm's base blocks
 
 
 @dataclass
@@ -154,7 +158,7 @@ def _tiers(by_name: dict[str, _Switch], problems: Problems) -> dict[str, int]:
 
 
 def _block_fabric(blocks: list[_Switch], sizes: list[int], problems: Problems) -> SlurmTopology:
-    fabric = SlurmTopology()
+    fabric = SlurmTopology(blocks=True)
     base = sizes[0] if sizes else 0
     for block in blocks:
         if base and len(block.nodes) > base:
@@ -256,3 +260,40 @@ def _yaml_block(raw: Any, problems: Problems) -> _Switch:
         problems.add(line, "a block needs 'block: NAME'")
         return _Switch("?", line, [], [])
     return _Switch(str(raw["block"]), line, _hosts(str(raw.get("nodes", "")), line, problems), [])
+
+
+# --------------------------------------------------------------------------- for `topoplace ingest cluster`
+
+
+def fabric_parts(path: Path, options: dict[str, Any]) -> Parts:
+    """The ``topoplace.fabric_sources`` entry point ``slurm``: topology.conf or topology.yaml (the one
+    named ``options['name']``) as inventory parts. ``blocks: nvlink`` says the base blocks are NVLink
+    domains (GB200/GB300 NVL72 racks, Slurm's topology/block use case): each node's block is then its
+    NVLink domain as well as its leaf."""
+    unknown = sorted(set(options) - {"name", "blocks"})
+    if unknown or options.get("blocks", "nvlink") not in ("nvlink", "switch"):
+        message = "options are name: TOPOLOGY and blocks: nvlink|switch"
+        where = f"{path}: {unknown[0] if unknown else 'blocks'}"
+        raise InvalidRequest([Problem(path=where, message=message)])
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise InvalidRequest([Problem(path=str(path), message=f"cannot read: {err.strerror}")]) from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        topology = parse_topology_yaml(text, str(path), str(options.get("name", "")))
+    else:
+        topology = parse_topology_conf(text, str(path))
+    nvlink = topology.blocks and options.get("blocks", "nvlink") == "nvlink"
+    switches = {s.id: s for s in topology.switches}
+    facts = {}
+    for node, leaf in topology.leaf_of.items():
+        chain = [leaf]
+        while (above := switches[chain[-1]].parent if chain[-1] in switches else "") and above not in chain:
+            chain.append(above)
+        facts[node] = NodeFacts(
+            where=f"{path}: node {node}",
+            path=tuple(chain),
+            nvlink_domain=leaf if nvlink else None,
+            nvlink_field="block" if nvlink else "",
+        )
+    return Parts(source=str(path), kind="Slurm topology", nodes=facts, switches=switches)

@@ -32,6 +32,7 @@ from solver.domain.model import (
     Requirement,
     Scope,
 )
+from solver.ingest.kube import nvlink_domain_of
 
 GPU = "nvidia.com/gpu"
 GPU_MEM = "nvidia.com/gpumem"
@@ -98,6 +99,8 @@ def inventory_node(info: NodeInfo, leaf: str, warn: NodeWarnings) -> Node:
             "memory_mib": info.allocatable.memory_mib,
             "gpus": gpus,
             "leaf": leaf,
+            # GPU Feature Discovery's nvidia.com/gpu.clique (or topograph's label): the NVL72 rack
+            "nvlink_domain": nvlink_domain_of(info.labels),
             "schedulable": info.ready,
             "allocations": (),
         }

@@ -40,6 +40,7 @@ def solver_policy(spec: PolicySpec, seed: int) -> Policy:
         workers=s.workers or 1,
         batch_order=s.batch_order,
         order_shuffles=s.order_shuffles,
+        priority_mode=s.priority_mode,
     )
 
 

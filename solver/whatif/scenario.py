@@ -22,6 +22,7 @@ from solver.domain.model import (
     Node,
     ObjectiveTier,
     Packing,
+    PriorityMode,
 )
 
 BASE_VARIANT = "base"
@@ -218,6 +219,7 @@ class SolverPolicy(Frozen):
     workers: int = Field(default=0, ge=0, le=64)
     batch_order: BatchOrder = BatchOrder.UNSPECIFIED  # JOINT
     order_shuffles: int = Field(default=3, ge=0, le=64)  # BEST_OF_ORDERS only
+    priority_mode: PriorityMode = PriorityMode.UNSPECIFIED  # STRICT
 
 
 class PolicySpec(Frozen):

@@ -67,6 +67,17 @@ def test_node_from_vgpu_register_without_topology() -> None:
     assert converted.pcie_switches == () and converted.leaf == "leaf-0" and warn.items == []
 
 
+def test_a_gpu_clique_label_is_the_nodes_nvlink_domain() -> None:
+    # The same label reader as `topoplace ingest cluster` (solver.ingest.kube): an NVL72 tray's
+    # clique from GPU Feature Discovery, else topograph's accelerator label.
+    clique = build.v1_node("c0", {"nvidia.com/gpu.clique": "6a130f54-faaa-4b8f-847f-be44ab70f917.32766"})
+    topograph = build.v1_node("t0", {"network.topology.nvidia.com/accelerator": "nvl1"})
+    plain = build.v1_node("p0", {})
+    infos = [wire.node_info(build.node_info(n), "n") for n in (clique, topograph, plain)]
+    domains = [kube.inventory_node(info, "leaf-0", kube.NodeWarnings([])).nvlink_domain for info in infos]
+    assert domains == ["6a130f54-faaa-4b8f-847f-be44ab70f917.32766", "nvl1", ""]
+
+
 def test_hypernodes_resolve_exact_regex_and_label_members() -> None:
     objects = hn.load(FIXTURES / "hypernodes.yaml")
     labels = {build.node_name(i): {"topology.example.com/rack": f"r{i // 8}"} for i in range(32)}

@@ -246,20 +246,22 @@ class Trace(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[TraceEntry, _Mapping]]] = ..., departures: _Optional[_Iterable[_Union[Departure, _Mapping]]] = ..., horizon_s: _Optional[float] = ..., file: _Optional[str] = ...) -> None: ...
 
 class SolverPolicy(_message.Message):
-    __slots__ = ("objective", "packing", "time_limit_s", "workers", "batch_order", "order_shuffles")
+    __slots__ = ("objective", "packing", "time_limit_s", "workers", "batch_order", "order_shuffles", "priority_mode")
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     PACKING_FIELD_NUMBER: _ClassVar[int]
     TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     BATCH_ORDER_FIELD_NUMBER: _ClassVar[int]
     ORDER_SHUFFLES_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_MODE_FIELD_NUMBER: _ClassVar[int]
     objective: _containers.RepeatedScalarFieldContainer[_placement_pb2.ObjectiveTier]
     packing: _placement_pb2.Packing
     time_limit_s: float
     workers: int
     batch_order: _placement_pb2.BatchOrder
     order_shuffles: int
-    def __init__(self, objective: _Optional[_Iterable[_Union[_placement_pb2.ObjectiveTier, str]]] = ..., packing: _Optional[_Union[_placement_pb2.Packing, str]] = ..., time_limit_s: _Optional[float] = ..., workers: _Optional[int] = ..., batch_order: _Optional[_Union[_placement_pb2.BatchOrder, str]] = ..., order_shuffles: _Optional[int] = ...) -> None: ...
+    priority_mode: _placement_pb2.PriorityMode
+    def __init__(self, objective: _Optional[_Iterable[_Union[_placement_pb2.ObjectiveTier, str]]] = ..., packing: _Optional[_Union[_placement_pb2.Packing, str]] = ..., time_limit_s: _Optional[float] = ..., workers: _Optional[int] = ..., batch_order: _Optional[_Union[_placement_pb2.BatchOrder, str]] = ..., order_shuffles: _Optional[int] = ..., priority_mode: _Optional[_Union[_placement_pb2.PriorityMode, str]] = ...) -> None: ...
 
 class PolicySpec(_message.Message):
     __slots__ = ("name", "solver", "baseline")
