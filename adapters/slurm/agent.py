@@ -146,7 +146,7 @@ class Agent:
     _snapshot: _Snapshot | None = None
     _type_keys: dict[str, str] = field(default_factory=dict)
     _type_keys_of: object = None  # the node_types mapping _type_keys was made from
-    _never_fits_cache: dict[object, bool] = field(default_factory=dict)  # by job shape
+    _never_fits_cache: dict[tuple[str, int, str, bool], bool] = field(default_factory=dict)  # by job shape
     _models: tuple[str, ...] = ()  # GPU models of the last inventory
     decisions: dict[str, tuple[SolveResult, SlurmPlan]] = field(default_factory=dict)  # by plan id
     # Where the last answer's time went (ms per stage: inventory, solve, never_fits …), for the log
@@ -372,7 +372,12 @@ class Agent:
         """Unplaced now; would it fit on the same cluster with nothing running and every node up?
         Asked once per job shape while the cluster's nodes and types stay the same."""
         job = spec.job
-        shape = (job.roles[0].member, job.roles[0].replicas, job.locality, bool(job.anti_affinity))
+        shape = (
+            job.roles[0].member.model_dump_json(),
+            job.roles[0].replicas,
+            job.locality.model_dump_json(),
+            bool(job.anti_affinity),
+        )
         cached = self._never_fits_cache.get(shape)
         if cached is not None:
             return cached

@@ -527,3 +527,15 @@ def test_candidate_nodes_cut_alike_nodes_keep_the_closest_misses_and_the_ruler(a
     assert spec is not None
     sent = {n.name: n for n in candidate_nodes(nodes, spec, {"gpu01", "gpu02"}, keys | {"big1": "b"})}
     assert "gpu01" not in sent and "gpu02" not in sent and sent["big1"].schedulable is False
+
+
+@pytest.mark.needs_pipeline
+def test_no_room_now_is_a_pass_and_never_fits_is_asked_once_per_shape(agent: Agent) -> None:
+    """The 'no room now' path (an unhashable cache key once made it an error with a traceback that
+    took 36 s to render on a loaded host, past the hook's timeout)."""
+    assert agent.place({"tres_per_node": "gres:gpu:8"})["action"] == "apply"  # gpu01, the idle one
+    second = agent.place({"tres_per_node": "gres:gpu:8"})
+    assert second["action"] == "pass" and "no room now" in second["message"], second
+    assert "never_fits" in second["stages_ms"]
+    third = agent.place({"tres_per_node": "gres:gpu:8"})
+    assert third["action"] == "pass" and "never_fits" not in third["stages_ms"], third
