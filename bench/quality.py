@@ -50,6 +50,7 @@ from solver.domain.model import (
     NicMode,
     NicRequest,
     Policy,
+    PriorityMode,
     Requirement,
     Role,
     SolveRequest,
@@ -123,7 +124,7 @@ def measures(req: SolveRequest, result: SolveResult) -> dict[str, float]:
         # GPUs placed at each priority level, highest first: what STRICT priority compares, in order.
         "by_priority": by_priority,
         # The solver proved every placed-work tier optimal (no placer can place more, level by level).
-        "proven": bool(placed_work) and all(v.optimal for v in placed_work),
+        "proven": all(v.optimal for v in placed_work) if placed_work else None,  # None: a greedy
         "weighted_gpus": weighted,
         "jobs": len(placed),
         "gpus": sum(len(m.gpus) for jr in placed for m in jr.members),
@@ -159,7 +160,13 @@ def best_of_shuffles(place: Callable[[SolveRequest], SolveResult], req: SolveReq
 
 
 def run_cell(
-    n_nodes: int, load: float, n_jobs: int, seed: int, limits: list[float], orders: int = 10
+    n_nodes: int,
+    load: float,
+    n_jobs: int,
+    seed: int,
+    limits: list[float],
+    orders: int = 10,
+    weighted: list[float] = (),
 ) -> list[dict]:
     from solver.solve import solve
 
@@ -172,6 +179,12 @@ def run_cell(
     for limit in limits:
         timed = base.model_copy(update={"policy": base.policy.model_copy(update={"time_limit_s": limit})})
         placers.append((f"topoplace-{limit:g}s", lambda r=timed: solve(r)))
+    for limit in weighted:
+        # The solver under WEIGHTED priority: one placed-work tier, which CP-SAT often proves optimal
+        # where the STRICT levels are not; its bound caps what any placer can place, weighted.
+        update = {"time_limit_s": limit, "priority_mode": PriorityMode.WEIGHTED}
+        timed = base.model_copy(update={"policy": base.policy.model_copy(update=update)})
+        placers.append((f"topoplace-{limit:g}s-weighted", lambda r=timed: solve(r)))
     rows = []
     for name, run in placers:
         t0 = time.perf_counter()
@@ -202,6 +215,7 @@ def run_cell(
 COLUMNS = (
     ("placer", "placer"),
     ("gpus", "GPUs placed"),
+    ("weighted_gpus", "prio-weighted GPUs"),
     ("jobs", "jobs placed"),
     ("off_switch", "off-switch pairs"),
     ("gang_tier", "gang tier"),
@@ -236,7 +250,8 @@ def table(rows: list[dict]) -> str:
             for key, _ in COLUMNS[1:]:
                 values = [r[key] for r in rs]
                 med = statistics.median(values)
-                cells.append(f"{med:,.2f}" if isinstance(med, float) and key != "gpus" else f"{med:,.0f}")
+                whole = key in ("gpus", "weighted_gpus")
+                cells.append(f"{med:,.2f}" if isinstance(med, float) and not whole else f"{med:,.0f}")
             # Per seed, against the best of the greedy's orders, as STRICT priority compares: GPUs
             # level by level, then jobs (+ better, = level, - worse).
             cells.append(
@@ -244,7 +259,8 @@ def table(rows: list[dict]) -> str:
                     compare((r["by_priority"], r["jobs"]), ref[r["seed"]]) for r in rs if r["seed"] in ref
                 )
             )
-            cells.append(f"{sum(r.get('proven', False) for r in rs)}/{len(rs)}")
+            proven = [r.get("proven") for r in rs if r.get("proven") is not None]
+            cells.append(f"{sum(proven)}/{len(proven)}" if proven else "-")
             cells.append(f"{max(r['cell_peak_rss_mb'] for r in rs):,}")
             cells.append("all" if all(r["verified"] for r in rs) else "NO")
             out.append("| " + " | ".join(cells) + " |")
@@ -279,13 +295,19 @@ def main() -> None:
     parser.add_argument("--seeds", default="1-3")
     parser.add_argument("--limits", default="1,2,5,15")
     parser.add_argument("--orders", type=int, default=10, help="seeded shuffles of the greedy's queue")
+    parser.add_argument(
+        "--weighted", default="", help="also the solver under WEIGHTED priority at these limits"
+    )
     parser.add_argument("--out", help="write every row as JSON here")
     parser.add_argument("--cell", help=argparse.SUPPRESS)  # internal: run one cell, print JSON rows
     args = parser.parse_args()
     limits = [float(x) for x in args.limits.split(",")]
     if args.cell:
         nodes, load, jobs, seed = args.cell.split(":")
-        print(json.dumps(run_cell(int(nodes), float(load), int(jobs), int(seed), limits, args.orders)))
+        weighted = [float(x) for x in args.weighted.split(",") if x]
+        print(
+            json.dumps(run_cell(int(nodes), float(load), int(jobs), int(seed), limits, args.orders, weighted))
+        )
         return
     rows: list[dict] = []
     for nodes in (int(x) for x in args.nodes.split(",")):
@@ -304,6 +326,8 @@ def main() -> None:
                             args.limits,
                             "--orders",
                             str(args.orders),
+                            "--weighted",
+                            args.weighted,
                         ],
                         capture_output=True,
                         text=True,

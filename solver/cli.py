@@ -369,7 +369,13 @@ def render_table(request: SolveRequest, result: SolveResult) -> str:
         f"gap {result.gap:.2%} · GPUs used {m.gpus_used_before} → {m.gpus_used_after} of {m.gpus_total} · "
         f"whole free nodes {m.nodes_fully_free_before} → {m.nodes_fully_free_after}"
     )
-    tiers = (f"{v.name or v.tier.name} {v.value:g} (bound {v.bound:g})" for v in result.objectives)
+    # A tier the time never reached says so: its bound is then only what the tier could take.
+    tiers = (
+        f"{v.name or v.tier.name} {v.value:g} (bound {v.bound:g}"
+        + ("" if v.optimal or v.ms else ", not searched")
+        + ")"
+        for v in result.objectives
+    )
     lines.append("objective: " + ", ".join(tiers))
     if result.plan_source.startswith("floor:"):
         # Said plainly: no search bettered a greedy placer's plan; bounds say how far it could be.

@@ -58,11 +58,12 @@ EXPLAIN_SHARE, EXPLAIN_MIN_S, EXPLAIN_MAX_S = 0.2, 0.25, 2.0
 # nodes x 200 jobs (15,000 variables) a search given 0.06 s took 0.15 s and the call missed its
 # 0.5 s deadline, so a search starts only with at least this much time per variable as well.
 MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE = 0.05, 8e-6
-# What one pass of the floor (a greedy plan, completed and valued) costs per model variable, measured
-# on an idle 2-core machine: 4.0 us at 1,024 HGX nodes x 200 jobs (15,600 variables), 6.5 us at 4,096
-# nodes x 500 jobs (59,900). It sizes the portfolio from the request alone, so that deterministic
-# mode gives the same answer whatever the machine's load.
-FLOOR_PASS_S_PER_VARIABLE = 7e-6
+# What one pass of the floor (a greedy plan, completed and valued) costs per model variable: 7 us
+# on an idle 2-core machine before the floor's indexes (8ad933b) took 40 % of its CPU time off
+# (12.5 -> 7.4 us of CPU a variable measured side by side on a loaded machine, 4,096 nodes x 500
+# jobs). It sizes the portfolio from the request alone, so that deterministic mode gives the same
+# answer whatever the machine's load.
+FLOOR_PASS_S_PER_VARIABLE = 4.5e-6
 # The share of the time limit the floor's shuffles may cost: at scale the search seldom betters the
 # floor's best plan (bench/RESULTS.md, issue 18), while one more tie order often starts more jobs.
 FLOOR_SHARE = 1 / 3

@@ -1,4 +1,4 @@
-"""Shared pytest configuration. Keep it small: builders live in ``tests/builders.py``, fixtures that
+"""Shared pytest configuration. Keep it small: builders live in the test kit (``tests/kit/``); fixtures that
 only one test module needs live in that module."""
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from solver.domain.validate import validate
 from solver.service import wire
 from solver.service.server import RunningServer, serve
 from solver.solve import solve
-from tests.builders import make_cluster, make_inventory, make_job, make_node, make_request
+from tests import kit
 from topoplace.v1 import placement_pb2, placement_pb2_grpc
 
 
@@ -53,15 +53,13 @@ def solved_and_verified(request: SolveRequest) -> SolveResult:
 def test_nic_only_member_with_preferred_alignment_is_answered() -> None:
     """A member with 0 GPUs and a NIC of its own, alignment PREFERRED: decode called it aligned
     (nothing to align to), the verifier called that false and the batch ended INTERNAL."""
-    nic_only = make_job(
-        "nic-only",
-        gpus_per_member=0,
-        members=2,
-        nic_mode=NicMode.PER_MEMBER,
-        nic_count=1,
-        alignment=Requirement.PREFERRED,
+    nic_only = kit.job("nic-only", 0, 2, nics=NicMode.PER_MEMBER, align=Requirement.PREFERRED, nic_count=1)
+    request = kit.request(
+        kit.cluster(2),
+        [nic_only, kit.job("train", 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)],
+        time_limit_s=2,
+        seed=1,
     )
-    request = make_request(make_cluster(2), [nic_only, make_job("train", 2)], time_limit_s=2, seed=1)
     result = solved_and_verified(request)
     by_id = {job.job_id: job for job in result.jobs}
     assert by_id["nic-only"].placed and by_id["train"].placed
@@ -69,9 +67,9 @@ def test_nic_only_member_with_preferred_alignment_is_answered() -> None:
 
 
 def test_nic_only_member_with_required_alignment_is_answered() -> None:
-    request = make_request(
-        make_cluster(1),
-        [make_job("nic", 0, nic_mode=NicMode.PER_MEMBER, nic_count=2, alignment=Requirement.REQUIRED)],
+    request = kit.request(
+        kit.cluster(1),
+        [kit.job("nic", 0, nics=NicMode.PER_MEMBER, align=Requirement.REQUIRED, nic_count=2)],
         time_limit_s=2,
     )
     assert solved_and_verified(request).jobs[0].placed
@@ -85,7 +83,9 @@ def test_infinite_popularity_is_refused_like_nan(weight: float) -> None:
 
 @pytest.mark.parametrize("weight", [math.inf, math.nan])
 def test_infinite_popularity_on_the_wire_is_invalid_argument_naming_the_field(weight: float) -> None:
-    msg = wire.request_to_proto(make_request(make_cluster(1), [make_job("a", 1)]))
+    msg = wire.request_to_proto(
+        kit.request(kit.cluster(1), [kit.job("a", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)])
+    )
     msg.policy.workload.add(gpus=1, popularity=weight)
     with pytest.raises(InvalidRequest) as caught:
         wire.request_from_proto(msg)
@@ -108,7 +108,7 @@ def prefill_decode(tier: int | None, decode_replicas: int = 2) -> Job:
 def test_role_affinity_at_tier_0_means_no_limit() -> None:
     """``highest_tier: 0`` is "no limit" in the domain (Locality says so; compile reads it so); the
     verifier read it as "same node" and refused the answer — the whole batch lost."""
-    request = make_request(make_cluster(4, nodes_per_leaf=2), [prefill_decode(0)], time_limit_s=2)
+    request = kit.request(kit.cluster(4, nodes_per_leaf=2), [prefill_decode(0)], time_limit_s=2)
     result = solved_and_verified(request)
     assert result.jobs[0].placed
 
@@ -116,10 +116,10 @@ def test_role_affinity_at_tier_0_means_no_limit() -> None:
 def test_role_affinity_at_tier_1_still_binds() -> None:
     """The fix does not loosen a real limit: tier 1 (one leaf) over three nodes whose leaves hold
     two each cannot be met, and is not reported as met."""
-    request = make_request(make_cluster(4, nodes_per_leaf=2), [prefill_decode(1)], time_limit_s=2)
+    request = kit.request(kit.cluster(4, nodes_per_leaf=2), [prefill_decode(1)], time_limit_s=2)
     result = solved_and_verified(request)
     assert not result.jobs[0].placed
-    tier1 = make_request(make_cluster(4, nodes_per_leaf=4), [prefill_decode(1)], time_limit_s=2)
+    tier1 = kit.request(kit.cluster(4, nodes_per_leaf=4), [prefill_decode(1)], time_limit_s=2)
     assert solved_and_verified(tier1).jobs[0].placed
 
 
@@ -180,7 +180,7 @@ POPULARITY = st.one_of(
 @st.composite
 def valid_requests(draw: st.DrawFn) -> SolveRequest:
     nodes = [
-        make_node(
+        kit.node(
             f"n{i}",
             gpus=draw(st.sampled_from([0, 2, 8])),
             nics=draw(st.sampled_from([0, 2, 8])),
@@ -193,8 +193,8 @@ def valid_requests(draw: st.DrawFn) -> SolveRequest:
         for _ in range(draw(st.integers(0, 2)))
     )
     batch = [draw(jobs(i)) for i in range(draw(st.integers(1, 3)))]
-    request = make_request(
-        make_inventory(*nodes), batch, time_limit_s=1.0, seed=draw(st.integers(0, 3)), workload=workload
+    request = kit.request(
+        kit.inventory(*nodes), batch, time_limit_s=1.0, seed=draw(st.integers(0, 3)), workload=workload
     )
     assume(validate(request) == ())  # the property is about what the validator accepts
     return request

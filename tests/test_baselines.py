@@ -36,7 +36,7 @@ from solver.domain.model import (
     SolveRequest,
     SolveResult,
 )
-from tests.builders import make_allocation, make_cluster, make_inventory, make_job, make_node, make_request
+from tests import kit
 
 TOPOLOGY = ("volcano", "bestfit")
 SHARING = ("random", "bestfit-share", "gpupacking", "fgd")
@@ -124,7 +124,9 @@ def test_sharing_baselines_verify_on_trace_slices(name: str, seed: int) -> None:
 
 
 def test_sharing_baselines_refuse_what_they_do_not_model() -> None:
-    request = make_request(make_cluster(2), [make_job("nics", gpus_per_member=2)])
+    request = kit.request(
+        kit.cluster(2), [kit.job("nics", 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)]
+    )
     result = fgd.place(request)
     assert verify(request, result) == ()
     assert not result.jobs[0].placed and "NICs" in result.jobs[0].reason.message
@@ -134,11 +136,11 @@ def test_sharing_baselines_refuse_what_they_do_not_model() -> None:
 
 
 def test_bestfit_picks_the_fullest_node_that_fits() -> None:
-    def node(name: str, busy: int) -> Node:
-        return make_node(name, allocations=[make_allocation("run", [f"GPU{g}" for g in range(busy)])])
+    def busy_node(name: str, busy: int) -> Node:
+        return kit.node(name, allocations=[kit.allocation("run", [f"GPU{g}" for g in range(busy)])])
 
-    inventory = make_inventory(node("a-roomy", 2), node("b-tight", 6), node("c-full", 7))
-    request = make_request(inventory, [make_job("j", gpus_per_member=2, nic_mode=NicMode.NONE)])
+    inventory = kit.inventory(busy_node("a-roomy", 2), busy_node("b-tight", 6), busy_node("c-full", 7))
+    request = kit.request(inventory, [kit.job("j", 2, nics=NicMode.NONE, align=Requirement.PREFERRED)])
     result = bestfit.place(request)
     assert verify(request, result) == ()
     assert result.jobs[0].members[0].node == "b-tight"  # 2 free: fits exactly; c-full has 1
@@ -146,10 +148,8 @@ def test_bestfit_picks_the_fullest_node_that_fits() -> None:
 
 def test_bestfit_takes_aligned_gpus_where_volcano_takes_the_first_free() -> None:
     # GPU0 and GPU1 sit on sw0, whose two NICs are held by running work
-    inventory = make_inventory(
-        make_node("n0", allocations=[make_allocation("run", [], ["mlx5_0", "mlx5_1"])])
-    )
-    request = make_request(inventory, [make_job("j", gpus_per_member=2, alignment=Requirement.PREFERRED)])
+    inventory = kit.inventory(kit.node("n0", allocations=[kit.allocation("run", [], ["mlx5_0", "mlx5_1"])]))
+    request = kit.request(inventory, [kit.job("j", 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)])
     slurm, vc = bestfit.place(request), volcano.place(request)
     assert verify(request, slurm) == () and verify(request, vc) == ()
     assert slurm.jobs[0].members[0].gpus == ("GPU2", "GPU3") and slurm.jobs[0].members[0].aligned
@@ -157,10 +157,8 @@ def test_bestfit_takes_aligned_gpus_where_volcano_takes_the_first_free() -> None
 
 
 def test_required_alignment_is_never_broken_by_the_greedy_pick() -> None:
-    inventory = make_inventory(
-        make_node("n0", allocations=[make_allocation("run", [], ["mlx5_0", "mlx5_1"])])
-    )
-    request = make_request(inventory, [make_job("j", gpus_per_member=2, alignment=Requirement.REQUIRED)])
+    inventory = kit.inventory(kit.node("n0", allocations=[kit.allocation("run", [], ["mlx5_0", "mlx5_1"])]))
+    request = kit.request(inventory, [kit.job("j", 2, nics=NicMode.PER_GPU, align=Requirement.REQUIRED)])
     for place in (volcano.place, bestfit.place):
         result = place(request)
         assert verify(request, result) == ()
@@ -171,16 +169,16 @@ def test_required_alignment_is_never_broken_by_the_greedy_pick() -> None:
 
 
 def test_volcano_keeps_a_hard_locality_gang_under_one_leaf() -> None:
-    inventory = make_cluster(8, nodes_per_leaf=4)  # leaf0: n0..n3, leaf1: n4..n7
-    busy = [make_allocation("run", [f"GPU{g}" for g in range(6)])]
+    inventory = kit.cluster(8, nodes_per_leaf=4)  # leaf0: n0..n3, leaf1: n4..n7
+    busy = [kit.allocation("run", [f"GPU{g}" for g in range(6)])]
     nodes = [
         n.model_copy(update={"allocations": busy}) if n.name in ("n0", "n4", "n5") else n
         for n in inventory.nodes
     ]
     inventory = inventory.model_copy(update={"nodes": tuple(nodes)})
-    job = make_job("gang", gpus_per_member=8, members=3, nic_mode=NicMode.NONE)
+    job = kit.job("gang", 8, 3, nics=NicMode.NONE, align=Requirement.PREFERRED)
     job = job.model_copy(update={"locality": Locality(mode=Requirement.REQUIRED, highest_tier=1)})
-    request = make_request(inventory, [job])
+    request = kit.request(inventory, [job])
     result = volcano.place(request)
     assert verify(request, result) == ()
     (gang,) = result.jobs
@@ -190,22 +188,22 @@ def test_volcano_keeps_a_hard_locality_gang_under_one_leaf() -> None:
 
 
 def test_volcano_leaves_a_gang_unplaced_when_no_leaf_can_hold_it() -> None:
-    inventory = make_cluster(4, nodes_per_leaf=2)  # 32 idle GPUs, 16 per leaf
-    job = make_job("gang", gpus_per_member=8, members=3, nic_mode=NicMode.NONE)
+    inventory = kit.cluster(4, nodes_per_leaf=2)  # 32 idle GPUs, 16 per leaf
+    job = kit.job("gang", 8, 3, nics=NicMode.NONE, align=Requirement.PREFERRED)
     job = job.model_copy(update={"locality": Locality(mode=Requirement.REQUIRED, highest_tier=1)})
-    request = make_request(inventory, [job])
+    request = kit.request(inventory, [job])
     result = volcano.place(request)
     assert verify(request, result) == ()
     assert not result.jobs[0].placed and result.jobs[0].reason.code == ReasonCode.LOCALITY
     soft = job.model_copy(update={"locality": Locality(mode=Requirement.PREFERRED, highest_tier=1)})
-    request = make_request(inventory, [soft])
+    request = kit.request(inventory, [soft])
     result = volcano.place(request)
     assert verify(request, result) == () and result.jobs[0].placed and result.jobs[0].leaves_spanned == 2
 
 
 def test_volcano_without_locality_packs_and_keeps_a_gang_close() -> None:
-    inventory = make_cluster(8, nodes_per_leaf=4)
-    request = make_request(inventory, [make_job("pair", gpus_per_member=4, members=2, nic_mode=NicMode.NONE)])
+    inventory = kit.cluster(8, nodes_per_leaf=4)
+    request = kit.request(inventory, [kit.job("pair", 4, 2, nics=NicMode.NONE, align=Requirement.PREFERRED)])
     result = volcano.place(request)
     assert verify(request, result) == ()
     assert {m.node for m in result.jobs[0].members} == {"n0"}  # binpack: both halves on one node

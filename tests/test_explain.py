@@ -37,7 +37,7 @@ from solver.reduce.policy import apply_policy_chains
 from solver.reduce.rails import expand_rails
 from solver.search.alone import AloneProbe
 from solver.solve import solve
-from tests.builders import make_allocation, make_inventory, make_job, make_node, make_request
+from tests import kit
 
 
 def only(request: SolveRequest) -> tuple:
@@ -91,7 +91,7 @@ def pxb_node(name: str) -> Node:
 def test_a_job_blocked_by_pcie_distance_is_told_the_distance_that_fits_and_where() -> None:
     # Was: "make GPU↔NIC alignment PREFERRED" — looser than needed.
     aligned = member(nics=NicRequest(mode=NicMode.PER_GPU), alignment=Alignment(mode=Requirement.REQUIRED))
-    request = make_request(make_inventory(pxb_node("gpu-07")), [one_role("a", aligned)])
+    request = kit.request(kit.inventory(pxb_node("gpu-07")), [one_role("a", aligned)])
     reason = only(request)
     assert reason.code == ReasonCode.NO_NODE_FITS
     assert reason.message.endswith(
@@ -107,9 +107,9 @@ def test_a_model_no_node_has_is_named_with_the_models_nodes_have() -> None:
     # Was: "the largest free node has 8 free GPUs".
     # (A job asking for a model no node has at all is refused by validate on this branch; a cordoned
     # H100 node lets the request through, and the message says what the schedulable nodes have.)
-    cordoned = make_node("gpu-09", gpu_model="H100").model_copy(update={"schedulable": False})
-    request = make_request(
-        make_inventory(make_node("gpu-01", gpu_model="A100-SXM4-80GB"), cordoned),
+    cordoned = kit.node("gpu-09", model="H100").model_copy(update={"schedulable": False})
+    request = kit.request(
+        kit.inventory(kit.node("gpu-01", model="A100-SXM4-80GB"), cordoned),
         [one_role("h", member(gpus=2, gpu_models=("H100",)))],
     )
     reason = only(request)
@@ -123,7 +123,7 @@ def test_a_model_no_node_has_is_named_with_the_models_nodes_have() -> None:
 
 def test_a_lone_job_blocked_by_role_affinity_is_a_locality_reason_not_outprioritised() -> None:
     # Was: OUTPRIORITISED, "the batch's other jobs took it" — with no other job in the batch.
-    nodes = [make_node("a0", leaf="leafA"), make_node("b0", leaf="leafB")]
+    nodes = [kit.node("a0", leaf="leafA"), kit.node("b0", leaf="leafB")]
     job = Job(
         id="pd",
         roles=(
@@ -132,7 +132,7 @@ def test_a_lone_job_blocked_by_role_affinity_is_a_locality_reason_not_outpriorit
         ),
         role_affinity=(RoleAffinity(role_a="prefill", role_b="decode", highest_tier=1),),
     )
-    request = make_request(make_inventory(*nodes), [job])
+    request = kit.request(kit.inventory(*nodes), [job])
     reason = only(request)
     assert reason.code == ReasonCode.LOCALITY
     assert "role_affinity" in reason.message or "tier-1" in reason.message
@@ -149,7 +149,7 @@ def test_a_two_role_job_too_big_for_the_cluster_is_not_told_it_has_room() -> Non
             Role(name="decode", replicas=2, member=member(gpus=8)),
         ),
     )
-    request = make_request(make_inventory(make_node("n0"), make_node("n1")), [job])
+    request = kit.request(kit.inventory(kit.node("n0"), kit.node("n1")), [job])
     reason = only(request)
     assert reason.code == ReasonCode.INSUFFICIENT_CAPACITY
     assert "room for this job alone" not in reason.message
@@ -162,14 +162,14 @@ def test_a_rail_blocked_gang_names_the_rail_rule() -> None:
     # Was: INSUFFICIENT_CAPACITY with a wrong count, the rail rule never named. Three 2-GPU members
     # fit (two on n0, two on n1, one on n2), but no rail set is free on three members' worth of nodes.
     held = {
-        "n0": make_allocation("x", [f"GPU{i}" for i in range(4)], [f"mlx5_{i}" for i in range(4)]),
-        "n1": make_allocation("y", [f"GPU{i}" for i in range(4, 8)], [f"mlx5_{i}" for i in range(4, 8)]),
-        "n2": make_allocation("z", [f"GPU{i}" for i in range(6)], [f"mlx5_{i}" for i in range(6)]),
+        "n0": kit.allocation("x", [f"GPU{i}" for i in range(4)], [f"mlx5_{i}" for i in range(4)]),
+        "n1": kit.allocation("y", [f"GPU{i}" for i in range(4, 8)], [f"mlx5_{i}" for i in range(4, 8)]),
+        "n2": kit.allocation("z", [f"GPU{i}" for i in range(6)], [f"mlx5_{i}" for i in range(6)]),
     }
-    nodes = [make_node(name, allocations=[a]) for name, a in held.items()]
+    nodes = [kit.node(name, allocations=[a]) for name, a in held.items()]
     gang = one_role("g", member(gpus=2, nics=NicRequest(mode=NicMode.PER_GPU)), replicas=3,
                     rail_aligned=Requirement.REQUIRED)  # fmt: skip
-    request = make_request(make_inventory(*nodes), [gang])
+    request = kit.request(kit.inventory(*nodes), [gang])
     reason = only(request)
     assert reason.code == ReasonCode.LOCALITY
     assert "rail" in reason.message
@@ -180,9 +180,9 @@ def test_a_rail_blocked_gang_names_the_rail_rule() -> None:
 def test_a_mutex_blocked_job_gets_the_mutex_code_and_drop_mutex() -> None:
     # Was: NO_NODE_FITS and "no single rule relaxation", the MUTEX code never used.
     shares = tuple(GpuShare(gpu=f"GPU{i}", milli=300) for i in range(8))
-    node = make_node("n0", allocations=[Allocation(owner="shared", gpu_shares=shares)])
+    node = kit.node("n0", allocations=[Allocation(owner="shared", gpu_shares=shares)])
     job = one_role("m", MemberShape(gpu_share=GpuShare(milli=300), mutex=True))
-    request = make_request(make_inventory(node), [job])
+    request = kit.request(kit.inventory(node), [job])
     reason = only(request)
     assert reason.code == ReasonCode.MUTEX
     assert reason.relaxation == "drop mutex"
@@ -192,11 +192,9 @@ def test_a_mutex_blocked_job_gets_the_mutex_code_and_drop_mutex() -> None:
 
 def test_avoiding_every_model_with_room_is_named() -> None:
     # Was: NO_NODE_FITS with "no single rule relaxation", like mutex.
-    busy = make_node(
-        "a100", gpu_model="A100", allocations=[make_allocation("x", [f"GPU{i}" for i in range(8)])]
-    )
-    request = make_request(
-        make_inventory(busy, make_node("h100", gpu_model="H100")),
+    busy = kit.node("a100", model="A100", allocations=[kit.allocation("x", [f"GPU{i}" for i in range(8)])])
+    request = kit.request(
+        kit.inventory(busy, kit.node("h100", model="H100")),
         [one_role("j", member(gpus=1, avoid_gpu_models=("H100",)))],
     )
     reason = only(request)
@@ -207,9 +205,12 @@ def test_avoiding_every_model_with_room_is_named() -> None:
 
 
 def test_a_job_the_batch_crowded_out_is_outprioritised_and_names_who() -> None:
-    nodes = [make_node("n0")]
-    jobs = [make_job("big", 8, priority=10), make_job("small", 8)]
-    result = solve(make_request(make_inventory(*nodes), jobs))
+    nodes = [kit.node("n0")]
+    jobs = [
+        kit.job("big", 8, nics=NicMode.PER_GPU, align=Requirement.PREFERRED, priority=10),
+        kit.job("small", 8, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+    ]
+    result = solve(kit.request(kit.inventory(*nodes), jobs))
     small = next(j for j in result.jobs if j.job_id == "small")
     assert small.reason.code == ReasonCode.OUTPRIORITISED
     assert "(big)" in small.reason.message
@@ -217,11 +218,11 @@ def test_a_job_the_batch_crowded_out_is_outprioritised_and_names_who() -> None:
 
 def test_the_hard_locality_tier_that_fits_is_the_one_suggested() -> None:
     # Two leaves of one node each under one spine: tier 1 cannot hold a 2-node gang, tier 2 can.
-    nodes = [make_node("a0", leaf="leafA"), make_node("b0", leaf="leafB")]
+    nodes = [kit.node("a0", leaf="leafA"), kit.node("b0", leaf="leafB")]
     gang = one_role(
         "g", member(gpus=8), replicas=2, locality=Locality(mode=Requirement.REQUIRED, highest_tier=1)
     )
-    request = make_request(make_inventory(*nodes), [gang])
+    request = kit.request(kit.inventory(*nodes), [gang])
     reason = only(request)
     assert reason.code == ReasonCode.LOCALITY
     assert reason.relaxation == "allow tier 2 (job locality highest_tier 2)"
@@ -239,16 +240,16 @@ def lone_jobs(draw: st.DrawFn) -> SolveRequest:
         gpus = draw(st.sampled_from([4, 8]))
         used = draw(st.integers(0, gpus))
         nodes.append(
-            make_node(
+            kit.node(
                 f"n{i}",
                 gpus=gpus,
                 nics=gpus,
                 leaf=f"leaf{draw(st.integers(0, 1))}",
-                pcie_switches=draw(st.sampled_from([1, 2, 4])),
-                gpu_model=draw(st.sampled_from(["A100", "H100"])),
-                nvlink=draw(st.booleans()),
+                switches=draw(st.sampled_from([1, 2, 4])),
+                model=draw(st.sampled_from(["A100", "H100"])),
+                nvlink="all" if draw(st.booleans()) else "none",
                 allocations=[
-                    make_allocation(
+                    kit.allocation(
                         "old", [f"GPU{k}" for k in range(used)], [f"mlx5_{k}" for k in range(used)]
                     )
                 ],
@@ -269,7 +270,7 @@ def lone_jobs(draw: st.DrawFn) -> SolveRequest:
     replicas = draw(st.integers(1, 3))
     locality = draw(st.sampled_from([Locality(), Locality(mode=Requirement.REQUIRED, highest_tier=1)]))
     job = Job(id="j", roles=(Role(name="worker", replicas=replicas, member=shape),), locality=locality)
-    request = make_request(make_inventory(*nodes), [job], time_limit_s=2)
+    request = kit.request(kit.inventory(*nodes), [job], time_limit_s=2)
     assume(not validate(request))  # impossible asks are refused before any placement
     return request
 

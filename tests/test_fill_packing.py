@@ -5,7 +5,7 @@ from __future__ import annotations
 from solver.domain.model import Job, MemberShape, ObjectiveTier, Packing, Role, WorkloadShape
 from solver.reduce.normalise import normalise
 from solver.solve import solve
-from tests.solver_cases import job, request, server
+from tests import kit
 
 TIERS = (ObjectiveTier.PLACED_WORK, ObjectiveTier.PACKING)
 TEN_CORES_A_GPU = (WorkloadShape(gpus=1, cpu_milli=10_000),)
@@ -23,10 +23,10 @@ def placed_on(result) -> str:
 def test_a_gpu_pod_goes_to_the_node_whose_gpus_are_most_used() -> None:
     # Both nodes have two GPUs free, so a best fit by free GPUs cannot tell them apart; six of
     # eight used on the big one against two of four on the small one.
-    big = server("big", switches=4, used_gpus=range(6), cpu_milli=96_000)
-    small = server("small", used_gpus=range(2), cpu_milli=96_000)
+    big = kit.node("big", kit.SMALL, switches=4, gpus=8, nics=4, used_gpus=range(6), cpu_milli=96_000)
+    small = kit.node("small", kit.SMALL, used_gpus=range(2), cpu_milli=96_000)
     for order in (("big", "small"), ("small", "big")):
-        req = request([small, big], [job("p", 1)], objective=(*TIERS, ObjectiveTier.NODE_ORDER))
+        req = kit.request([small, big], [kit.job("p", 1)], objective=(*TIERS, ObjectiveTier.NODE_ORDER))
         req = req.model_copy(update={"policy": req.policy.model_copy(update={"packing": Packing.FILL})})
         req = req.model_copy(update={"policy": req.policy.model_copy(update={"node_order": order})})
         assert placed_on(solve(req)) == "big"
@@ -35,9 +35,9 @@ def test_a_gpu_pod_goes_to_the_node_whose_gpus_are_most_used() -> None:
 def test_a_cpu_only_pod_takes_cpu_its_node_has_to_spare_not_the_most_free_cpu() -> None:
     # At ten cores a GPU, the node with four idle GPUs needs 40 of its 48 cores for them: 8 spare.
     # The node whose GPUs are all busy spares all its 16.
-    gpus_idle = server("gpus-idle", cpu_milli=48_000)
-    gpus_busy = server("gpus-busy", used_gpus=range(4), cpu_milli=16_000)
-    req = request(
+    gpus_idle = kit.node("gpus-idle", kit.SMALL, cpu_milli=48_000)
+    gpus_busy = kit.node("gpus-busy", kit.SMALL, used_gpus=range(4), cpu_milli=16_000)
+    req = kit.request(
         [gpus_idle, gpus_busy],
         [cpu_job("etl", 4_000)],
         objective=TIERS,
@@ -47,19 +47,19 @@ def test_a_cpu_only_pod_takes_cpu_its_node_has_to_spare_not_the_most_free_cpu() 
     assert placed_on(solve(req)) == "gpus-busy"
     binpack = req.model_copy(update={"policy": req.policy.model_copy(update={"packing": Packing.BINPACK})})
     assert placed_on(solve(binpack)) == "gpus-busy"  # binpack agrees here: the busy node is fuller
-    roomy = server("gpus-busy", used_gpus=range(4), cpu_milli=64_000)
+    roomy = kit.node("gpus-busy", kit.SMALL, used_gpus=range(4), cpu_milli=64_000)
     req = req.model_copy(update={"inventory": req.inventory.model_copy(update={"nodes": (gpus_idle, roomy)})})
     assert placed_on(solve(req)) == "gpus-busy"  # 64 spare against 8, though it has more CPU free
 
 
 def test_nodes_split_by_gpu_count_only_where_fill_asks_for_it() -> None:
     # Two nodes with the same free devices (two idle GPUs) but four and eight GPUs in all.
-    plain = {"nics_per_switch": 0, "nvlink": "none"}
+    plain = {"nics": 0, "nvlink": "none"}
     nodes = [
-        server("four", used_gpus=range(2), **plain),
-        server("eight", switches=4, used_gpus=range(6), **plain),
+        kit.node("four", kit.SMALL, used_gpus=range(2), **plain),
+        kit.node("eight", kit.SMALL, switches=4, gpus=8, used_gpus=range(6), **plain),
     ]
-    fill = request(nodes, [job("p", 1)], objective=TIERS, packing=Packing.FILL)
-    binpack = request(nodes, [job("p", 1)], objective=TIERS, packing=Packing.BINPACK)
+    fill = kit.request(nodes, [kit.job("p", 1)], objective=TIERS, packing=Packing.FILL)
+    binpack = kit.request(nodes, [kit.job("p", 1)], objective=TIERS, packing=Packing.BINPACK)
     assert sorted(c.gpu_total for c in normalise(fill).classes) == [4, 8]
     assert [c.gpu_total for c in normalise(binpack).classes] == [0]

@@ -21,7 +21,7 @@ from solver.reduce.pools import pool
 from solver.reduce.rails import expand_rails
 from solver.search.floor import portfolio
 from solver.solve import solve
-from tests.solver_cases import best_placed_work, fabric_problems, job, placed_work, request, server
+from tests import kit
 
 
 def floor_of(req):
@@ -33,7 +33,7 @@ def floor_of(req):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fabric_problems(max_nodes=5, max_jobs=6, spines=2))
+@given(kit.fabric_problems(max_nodes=5, max_jobs=6, spines=2))
 def test_the_answer_is_never_worse_than_any_placer_of_the_floor(req) -> None:
     assume(not validate(req))
     compiled, candidates = floor_of(req)
@@ -45,7 +45,7 @@ def test_the_answer_is_never_worse_than_any_placer_of_the_floor(req) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fabric_problems())  # small enough for the brute force below
+@given(kit.fabric_problems())  # small enough for the brute force below
 def test_a_floor_plan_alone_is_a_valid_answer(req) -> None:
     """With no time to search, the floor's plan is returned: verified (solve raises otherwise),
     honest about being unproven, and never above the optimum."""
@@ -56,16 +56,19 @@ def test_a_floor_plan_alone_is_a_valid_answer(req) -> None:
         result = solve(tiny)
     assert result.plan_source.startswith("floor:")
     assert all(v.ms == 0 for v in result.objectives)  # no tier was searched, and it says so
-    assert "plan: the floor's" in render_table(tiny, result)
-    best = best_placed_work(req)
-    assert placed_work(result) <= best and best[0] <= result.objectives[0].bound
+    table = render_table(tiny, result)
+    assert "plan: the floor's" in table
+    unproven = [v for v in result.objectives if not v.optimal]
+    assert table.count(", not searched)") == len(unproven)
+    best = kit.best_placed_work(req)
+    assert kit.placed_work(result) <= best and best[0] <= result.objectives[0].bound
 
 
 def test_bounds_never_exceed_what_a_tier_can_take() -> None:
     """A reported bound above the most the tier could ever be (all work of every job) is no bound."""
-    nodes = [server(f"n{i}", used_gpus=(i % 4,)) for i in range(4)]
-    jobs = [job(f"j{i}", 1 + i % 3, members=1 + i % 2, priority=i % 3) for i in range(8)]
-    result = solve(request(nodes, jobs))
+    nodes = [kit.node(f"n{i}", kit.SMALL, used_gpus=(i % 4,)) for i in range(4)]
+    jobs = [kit.job(f"j{i}", 1 + i % 3, members=1 + i % 2, priority=i % 3) for i in range(8)]
+    result = solve(kit.request(nodes, jobs))
     most = sum((j.priority + 1) * 1000 * r.member.gpus * r.replicas for j in jobs for r in j.roles)
     work = next(v for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
     assert work.value <= work.bound <= most
@@ -73,10 +76,10 @@ def test_bounds_never_exceed_what_a_tier_can_take() -> None:
 
 
 def test_pods_of_one_shape_are_pooled_and_handed_back_pod_by_pod() -> None:
-    nodes = [server("n0", used_gpus=(0,)), server("n1", used_gpus=(1, 2))]
-    pods = [job(f"pod{i}", 1) for i in range(6)]  # 5 free GPUs: one pod is left out
-    gang = job("gang", 2, members=1, locality=Locality(mode=Requirement.PREFERRED, highest_tier=1))
-    req = request(nodes, [*pods[:3], gang, *pods[3:]])
+    nodes = [kit.node("n0", kit.SMALL, used_gpus=(0,)), kit.node("n1", kit.SMALL, used_gpus=(1, 2))]
+    pods = [kit.job(f"pod{i}", 1) for i in range(6)]  # 5 free GPUs: one pod is left out
+    gang = kit.job("gang", 2, members=1, locality=Locality(mode=Requirement.PREFERRED, highest_tier=1))
+    req = kit.request(nodes, [*pods[:3], gang, *pods[3:]])
     pooled, pools = pool(req)
     assert len(pooled.jobs) == 2 and pools.members_of[0] == (0, 1, 2, 4, 5, 6)
     result = solve(req)
@@ -93,7 +96,7 @@ def test_pods_of_one_shape_are_pooled_and_handed_back_pod_by_pod() -> None:
 def test_pods_with_anti_affinity_in_the_batch_are_not_pooled() -> None:
     from solver.domain.model import AntiAffinity
 
-    pods = [job(f"pod{i}", 1) for i in range(3)]
+    pods = [kit.job(f"pod{i}", 1) for i in range(3)]
     pods[0] = pods[0].model_copy(update={"anti_affinity": (AntiAffinity(labels={"team": "a"}),)})
-    pooled, pools = pool(request([server("n0")], pods))
+    pooled, pools = pool(kit.request([kit.node("n0", kit.SMALL)], pods))
     assert pooled.jobs == tuple(pods) and all(len(m) == 1 for m in pools.members_of)

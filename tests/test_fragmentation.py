@@ -17,8 +17,7 @@ from solver.domain.fragmentation import (
 )
 from solver.domain.model import Allocation, GpuShare, MemberShape, ObjectiveTier, Policy, WorkloadShape
 from solver.solve import solve
-from tests.solver_cases import request, server
-from tests.test_sharing import share_job, whole_job
+from tests import kit
 
 WHOLE_1 = Typical(gpus=1, milli=0, popularity=0.5)
 HALF = Typical(gpus=0, milli=500, popularity=0.5)
@@ -72,13 +71,19 @@ def test_profile_comes_from_the_batch_when_not_given() -> None:
 
 
 def test_fragmentation_tier_fills_the_half_used_gpu() -> None:
-    busy = server("b", switches=1, gpus_per_switch=2, nics_per_switch=0).model_copy(
+    busy = kit.node("b", kit.SMALL, switches=1, gpus=2, nics=0).model_copy(
         update={"allocations": (Allocation(owner="old", gpu_shares=(GpuShare(gpu="GPU0", milli=500),)),)}
     )
-    idle = server("a", switches=1, gpus_per_switch=2, nics_per_switch=0)
+    idle = kit.node("a", kit.SMALL, switches=1, gpus=2, nics=0)
     workload = (WorkloadShape(gpus=1, popularity=1), WorkloadShape(milli=500, popularity=1))
     policy = {"workload": workload, "objective": (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION)}
-    result = solve(request([idle, busy], [share_job("s", 500), whole_job("w", 1)], **policy))
+    result = solve(
+        kit.request(
+            [idle, busy],
+            [kit.job("s", role="pod", share=GpuShare(milli=500)), kit.job("w", 1, role="pod")],
+            **policy,
+        )
+    )
     share = next(j for j in result.jobs if j.job_id == "s").members[0]
     assert (share.node, share.gpus) == ("b", ("GPU0",))
     assert result.metrics.fragmentation_after < result.metrics.fragmentation_before
@@ -87,8 +92,12 @@ def test_fragmentation_tier_fills_the_half_used_gpu() -> None:
 
 
 def test_every_result_reports_fragmentation_and_stranded_gpus() -> None:
-    node = server("n", switches=1, gpus_per_switch=2, nics_per_switch=0)
-    result = solve(request([node], [share_job("s", 300)], workload=(WorkloadShape(gpus=2),)))
+    node = kit.node("n", kit.SMALL, switches=1, gpus=2, nics=0)
+    result = solve(
+        kit.request(
+            [node], [kit.job("s", role="pod", share=GpuShare(milli=300))], workload=(WorkloadShape(gpus=2),)
+        )
+    )
     # After the share, no idle pair is left: the node can host no 2-GPU request; 1.7 GPUs stranded.
     assert result.metrics.stranded_gpus_before == 0
     assert result.metrics.stranded_gpus_after == pytest.approx(1.7)
@@ -104,18 +113,18 @@ def test_score_loss_is_fgds_integer_score_counted_from_no_change() -> None:
 
 def test_fragmentation_keeps_cpu_for_the_idle_gpu_and_binpack_takes_the_smaller_node() -> None:
     # One GPU and 8 cores asked; node "small" has 10 cores, node "big" 64, two idle GPUs each.
-    small = server("small", switches=1, gpus_per_switch=2, nics_per_switch=0, cpu_milli=10_000)
-    big = server("big", switches=1, gpus_per_switch=2, nics_per_switch=0, cpu_milli=64_000)
-    job = whole_job("w", 1).model_copy(deep=True)
+    small = kit.node("small", kit.SMALL, switches=1, gpus=2, nics=0, cpu_milli=10_000)
+    big = kit.node("big", kit.SMALL, switches=1, gpus=2, nics=0, cpu_milli=64_000)
+    job = kit.job("w", 1, role="pod").model_copy(deep=True)
     member = job.roles[0].member.model_copy(update={"cpu_milli": 8_000})
     job = job.model_copy(update={"roles": (job.roles[0].model_copy(update={"member": member}),)})
     workload = (WorkloadShape(gpus=1, cpu_milli=8_000),)
     tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.PACKING)
-    packed = solve(request([small, big], [job], workload=workload, objective=tiers))
+    packed = solve(kit.request([small, big], [job], workload=workload, objective=tiers))
     assert packed.jobs[0].members[0].node == "small"  # best fit in CPU as well as GPUs
     # On "small" the second GPU would be left with 2 cores: lost to every 8-core request.
     tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.PACKING)
-    kept = solve(request([small, big], [job], workload=workload, objective=tiers))
+    kept = solve(kit.request([small, big], [job], workload=workload, objective=tiers))
     assert kept.jobs[0].members[0].node == "big"
     assert kept.metrics.fragmentation_after < packed.metrics.fragmentation_after
 

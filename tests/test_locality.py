@@ -18,7 +18,7 @@ from solver.domain.model import (
 )
 from solver.domain.validate import validate
 from solver.solve import solve
-from tests.solver_cases import best_placed_work, fabric_problems, fat_tree, job, placed_work, request, server
+from tests import kit
 
 HARD_LEAF = Locality(mode=Requirement.REQUIRED, highest_tier=1)
 SOFT = Locality(mode=Requirement.PREFERRED)
@@ -30,19 +30,23 @@ def nodes_of(result, job_id: str) -> set[str]:
 
 def two_leaves(free_a: int, free_b: int) -> list:
     """Four-GPU nodes: ``free_a`` free under leaf0, ``free_b`` under leaf1 (two spines)."""
-    return [server(f"a{i}", leaf="leaf0") for i in range(free_a)] + [
-        server(f"b{i}", leaf="leaf1") for i in range(free_b)
+    return [kit.node(f"a{i}", kit.SMALL, leaf="leaf0") for i in range(free_a)] + [
+        kit.node(f"b{i}", kit.SMALL, leaf="leaf1") for i in range(free_b)
     ]
 
 
 def test_hard_leaf_locality_places_the_gang_under_one_leaf() -> None:
-    result = solve(request(two_leaves(2, 3), [job("g", 4, members=3, locality=HARD_LEAF)], fat_tree(2, 2)))
+    result = solve(
+        kit.request(two_leaves(2, 3), [kit.job("g", 4, members=3, locality=HARD_LEAF)], kit.fat_tree(2, 2))
+    )
     assert nodes_of(result, "g") == {"b0", "b1", "b2"}
     assert result.jobs[0].locality_tier == 1 and result.jobs[0].leaves_spanned == 1
 
 
 def test_hard_leaf_locality_refuses_a_gang_no_leaf_can_hold_and_says_which_leaf_came_closest() -> None:
-    result = solve(request(two_leaves(2, 2), [job("g", 4, members=3, locality=HARD_LEAF)], fat_tree(2, 2)))
+    result = solve(
+        kit.request(two_leaves(2, 2), [kit.job("g", 4, members=3, locality=HARD_LEAF)], kit.fat_tree(2, 2))
+    )
     reason = result.jobs[0].reason
     assert not result.jobs[0].placed
     assert reason.code == ReasonCode.LOCALITY
@@ -54,32 +58,41 @@ def test_hard_leaf_locality_refuses_a_gang_no_leaf_can_hold_and_says_which_leaf_
 
 def test_a_looser_tier_places_the_same_gang_across_leaves() -> None:
     loose = Locality(mode=Requirement.REQUIRED, highest_tier=2)
-    result = solve(request(two_leaves(2, 2), [job("g", 4, members=3, locality=loose)], fat_tree(2, 1)))
+    result = solve(
+        kit.request(two_leaves(2, 2), [kit.job("g", 4, members=3, locality=loose)], kit.fat_tree(2, 1))
+    )
     assert len(nodes_of(result, "g")) == 3
     assert result.jobs[0].locality_tier == 2 and result.jobs[0].leaves_spanned == 2
 
 
 def test_soft_locality_prefers_one_leaf_over_packing() -> None:
     # Binpack alone would take the partly used a-nodes; the soft rule keeps the gang on leaf1.
-    nodes = [server("a0", leaf="leaf0", used_gpus=(0, 1)), server("a1", leaf="leaf0", used_gpus=(0, 1))]
-    nodes += [server("b0", leaf="leaf1"), server("b1", leaf="leaf1"), server("c0", leaf="leaf0")]
-    gang = job("g", 2, members=3, locality=SOFT)
-    result = solve(request(nodes, [gang], fat_tree(2, 2)))
+    nodes = [
+        kit.node("a0", kit.SMALL, leaf="leaf0", used_gpus=(0, 1)),
+        kit.node("a1", kit.SMALL, leaf="leaf0", used_gpus=(0, 1)),
+    ]
+    nodes += [
+        kit.node("b0", kit.SMALL, leaf="leaf1"),
+        kit.node("b1", kit.SMALL, leaf="leaf1"),
+        kit.node("c0", kit.SMALL, leaf="leaf0"),
+    ]
+    gang = kit.job("g", 2, members=3, locality=SOFT)
+    result = solve(kit.request(nodes, [gang], kit.fat_tree(2, 2)))
     assert result.jobs[0].locality_tier == 1
     assert nodes_of(result, "g") <= {"a0", "a1", "c0"} or nodes_of(result, "g") <= {"b0", "b1"}
 
 
 def test_soft_locality_spans_as_few_leaves_as_it_can() -> None:
-    nodes = [server(f"l{leaf}n{i}", leaf=f"leaf{leaf}") for leaf in range(3) for i in range(2)]
-    result = solve(request(nodes, [job("g", 4, members=4, locality=SOFT)], fat_tree(3, 1)))
+    nodes = [kit.node(f"l{leaf}n{i}", kit.SMALL, leaf=f"leaf{leaf}") for leaf in range(3) for i in range(2)]
+    result = solve(kit.request(nodes, [kit.job("g", 4, members=4, locality=SOFT)], kit.fat_tree(3, 1)))
     assert result.jobs[0].leaves_spanned == 2
     assert any(v.name == "topology.leaves_spanned" for v in result.objectives)
 
 
 def test_nvlink_domain_required_keeps_the_gang_in_one_rack() -> None:
-    nodes = [server(f"r0n{i}", nvlink_domain="rack0") for i in range(2)]
-    nodes += [server(f"r1n{i}", nvlink_domain="rack1") for i in range(3)]
-    result = solve(request(nodes, [job("g", 4, members=3, nvlink_domain=Requirement.REQUIRED)]))
+    nodes = [kit.node(f"r0n{i}", kit.SMALL, nvlink_domain="rack0") for i in range(2)]
+    nodes += [kit.node(f"r1n{i}", kit.SMALL, nvlink_domain="rack1") for i in range(3)]
+    result = solve(kit.request(nodes, [kit.job("g", 4, members=3, nvlink_domain=Requirement.REQUIRED)]))
     assert nodes_of(result, "g") == {"r1n0", "r1n1", "r1n2"}
     assert result.jobs[0].nvlink_domains_spanned == 1
 
@@ -88,16 +101,20 @@ def test_the_greedy_plan_is_a_hint_not_an_answer() -> None:
     # Nodes in no NVLink domain cannot hold a gang that must stay in one. The greedy plan the search
     # starts from places it anyway; a shortcut that took that plan as the first tier's answer once it
     # placed everything asked handed out a plan the verifier refused.
-    nodes = [server(f"n{i}", leaf="leaf0") for i in range(2)]
+    nodes = [kit.node(f"n{i}", kit.SMALL, leaf="leaf0") for i in range(2)]
     locality = Locality(mode=Requirement.PREFERRED, highest_tier=1)
-    gang = job("g", 1, members=2, nvlink_domain=Requirement.REQUIRED, locality=locality)
-    result = solve(request(nodes, [gang], fat_tree(1)))
+    gang = kit.job("g", 1, members=2, nvlink_domain=Requirement.REQUIRED, locality=locality)
+    result = solve(kit.request(nodes, [gang], kit.fat_tree(1)))
     assert result.status == SolveStatus.OPTIMAL and not result.jobs[0].placed
 
 
 def test_prefill_and_decode_stay_under_one_leaf() -> None:
     # leaf0 has room for prefill only if decode goes there too; leaf1 can take both.
-    nodes = [server("a0", leaf="leaf0"), server("b0", leaf="leaf1"), server("b1", leaf="leaf1")]
+    nodes = [
+        kit.node("a0", kit.SMALL, leaf="leaf0"),
+        kit.node("b0", kit.SMALL, leaf="leaf1"),
+        kit.node("b1", kit.SMALL, leaf="leaf1"),
+    ]
     pd = Job(
         id="pd",
         roles=(
@@ -106,7 +123,7 @@ def test_prefill_and_decode_stay_under_one_leaf() -> None:
         ),
         role_affinity=(RoleAffinity(role_a="prefill", role_b="decode", highest_tier=1),),
     )
-    result = solve(request(nodes, [pd], fat_tree(2, 2)))
+    result = solve(kit.request(nodes, [pd], kit.fat_tree(2, 2)))
     leaves = {"a0": "leaf0", "b0": "leaf1", "b1": "leaf1"}
     assert len({leaves[n] for n in nodes_of(result, "pd")}) == 1
 
@@ -120,7 +137,7 @@ def test_role_locality_binds_one_role_only() -> None:
             Role(name="decode", replicas=1, member=MemberShape(gpus=4)),
         ),
     )
-    result = solve(request(nodes, [pd], fat_tree(2, 2)))
+    result = solve(kit.request(nodes, [pd], kit.fat_tree(2, 2)))
     prefill = {m.node for m in result.jobs[0].members if m.role == "prefill"}
     assert prefill == {"b0", "b1"}
 
@@ -128,21 +145,23 @@ def test_role_locality_binds_one_role_only() -> None:
 def test_a_tier_the_fabric_does_not_have_is_refused() -> None:
     switches = [FabricSwitch(id="core", tier=3), FabricSwitch(id="leaf0", tier=1, parent="core")]
     two_tier = Locality(mode=Requirement.REQUIRED, highest_tier=2)
-    problems = validate(request(two_leaves(2, 0), [job("g", 1, members=2, locality=two_tier)], switches))
+    problems = validate(
+        kit.request(two_leaves(2, 0), [kit.job("g", 1, members=2, locality=two_tier)], switches)
+    )
     assert [p.path for p in problems] == ["jobs[0].locality.highest_tier"]
     assert "not a tier of the fabric" in problems[0].message
 
 
 def test_nodes_outside_the_fabric_take_no_ruled_gang() -> None:
-    nodes = [server("loose"), server("a0", leaf="leaf0")]
-    result = solve(request(nodes, [job("g", 2, members=2, locality=HARD_LEAF)], fat_tree(1)))
+    nodes = [kit.node("loose", kit.SMALL), kit.node("a0", kit.SMALL, leaf="leaf0")]
+    result = solve(kit.request(nodes, [kit.job("g", 2, members=2, locality=HARD_LEAF)], kit.fat_tree(1)))
     assert nodes_of(result, "g") == {"a0"}
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fabric_problems())
+@given(kit.fabric_problems())
 def test_random_fabrics_are_verified_and_optimal_against_brute_force(req) -> None:
     assume(not validate(req))
     result = solve(req)  # the verifier checks every hard locality rule and the reported footprint
     assert result.status == SolveStatus.OPTIMAL
-    assert placed_work(result) == best_placed_work(req)
+    assert kit.placed_work(result) == kit.best_placed_work(req)

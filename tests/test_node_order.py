@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from solver.domain.model import ObjectiveTier
 from solver.domain.validate import validate
 from solver.solve import solve
-from tests.solver_cases import job, request, server
+from tests import kit
 
 FIRST_FIT = (ObjectiveTier.PLACED_WORK, ObjectiveTier.NODE_ORDER)
 
@@ -18,55 +18,77 @@ def nodes_of(result) -> list[str]:
 
 
 def test_a_pod_goes_to_the_first_node_of_the_order() -> None:
-    nodes = [server(name) for name in ("a", "b", "c")]
+    nodes = [kit.node(name, kit.SMALL) for name in ("a", "b", "c")]
     for order in (("c", "a", "b"), ("b", "c", "a")):
-        result = solve(request(nodes, [job("p", 1)], objective=FIRST_FIT, node_order=order))
+        result = solve(kit.request(nodes, [kit.job("p", 1)], objective=FIRST_FIT, node_order=order))
         assert nodes_of(result) == [order[0]]
 
 
 def test_many_nodes_of_one_class_are_taken_lowest_rank_first() -> None:
     # Six identical idle nodes are one class to the model; four single-node jobs must land on the
     # four best-ranked, not on any four of the class.
-    nodes = [server(f"n{i}") for i in range(6)]
+    nodes = [kit.node(f"n{i}", kit.SMALL) for i in range(6)]
     order = ("n4", "n1", "n5", "n0", "n2", "n3")
-    result = solve(request(nodes, [job(f"j{k}", 4) for k in range(4)], objective=FIRST_FIT, node_order=order))
+    result = solve(
+        kit.request(nodes, [kit.job(f"j{k}", 4) for k in range(4)], objective=FIRST_FIT, node_order=order)
+    )
     assert result.status.name == "OPTIMAL"
     assert nodes_of(result) == sorted(order[:4])
 
 
 def test_earlier_tiers_outrank_the_order() -> None:
     # Binpack wants the node already in use, even though the order ranks it last.
-    nodes = [server("idle"), server("busy", used_gpus=(0, 1))]
+    nodes = [kit.node("idle", kit.SMALL), kit.node("busy", kit.SMALL, used_gpus=(0, 1))]
     tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.PACKING, ObjectiveTier.NODE_ORDER)
-    result = solve(request(nodes, [job("p", 1)], objective=tiers, node_order=("idle", "busy")))
+    result = solve(kit.request(nodes, [kit.job("p", 1)], objective=tiers, node_order=("idle", "busy")))
     assert nodes_of(result) == ["busy"]
 
 
 def test_nodes_the_order_leaves_out_come_after_the_named_ones() -> None:
-    nodes = [server(name) for name in ("a", "b", "c")]
-    result = solve(request(nodes, [job("p", 1)], objective=FIRST_FIT, node_order=("c",)))
+    nodes = [kit.node(name, kit.SMALL) for name in ("a", "b", "c")]
+    result = solve(kit.request(nodes, [kit.job("p", 1)], objective=FIRST_FIT, node_order=("c",)))
     assert nodes_of(result) == ["c"]
-    full = [server("a"), server("b"), server("c", used_gpus=(0, 1, 2, 3))]
-    result = solve(request(full, [job("p", 1)], objective=FIRST_FIT, node_order=("c",)))
+    full = [
+        kit.node("a", kit.SMALL),
+        kit.node("b", kit.SMALL),
+        kit.node("c", kit.SMALL, used_gpus=(0, 1, 2, 3)),
+    ]
+    result = solve(kit.request(full, [kit.job("p", 1)], objective=FIRST_FIT, node_order=("c",)))
     assert result.jobs[0].placed and nodes_of(result) != ["c"]
 
 
 def test_an_order_naming_an_unknown_or_repeated_node_is_refused() -> None:
-    problems = validate(request([server("a"), server("b")], [job("p", 1)], node_order=("b", "x", "b")))
+    problems = validate(
+        kit.request(
+            [kit.node("a", kit.SMALL), kit.node("b", kit.SMALL)],
+            [kit.job("p", 1)],
+            node_order=("b", "x", "b"),
+        )
+    )
     assert [(p.path, p.message) for p in problems] == [
         ("policy.node_order[2]", "node name 'b' is used again (first at policy.node_order[0])"),
         ("policy.node_order[1]", "no node 'x' in the inventory"),
     ]
     # Each check alone: a repeat among known names, an unknown name without repeats.
-    repeated = validate(request([server("a"), server("b")], [job("p", 1)], node_order=("b", "a", "b")))
+    repeated = validate(
+        kit.request(
+            [kit.node("a", kit.SMALL), kit.node("b", kit.SMALL)],
+            [kit.job("p", 1)],
+            node_order=("b", "a", "b"),
+        )
+    )
     assert [p.path for p in repeated] == ["policy.node_order[2]"]
-    unknown = validate(request([server("a"), server("b")], [job("p", 1)], node_order=("a", "x")))
+    unknown = validate(
+        kit.request(
+            [kit.node("a", kit.SMALL), kit.node("b", kit.SMALL)], [kit.job("p", 1)], node_order=("a", "x")
+        )
+    )
     assert [p.path for p in unknown] == ["policy.node_order[1]"]
 
 
 def test_a_tier_the_solver_does_not_build_is_refused_not_ignored() -> None:
     tiers = (ObjectiveTier.PLACED_WORK, ObjectiveTier.STABILITY)
-    problems = validate(request([server("a")], [job("p", 1)], objective=tiers))
+    problems = validate(kit.request([kit.node("a", kit.SMALL)], [kit.job("p", 1)], objective=tiers))
     assert [p.path for p in problems] == ["policy.objective[1]"]
     assert "STABILITY" in problems[0].message
 
@@ -79,9 +101,9 @@ def test_a_tier_the_solver_does_not_build_is_refused_not_ignored() -> None:
 )
 def test_first_fit_takes_the_best_ranked_node_that_fits(used: list[int], gpus: int, order: list[int]) -> None:
     # Oracle without the model: a node fits a whole-GPU pod when it has that many idle GPUs.
-    nodes = [server(f"n{i}", used_gpus=tuple(range(u))) for i, u in enumerate(used)]
+    nodes = [kit.node(f"n{i}", kit.SMALL, used_gpus=tuple(range(u))) for i, u in enumerate(used)]
     names = tuple(f"n{i}" for i in order)
-    result = solve(request(nodes, [job("p", gpus)], objective=FIRST_FIT, node_order=names))
+    result = solve(kit.request(nodes, [kit.job("p", gpus)], objective=FIRST_FIT, node_order=names))
     fitting = [name for name in names if 4 - used[int(name[1:])] >= gpus]
     assert nodes_of(result) == fitting[:1]
 
@@ -97,8 +119,10 @@ def test_the_completed_greedy_plan_sets_the_order_booleans_the_model_demands() -
     from solver.reduce.normalise import normalise
     from solver.search.floor import complete, greedy_hint
 
-    nodes = [server(f"n{i}") for i in range(4)]
-    req = request(nodes, [job(f"j{k}", 4) for k in range(3)], objective=FIRST_FIT, node_order=("n3", "n2"))
+    nodes = [kit.node(f"n{i}", kit.SMALL) for i in range(4)]
+    req = kit.request(
+        nodes, [kit.job(f"j{k}", 4) for k in range(3)], objective=FIRST_FIT, node_order=("n3", "n2")
+    )
     problem = normalise(req, hosts_some_member)
     compiled = compile_model(problem, req.policy)
     plan = complete(problem, compiled, greedy_hint(problem, compiled))

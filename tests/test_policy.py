@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from solver.domain.model import NicMode, ObjectiveTier, Packing, Policy, Requirement
+from solver.domain.model import GpuShare, NicMode, ObjectiveTier, Packing, Policy, Requirement
 from solver.domain.validate import validate
 from solver.reduce.policy import apply_policy_chains, tier_order, words
 from solver.solve import solve
-from tests.solver_cases import job, request, server
-from tests.test_sharing import share_job
+from tests import kit
 
 
 def chained(node_policy: str = "", gpu_policy: str = ""):
-    req = request(
-        [server("n")], [job("a", 2, nics=NicMode.PER_GPU)], node_policy=node_policy, gpu_policy=gpu_policy
+    req = kit.request(
+        [kit.node("n", kit.SMALL)],
+        [kit.job("a", 2, nics=NicMode.PER_GPU)],
+        node_policy=node_policy,
+        gpu_policy=gpu_policy,
     )
     return apply_policy_chains(req)
 
@@ -50,28 +52,36 @@ def test_numa_topology_aware_and_mutex_raise_member_rules() -> None:
 
 
 def test_a_required_rule_is_never_lowered() -> None:
-    req = request([server("n")], [job("a", 2, numa=Requirement.REQUIRED)], node_policy="numa")
+    req = kit.request(
+        [kit.node("n", kit.SMALL)], [kit.job("a", 2, numa=Requirement.REQUIRED)], node_policy="numa"
+    )
     assert apply_policy_chains(req).jobs[0].roles[0].member.numa == Requirement.REQUIRED
 
 
 def test_unknown_words_are_refused_with_the_field() -> None:
-    problems = validate(request([server("n")], [job("a", 1)], node_policy="binpack,greedy"))
+    problems = validate(
+        kit.request([kit.node("n", kit.SMALL)], [kit.job("a", 1)], node_policy="binpack,greedy")
+    )
     assert [(p.path, "greedy" in p.message) for p in problems] == [("policy.node_policy", True)]
 
 
 def test_gpu_level_spread_sends_a_share_to_the_emptiest_gpu_and_binpack_to_the_fullest() -> None:
-    from solver.domain.model import Allocation, GpuShare
+    from solver.domain.model import Allocation
 
-    node = server("n", switches=1, gpus_per_switch=2, nics_per_switch=0).model_copy(
+    node = kit.node("n", kit.SMALL, switches=1, gpus=2, nics=0).model_copy(
         update={"allocations": (Allocation(owner="old", gpu_shares=(GpuShare(gpu="GPU0", milli=500),)),)}
     )
-    packed = solve(request([node], [share_job("s", 200)], gpu_policy="binpack"))
-    spread = solve(request([node], [share_job("s", 200)], gpu_policy="spread"))
+    packed = solve(
+        kit.request([node], [kit.job("s", role="pod", share=GpuShare(milli=200))], gpu_policy="binpack")
+    )
+    spread = solve(
+        kit.request([node], [kit.job("s", role="pod", share=GpuShare(milli=200))], gpu_policy="spread")
+    )
     assert packed.jobs[0].members[0].gpus == ("GPU0",)
     assert spread.jobs[0].members[0].gpus == ("GPU1",)
 
 
 def test_node_level_spread_takes_the_empty_node() -> None:
-    nodes = [server("busy", used_gpus=(0, 1)), server("empty")]
-    result = solve(request(nodes, [job("a", 1)], node_policy="spread"))
+    nodes = [kit.node("busy", kit.SMALL, used_gpus=(0, 1)), kit.node("empty", kit.SMALL)]
+    result = solve(kit.request(nodes, [kit.job("a", 1)], node_policy="spread"))
     assert result.jobs[0].members[0].node == "empty"

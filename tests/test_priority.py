@@ -14,15 +14,14 @@ from solver.search import tiers
 from solver.search.tiers import TierOutcome
 from solver.service.wire import request_from_dict
 from solver.solve import solve
-from tests.solver_cases import best_placed_work, job, placed_work, request, server
-from tests.test_solve import small_problems
+from tests import kit
 
 
 def trade_off(**policy: object):
     # 3 free GPUs: the priority-1 pod (1 GPU, weight 2) and the priority-0 pod (3 GPUs, weight 3)
     # cannot both have them.
-    node = server("n0", used_gpus=(0,))
-    return request([node], [job("high", 1, priority=1), job("low", 3, priority=0)], **policy)
+    node = kit.node("n0", kit.SMALL, used_gpus=(0,))
+    return kit.request([node], [kit.job("high", 1, priority=1), kit.job("low", 3, priority=0)], **policy)
 
 
 def placed(result) -> set[str]:
@@ -34,18 +33,18 @@ def test_strict_priority_is_the_default_and_never_trades_a_higher_priority_gpu_a
     assert placed(result) == {"high"}
     names = [v.name for v in result.objectives][:2]
     assert names == ["placed_work.priority_1", "placed_work.priority_0"]
-    assert placed_work(result) == (1000, 0) and result.status == SolveStatus.OPTIMAL
+    assert kit.placed_work(result) == (1000, 0) and result.status == SolveStatus.OPTIMAL
 
 
 def test_weighted_priority_places_more_lower_priority_work_when_it_weighs_more() -> None:
     result = solve(trade_off(priority_mode=PriorityMode.WEIGHTED))
     assert placed(result) == {"low"}
-    assert result.objectives[0].name == "placed_work" and placed_work(result) == (3000,)
+    assert result.objectives[0].name == "placed_work" and kit.placed_work(result) == (3000,)
 
 
 def test_one_priority_level_has_one_placed_work_tier_in_either_mode() -> None:
     for mode in PriorityMode:
-        req = request([server("n0")], [job("a", 1), job("b", 2)], priority_mode=mode)
+        req = kit.request([kit.node("n0", kit.SMALL)], [kit.job("a", 1), kit.job("b", 2)], priority_mode=mode)
         assert [v.name for v in solve(req).objectives][:2] == ["placed_work", "placed_work.jobs"]
 
 
@@ -59,7 +58,7 @@ def test_the_mode_is_read_from_the_wire_by_its_short_name() -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(small_problems())
+@given(kit.small_problems())
 def test_weighted_batches_are_optimal_against_brute_force(req) -> None:
     req = req.model_copy(
         update={"policy": req.policy.model_copy(update={"priority_mode": PriorityMode.WEIGHTED})}
@@ -67,11 +66,11 @@ def test_weighted_batches_are_optimal_against_brute_force(req) -> None:
     assume(not validate(req))
     result = solve(req)
     assert result.status == SolveStatus.OPTIMAL
-    assert placed_work(result) == best_placed_work(req)
+    assert kit.placed_work(result) == kit.best_placed_work(req)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(small_problems())
+@given(kit.small_problems())
 def test_priority_levels_searched_as_one_block_stay_optimal_level_by_level(req) -> None:
     # Big models search a STRICT batch's levels as one lexicographic sum (solver.search.tiers.steps);
     # small ones are merged whole. With the merge off, small batches take the big models' path.
@@ -82,7 +81,7 @@ def test_priority_levels_searched_as_one_block_stay_optimal_level_by_level(req) 
         result = solve(req)
     finally:
         tiers.MERGE_MAX_VARIABLES = saved
-    assert placed_work(result) == best_placed_work(req)
+    assert kit.placed_work(result) == kit.best_placed_work(req)
     levels = [v for v in result.objectives if is_placed_work(v.name)]
     assert all(v.optimal and v.bound == v.value for v in levels)
 

@@ -9,6 +9,7 @@ import solver.solve
 from solver.domain.model import (
     AntiAffinity,
     BatchOrder,
+    GpuShare,
     Inventory,
     ObjectiveTier,
     Scope,
@@ -18,9 +19,7 @@ from solver.domain.model import (
 from solver.domain.validate import validate
 from solver.search.sequence import arrival_steps, candidate_orders, held_allocations, solve_in_order, steps
 from solver.solve import solve
-from tests.solver_cases import best_placed_work, job, placed_work, request, server
-from tests.test_sharing import share_job, share_problems
-from tests.test_solve import small_problems
+from tests import kit
 
 IN_ORDER = {"batch_order": BatchOrder.LARGEST_FIRST}
 
@@ -52,27 +51,37 @@ def placements(result) -> dict[str, tuple]:
 
 
 def test_steps_go_by_priority_then_gpu_work_then_batch_order() -> None:
-    jobs = [job("small", 1), job("big", 4), job("pair", 2), job("urgent", 1, priority=2), job("big2", 2, 2)]
-    req = request([server("n0")], jobs, **IN_ORDER)
+    jobs = [
+        kit.job("small", 1),
+        kit.job("big", 4),
+        kit.job("pair", 2),
+        kit.job("urgent", 1, priority=2),
+        kit.job("big2", 2, 2),
+    ]
+    req = kit.request([kit.node("n0", kit.SMALL)], jobs, **IN_ORDER)
     assert steps(req) == [(3,), (1,), (4,), (2,), (0,)]
 
 
 def test_jobs_bound_by_anti_affinity_are_one_step() -> None:
     # "b" keeps away from jobs labelled team=x; "c" is one. Placed apart, the rule held by the job
     # placed first would be invisible to the one placed later.
-    a = job("a", 4)
+    a = kit.job("a", 4)
     rule = AntiAffinity(labels={"team": "x"}, scope=Scope.NODE)
-    b = job("b", 1).model_copy(update={"anti_affinity": (rule,)})
-    c = job("c", 2).model_copy(update={"labels": {"team": "x"}})
-    assert steps(request([server("n0")], [a, b, c], **IN_ORDER)) == [(0,), (1, 2)]
+    b = kit.job("b", 1).model_copy(update={"anti_affinity": (rule,)})
+    c = kit.job("c", 2).model_copy(update={"labels": {"team": "x"}})
+    assert steps(kit.request([kit.node("n0", kit.SMALL)], [a, b, c], **IN_ORDER)) == [(0,), (1, 2)]
 
 
 def test_a_batch_in_order_is_the_chain_of_single_solves() -> None:
     # Two half-busy servers and a free one; a 1-GPU job arriving first would, alone, take a slot
     # the 2-GPU job needs on a busy node. Largest first, each job sees the ones before it.
-    nodes = [server("n0", used_gpus=(0, 1)), server("n1", used_gpus=(0, 1, 2)), server("n2")]
-    jobs = [job("one", 1), job("two", 2), job("four", 4)]
-    req = request(nodes, jobs, **IN_ORDER)
+    nodes = [
+        kit.node("n0", kit.SMALL, used_gpus=(0, 1)),
+        kit.node("n1", kit.SMALL, used_gpus=(0, 1, 2)),
+        kit.node("n2", kit.SMALL),
+    ]
+    jobs = [kit.job("one", 1), kit.job("two", 2), kit.job("four", 4)]
+    req = kit.request(nodes, jobs, **IN_ORDER)
     result = solve(req)
     assert all(jr.placed for jr in result.jobs)
     assert placements(result) == one_by_one(req, [2, 1, 0])
@@ -80,9 +89,9 @@ def test_a_batch_in_order_is_the_chain_of_single_solves() -> None:
 
 
 def test_the_result_says_what_it_can_prove() -> None:
-    nodes = [server("n0")]
-    jobs = [job("a", 2), job("b", 2), job("c", 2, priority=1)]  # 6 GPUs asked of 4
-    result = solve(request(nodes, jobs, **IN_ORDER))
+    nodes = [kit.node("n0", kit.SMALL)]
+    jobs = [kit.job("a", 2), kit.job("b", 2), kit.job("c", 2, priority=1)]  # 6 GPUs asked of 4
+    result = solve(kit.request(nodes, jobs, **IN_ORDER))
     high, low = (v for v in result.objectives if v.tier == ObjectiveTier.PLACED_WORK)
     # One tier a priority level (STRICT); bound: the work the batch asks of it, which no plan exceeds.
     assert (high.name, high.value, high.bound, high.optimal) == ("placed_work.priority_1", 2000, 2000, True)
@@ -97,37 +106,41 @@ def test_the_result_says_what_it_can_prove() -> None:
 
 
 def test_an_exclusive_job_placed_first_keeps_its_node() -> None:
-    nodes = [server("n0"), server("n1")]
-    alone = job("alone", 2).model_copy(update={"exclusive_nodes": True})
-    result = solve(request(nodes, [job("x", 1), alone, job("y", 1)], **IN_ORDER))
+    nodes = [kit.node("n0", kit.SMALL), kit.node("n1", kit.SMALL)]
+    alone = kit.job("alone", 2).model_copy(update={"exclusive_nodes": True})
+    result = solve(kit.request(nodes, [kit.job("x", 1), alone, kit.job("y", 1)], **IN_ORDER))
     where = {jr.job_id: jr.members[0].node for jr in result.jobs}
     assert where["x"] != where["alone"] and where["y"] != where["alone"]
 
 
 def test_shares_placed_in_different_steps_stay_within_one_gpu() -> None:
     # Four 400-milli shares on one GPU: two fit, steps must see the earlier ones' shares.
-    node = server("n0", switches=1, gpus_per_switch=1, nics_per_switch=0)
-    result = solve(request([node], [share_job(f"s{k}", 400) for k in range(4)], **IN_ORDER))
+    node = kit.node("n0", kit.SMALL, switches=1, gpus=1, nics=0)
+    result = solve(
+        kit.request(
+            [node], [kit.job(f"s{k}", role="pod", share=GpuShare(milli=400)) for k in range(4)], **IN_ORDER
+        )
+    )
     assert sum(jr.placed for jr in result.jobs) == 2  # and the verifier summed the shares
 
 
 def test_a_lone_job_is_solved_jointly() -> None:
-    result = solve(request([server("n0")], [job("a", 2)], **IN_ORDER))
+    result = solve(kit.request([kit.node("n0", kit.SMALL)], [kit.job("a", 2)], **IN_ORDER))
     assert result.status == SolveStatus.OPTIMAL  # no steps: the joint answer, proven
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(small_problems())
+@given(kit.small_problems())
 def test_random_batches_in_order_are_verified_and_never_beat_the_optimum(req) -> None:
     assume(not validate(req))
     req = req.model_copy(update={"policy": req.policy.model_copy(update=IN_ORDER)})
     result = solve(req)  # verified, step by step and whole
-    assert placed_work(result) <= best_placed_work(req)
+    assert kit.placed_work(result) <= kit.best_placed_work(req)
     assert placements(result) == one_by_one(req, [j for step in steps(req) for j in step])
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(share_problems())
+@given(kit.share_problems())
 def test_random_share_batches_in_order_are_verified(req) -> None:
     assume(not validate(req))
     result = solve(req.model_copy(update={"policy": req.policy.model_copy(update=IN_ORDER)}))
@@ -137,8 +150,8 @@ def test_random_share_batches_in_order_are_verified(req) -> None:
 def test_a_share_is_held_as_a_share_not_as_its_gpu() -> None:
     # A share member's placement names its GPU in ``gpus`` as well; holding that GPU whole made the
     # next step's inventory invalid ("shared but also held whole"), in what-if replays too.
-    node = server("n0", switches=1, gpus_per_switch=1, nics_per_switch=0)
-    req = request([node], [share_job("s", 300)])
+    node = kit.node("n0", kit.SMALL, switches=1, gpus=1, nics=0)
+    req = kit.request([node], [kit.job("s", role="pod", share=GpuShare(milli=300))])
     jr = solve(req).jobs[0]
     (held,) = held_allocations(req.jobs[0], jr)["n0"]
     assert held.gpus == () and [(s.gpu, s.milli) for s in held.gpu_shares] == [("GPU0", 300)]
@@ -167,13 +180,17 @@ def in_arrival_order(req: SolveRequest):
 def test_the_best_order_places_what_arrival_order_cannot() -> None:
     # 2 + 1 + 4 GPUs free, 2 + 2 + 4 + 1 asked. As given, the 2-GPU jobs split n0 and n2 and the
     # 4-GPU job finds no node; largest first, it takes n2 whole and only one 2-GPU job is left out.
-    nodes = [server("n0", used_gpus=(0, 1)), server("n1", used_gpus=(0, 1, 2)), server("n2")]
-    jobs = [job("two", 2), job("two-b", 2), job("four", 4), job("one", 1)]
-    req = request(nodes, jobs, **BEST_OF)
+    nodes = [
+        kit.node("n0", kit.SMALL, used_gpus=(0, 1)),
+        kit.node("n1", kit.SMALL, used_gpus=(0, 1, 2)),
+        kit.node("n2", kit.SMALL),
+    ]
+    jobs = [kit.job("two", 2), kit.job("two-b", 2), kit.job("four", 4), kit.job("one", 1)]
+    req = kit.request(nodes, jobs, **BEST_OF)
     arrival = in_arrival_order(req)
     best = solve(req)
     assert [jr.placed for jr in arrival.jobs] == [True, True, False, True]
-    assert placed_work(best) == (7000,) > placed_work(arrival) == (5000,)
+    assert kit.placed_work(best) == (7000,) > kit.placed_work(arrival) == (5000,)
     assert {jr.job_id for jr in best.jobs if jr.placed} >= {"four", "one"}
     left = next(jr for jr in best.jobs if not jr.placed)
     assert "in the order that placed the most work" in left.reason.message
@@ -185,8 +202,12 @@ def test_the_best_order_places_what_arrival_order_cannot() -> None:
 
 
 def test_the_policy_says_how_many_shuffled_orders_to_try(monkeypatch: pytest.MonkeyPatch) -> None:
-    nodes = [server("n0", used_gpus=(0, 1)), server("n1", used_gpus=(0, 1, 2)), server("n2")]
-    jobs = [job("two", 2), job("two-b", 2), job("four", 4), job("one", 1)]
+    nodes = [
+        kit.node("n0", kit.SMALL, used_gpus=(0, 1)),
+        kit.node("n1", kit.SMALL, used_gpus=(0, 1, 2)),
+        kit.node("n2", kit.SMALL),
+    ]
+    jobs = [kit.job("two", 2), kit.job("two-b", 2), kit.job("four", 4), kit.job("one", 1)]
     tried: list[tuple[str, ...]] = []
 
     def counted(request: SolveRequest, *args, **kwargs):
@@ -197,7 +218,7 @@ def test_the_policy_says_how_many_shuffled_orders_to_try(monkeypatch: pytest.Mon
     counts = []
     for shuffles in (0, 5):
         tried.clear()
-        solve(request(nodes, jobs, **BEST_OF, order_shuffles=shuffles))
+        solve(kit.request(nodes, jobs, **BEST_OF, order_shuffles=shuffles))
         assert len(set(tried)) == len(tried)  # no order twice
         counts.append(len(tried))
     # Given and largest first (left-out first, "four" then the rest as given, is largest first
@@ -206,10 +227,10 @@ def test_the_policy_says_how_many_shuffled_orders_to_try(monkeypatch: pytest.Mon
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(small_problems())
+@given(kit.small_problems())
 def test_best_of_orders_is_verified_and_never_below_arrival_or_largest_first(req) -> None:
     assume(not validate(req))
     best = solve(req.model_copy(update={"policy": req.policy.model_copy(update=BEST_OF)}))  # verified whole
     largest = solve(req.model_copy(update={"policy": req.policy.model_copy(update=IN_ORDER)}))
-    assert placed_work(largest) <= placed_work(best) <= best_placed_work(req)
-    assert placed_work(in_arrival_order(req)) <= placed_work(best)
+    assert kit.placed_work(largest) <= kit.placed_work(best) <= kit.best_placed_work(req)
+    assert kit.placed_work(in_arrival_order(req)) <= kit.placed_work(best)

@@ -29,13 +29,13 @@ from grpc_status import rpc_status
 from solver.cli import main as cli_main
 from solver.domain.cancel import Cancel
 from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
-from solver.domain.model import SolveRequest, SolveResult, SolveStatus
+from solver.domain.model import NicMode, Requirement, SolveRequest, SolveResult, SolveStatus
 from solver.ingest.files import load_request
 from solver.service import wire
 from solver.service.client import RemoteError, solve_remote
 from solver.service.logging import configure_logging
 from solver.service.server import SERVICE_NAME, RunningServer, serve
-from tests.builders import make_cluster, make_inventory, make_job, make_node, make_request
+from tests import kit
 from topoplace.v1 import placement_pb2, placement_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,8 +75,12 @@ def target(running: RunningServer) -> str:
 
 
 def small_request(**policy: object) -> SolveRequest:
-    inventory = make_inventory(make_node("n0"), make_node("n1", leaf="leaf1"))
-    return make_request(inventory, [make_job("train", members=2, min_members=2)], **policy)
+    inventory = kit.inventory(kit.node("n0"), kit.node("n1", leaf="leaf1"))
+    return kit.request(
+        inventory,
+        [kit.job("train", 8, 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED, minimum=2)],
+        **policy,
+    )
 
 
 def call_solve(chan: grpc.Channel, msg: placement_pb2.SolveRequest, timeout: float = 30) -> grpc.RpcError:
@@ -424,8 +428,11 @@ def test_a_blocked_solve_does_not_hang_the_caller(start_server: Callable[..., Ru
 @pytest.mark.needs_pipeline
 def test_a_short_deadline_bounds_a_long_solve(server: RunningServer) -> None:
     """The policy allows a minute; the caller waits one second and gets an answer (or the deadline)."""
-    jobs = [make_job(f"j{i}", gpus_per_member=1 + i % 8, members=1 + i % 3) for i in range(60)]
-    request = make_request(make_cluster(48, nodes_per_leaf=6), jobs, time_limit_s=60)
+    jobs = [
+        kit.job(f"j{i}", 1 + i % 8, 1 + i % 3, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)
+        for i in range(60)
+    ]
+    request = kit.request(kit.cluster(48, nodes_per_leaf=6), jobs, time_limit_s=60)
     started = time.monotonic()
     try:
         result = solve_remote(target(server), request, timeout_s=1.0)

@@ -26,12 +26,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.scenario import scenario
 from solver.domain.cancel import Cancel, Cancelled
-from solver.domain.model import SolveRequest, SolveResult, SolveStatus
+from solver.domain.model import NicMode, Requirement, SolveRequest, SolveResult, SolveStatus
 from solver.service import wire
 from solver.service.admission import ServiceLimits
 from solver.service.server import RunningServer, serve
 from solver.solve import solve
-from tests.builders import make_cluster, make_job, make_request
+from tests import kit
 from topoplace.v1 import placement_pb2, placement_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +66,13 @@ def stub_of(running: RunningServer) -> tuple[grpc.Channel, placement_pb2_grpc.Pl
 
 
 def small_message() -> placement_pb2.SolveRequest:
-    return wire.request_to_proto(make_request(make_cluster(2), [make_job("a", 1)], time_limit_s=2))
+    return wire.request_to_proto(
+        kit.request(
+            kit.cluster(2),
+            [kit.job("a", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)],
+            time_limit_s=2,
+        )
+    )
 
 
 def long_request() -> SolveRequest:
@@ -244,7 +250,9 @@ def test_health_and_small_solves_do_not_wait_behind_big_ones(
 
     limits = ServiceLimits(max_concurrent_solves=2, max_queued=2, small_nodes=8)
     running = start_server(solve_fn=route, limits=limits)
-    big = wire.request_to_proto(make_request(make_cluster(16), [make_job("b", 8)]))
+    big = wire.request_to_proto(
+        kit.request(kit.cluster(16), [kit.job("b", 8, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)])
+    )
     channel, stub = stub_of(running)
     with channel, ThreadPoolExecutor(4) as pool:
         busy = [pool.submit(stub.Solve, big, timeout=30) for _ in range(4)]  # 2 working, 2 queued
@@ -292,7 +300,15 @@ def test_requests_above_the_caps_are_refused_naming_the_field(
     start_server: Callable[..., RunningServer], limits: ServiceLimits, field: str
 ) -> None:
     running = start_server(solve_fn=Blocker(), limits=limits)
-    message = wire.request_to_proto(make_request(make_cluster(2), [make_job("a", 1), make_job("b", 1)]))
+    message = wire.request_to_proto(
+        kit.request(
+            kit.cluster(2),
+            [
+                kit.job("a", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+                kit.job("b", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+            ],
+        )
+    )
     channel, stub = stub_of(running)
     with channel, pytest.raises(grpc.RpcError) as caught:
         stub.Solve(message, timeout=5)
@@ -302,7 +318,9 @@ def test_requests_above_the_caps_are_refused_naming_the_field(
 
 def test_a_message_above_the_byte_cap_is_refused(start_server: Callable[..., RunningServer]) -> None:
     running = start_server(solve_fn=Blocker(), limits=ServiceLimits(max_message_bytes=10_000))
-    message = wire.request_to_proto(make_request(make_cluster(40), [make_job("a", 1)]))
+    message = wire.request_to_proto(
+        kit.request(kit.cluster(40), [kit.job("a", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)])
+    )
     assert message.ByteSize() > 10_000
     channel, stub = stub_of(running)
     with channel, pytest.raises(grpc.RpcError) as caught:

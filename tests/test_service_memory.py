@@ -14,11 +14,12 @@ from pathlib import Path
 import grpc
 import pytest
 
+from solver.domain.model import NicMode, Requirement
 from solver.domain.nodefold import NODE_MEMOS, BoundedLru, NodeMemo, node_bytes, set_node_memory_budget
 from solver.service import wire
 from solver.service.admission import ServiceLimits
 from solver.service.server import RunningServer, serve
-from tests.builders import make_inventory, make_job, make_node, make_request
+from tests import kit
 from topoplace.v1 import placement_pb2, placement_pb2_grpc
 
 MIB = 1024 * 1024
@@ -34,10 +35,14 @@ def rss_mib() -> float:
 def heavy_request(k: int, nodes: int = 4) -> placement_pb2.SolveRequest:
     """``nodes`` nodes never seen before, each with a 1 MiB label value, and one small job."""
     filler = (f"{k:08d}" * (MIB // 8))[:MIB]
-    inventory = make_inventory(
-        *(make_node(f"r{k}n{i}", gpus=2, nics=2, labels={"blob": f"{i}{filler}"}) for i in range(nodes))
+    inventory = kit.inventory(
+        *(kit.node(f"r{k}n{i}", gpus=2, nics=2, labels={"blob": f"{i}{filler}"}) for i in range(nodes))
     )
-    return wire.request_to_proto(make_request(inventory, [make_job("a", 1)], time_limit_s=1))
+    return wire.request_to_proto(
+        kit.request(
+            inventory, [kit.job("a", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)], time_limit_s=1
+        )
+    )
 
 
 @pytest.fixture
@@ -79,7 +84,7 @@ def test_the_node_store_is_bounded_by_bytes_and_drops_the_least_recently_used() 
 
 
 def test_node_memos_charge_a_node_once_by_its_size() -> None:
-    small, large = make_node("s"), make_node("l", labels={"k": "v" * MIB})
+    small, large = kit.node("s"), kit.node("l", labels={"k": "v" * MIB})
     assert node_bytes(large) - node_bytes(small) >= MIB
     first, second = NodeMemo[int]("test.first"), NodeMemo[int]("test.second")
     before = NODE_MEMOS.lru.bytes
@@ -87,7 +92,7 @@ def test_node_memos_charge_a_node_once_by_its_size() -> None:
     second.put(large, 2)
     assert (first.get(large), second.get(large)) == (1, 2)
     assert NODE_MEMOS.lru.bytes - before == node_bytes(large)  # one node, charged once
-    assert first.get(make_node("l", labels={"k": "v" * MIB})) is None  # an equal node is another object
+    assert first.get(kit.node("l", labels={"k": "v" * MIB})) is None  # an equal node is another object
 
 
 def _big_messages() -> tuple[tuple[str, int], ...]:

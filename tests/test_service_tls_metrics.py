@@ -23,12 +23,13 @@ from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
+from solver.domain.model import NicMode, Requirement
 from solver.service import wire
 from solver.service.admission import ServiceLimits
 from solver.service.client import RemoteError, solve_remote
 from solver.service.server import RunningServer, serve
 from solver.service.tls import TlsFiles, channel_credentials
-from tests.builders import make_cluster, make_job, make_request
+from tests import kit
 from topoplace.v1 import placement_pb2_grpc
 
 # A channel of its own per test call: gRPC otherwise shares connections between channels of one
@@ -124,7 +125,9 @@ def start_server() -> Iterator[Callable[..., RunningServer]]:
 
 
 def request() -> object:
-    return make_request(make_cluster(2), [make_job("a", 2)], time_limit_s=2)
+    return kit.request(
+        kit.cluster(2), [kit.job("a", 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)], time_limit_s=2
+    )
 
 
 def health_over(port: int, credentials: grpc.ChannelCredentials | None) -> int:
@@ -219,7 +222,10 @@ def test_metrics_count_calls_stages_sheds_gap_and_jobs(start_server: Callable[..
     assert running.metrics_server is not None
     target = f"127.0.0.1:{running.port}"
     solve_remote(target, request())  # type: ignore[arg-type]
-    too_many = make_request(make_cluster(2), [make_job(f"j{i}", 1) for i in range(3)])
+    too_many = kit.request(
+        kit.cluster(2),
+        [kit.job(f"j{i}", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED) for i in range(3)],
+    )
     with pytest.raises(RemoteError) as caught:
         solve_remote(target, too_many)
     assert caught.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED

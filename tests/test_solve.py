@@ -5,7 +5,6 @@ it refuses one, so every test here also checks that the answer is a valid placem
 from __future__ import annotations
 
 from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
 from solver.compile import Model
@@ -21,7 +20,7 @@ from solver.domain.model import (
 )
 from solver.domain.validate import validate
 from solver.solve import solve
-from tests.solver_cases import best_placed_work, job, placed_work, request, server
+from tests import kit
 
 
 def placed_ids(result) -> set[str]:
@@ -40,8 +39,8 @@ def tier_value(result, tier: ObjectiveTier) -> float:
 
 
 def test_required_alignment_picks_the_nics_on_the_gpus_switch_not_the_same_index() -> None:
-    node = server("n1", switches=4, gpus_per_switch=2, nics_per_switch=2, nic_shift=2)
-    result = solve(request([node], [job("a", 2, nics=NicMode.PER_GPU, align=Requirement.REQUIRED)]))
+    node = kit.node("n1", kit.SMALL, switches=4, gpus=8, nics=8, nic_shift=2)
+    result = solve(kit.request([node], [kit.job("a", 2, nics=NicMode.PER_GPU, align=Requirement.REQUIRED)]))
     (member,) = members_of(result, "a")
     by_switch = {g.id: g.pcie_switch for g in node.gpus} | {n.name: n.pcie_switch for n in node.nics}
     assert {by_switch[d] for d in member.gpus} == {by_switch[d] for d in member.nics}
@@ -51,10 +50,8 @@ def test_required_alignment_picks_the_nics_on_the_gpus_switch_not_the_same_index
 
 def test_required_alignment_leaves_the_job_out_when_no_switch_has_a_free_nic() -> None:
     # The free GPUs' switch has its NIC taken: the only free NIC is a PHB away.
-    node = server(
-        "n1", switches=2, gpus_per_switch=2, nics_per_switch=1, nic_shift=0, used_gpus=(2, 3), used_nics=(0,)
-    )
-    result = solve(request([node], [job("a", 1, nics=NicMode.PER_GPU, align=Requirement.REQUIRED)]))
+    node = kit.node("n1", kit.SMALL, nic_shift=0, used_gpus=(2, 3), used_nics=(0,))
+    result = solve(kit.request([node], [kit.job("a", 1, nics=NicMode.PER_GPU, align=Requirement.REQUIRED)]))
     assert placed_ids(result) == set()
     reason = result.jobs[0].reason
     assert reason.code == ReasonCode.NO_NODE_FITS
@@ -64,10 +61,10 @@ def test_required_alignment_leaves_the_job_out_when_no_switch_has_a_free_nic() -
 
 
 def test_required_alignment_at_a_looser_distance_accepts_a_farther_nic() -> None:
-    node = server("n1", switches=2, gpus_per_switch=2, nics_per_switch=1, nic_shift=0, used_nics=(0,))
+    node = kit.node("n1", kit.SMALL, nic_shift=0, used_nics=(0,))
     result = solve(
-        request(
-            [node], [job("a", 1, nics=NicMode.PER_GPU, align=Requirement.REQUIRED, distance=Distance.PHB)]
+        kit.request(
+            [node], [kit.job("a", 1, nics=NicMode.PER_GPU, align=Requirement.REQUIRED, distance=Distance.PHB)]
         )
     )
     assert placed_ids(result) == {"a"}
@@ -75,11 +72,9 @@ def test_required_alignment_at_a_looser_distance_accepts_a_farther_nic() -> None
 
 def test_preferred_alignment_is_met_when_possible_and_reported_truthfully_when_not() -> None:
     # Free: GPU1 on sw0; GPU2, GPU3 on sw1; both free NICs on sw0. One member can be aligned.
-    node = server(
-        "n1", switches=2, gpus_per_switch=2, nics_per_switch=2, nic_shift=0, used_gpus=(0,), used_nics=(2, 3)
-    )
-    jobs = [job(x, 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED) for x in "ab"]
-    result = solve(request([node], jobs))
+    node = kit.node("n1", kit.SMALL, nics=4, nic_shift=0, used_gpus=(0,), used_nics=(2, 3))
+    jobs = [kit.job(x, 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED) for x in "ab"]
+    result = solve(kit.request([node], jobs))
     assert placed_ids(result) == {"a", "b"}
     members = sorted((m for j in result.jobs for m in j.members), key=lambda m: m.aligned)
     assert [m.aligned for m in members] == [False, True]
@@ -88,40 +83,41 @@ def test_preferred_alignment_is_met_when_possible_and_reported_truthfully_when_n
 
 
 def test_gang_is_all_or_nothing() -> None:
-    nodes = [server(f"n{i}") for i in range(2)]
-    result = solve(request(nodes, [job("big", 4, members=3)]))
+    nodes = [kit.node(f"n{i}", kit.SMALL) for i in range(2)]
+    result = solve(kit.request(nodes, [kit.job("big", 4, members=3)]))
     assert placed_ids(result) == set()
     assert result.jobs[0].reason.code == ReasonCode.INSUFFICIENT_CAPACITY
     assert "lower min_replicas of worker to 2" in result.jobs[0].reason.relaxation
 
 
 def test_gang_minimum_places_part_of_an_elastic_job() -> None:
-    nodes = [server(f"n{i}") for i in range(2)]
-    result = solve(request(nodes, [job("elastic", 4, members=3, minimum=2)]))
+    nodes = [kit.node(f"n{i}", kit.SMALL) for i in range(2)]
+    result = solve(kit.request(nodes, [kit.job("elastic", 4, members=3, minimum=2)]))
     assert len(members_of(result, "elastic")) == 2
     assert {m.index for m in members_of(result, "elastic")} == {0, 1}
 
 
 def test_priority_decides_who_gets_the_only_node() -> None:
-    nodes = [server("n1")]
-    result = solve(request(nodes, [job("low", 4), job("high", 4, priority=5)]))
+    nodes = [kit.node("n1", kit.SMALL)]
+    result = solve(kit.request(nodes, [kit.job("low", 4), kit.job("high", 4, priority=5)]))
     assert placed_ids(result) == {"high"}
     low = next(j for j in result.jobs if j.job_id == "low")
     assert low.reason.code == ReasonCode.OUTPRIORITISED
 
 
 def test_more_gpus_beat_fewer_at_equal_priority() -> None:
-    nodes = [server("n1")]  # 4 GPUs
-    result = solve(request(nodes, [job("three", 3), job("two-pair", 2, members=2)]))
+    nodes = [kit.node("n1", kit.SMALL)]  # 4 GPUs
+    result = solve(kit.request(nodes, [kit.job("three", 3), kit.job("two-pair", 2, members=2)]))
     assert placed_ids(result) == {"two-pair"}
 
 
 def test_numa_required_keeps_a_member_on_one_numa_node() -> None:
     # Two free GPUs per NUMA node; a 3-GPU member cannot be NUMA-local, a 2-GPU one must be.
-    node = server("n1", switches=2, gpus_per_switch=2)
+    node = kit.node("n1", kit.SMALL)
     result = solve(
-        request(
-            [node], [job("three", 3, numa=Requirement.REQUIRED), job("two", 2, numa=Requirement.REQUIRED)]
+        kit.request(
+            [node],
+            [kit.job("three", 3, numa=Requirement.REQUIRED), kit.job("two", 2, numa=Requirement.REQUIRED)],
         )
     )
     assert placed_ids(result) == {"two"}
@@ -132,56 +128,56 @@ def test_numa_required_keeps_a_member_on_one_numa_node() -> None:
 
 
 def test_nvlink_required_takes_a_linked_pair() -> None:
-    node = server("n1", switches=2, gpus_per_switch=2, nvlink="pairs", used_gpus=(0, 3))
+    node = kit.node("n1", kit.SMALL, nvlink="pairs", used_gpus=(0, 3))
     # Free: GPU1 (linked to GPU0) and GPU2 (linked to GPU3): no free linked pair.
-    result = solve(request([node], [job("nv", 2, nvlink=Requirement.REQUIRED)]))
+    result = solve(kit.request([node], [kit.job("nv", 2, nvlink=Requirement.REQUIRED)]))
     assert placed_ids(result) == set()
-    node = server("n1", switches=2, gpus_per_switch=2, nvlink="pairs", used_gpus=(0,))
-    result = solve(request([node], [job("nv", 2, nvlink=Requirement.REQUIRED)]))
+    node = kit.node("n1", kit.SMALL, nvlink="pairs", used_gpus=(0,))
+    result = solve(kit.request([node], [kit.job("nv", 2, nvlink=Requirement.REQUIRED)]))
     assert set(members_of(result, "nv")[0].gpus) == {"GPU2", "GPU3"}
 
 
 def test_binpack_fills_the_partly_used_node_and_spread_takes_the_empty_one() -> None:
-    nodes = [server("busy", used_gpus=(0, 1, 2)), server("empty")]
-    packed = solve(request(nodes, [job("one", 1)]))
+    nodes = [kit.node("busy", kit.SMALL, used_gpus=(0, 1, 2)), kit.node("empty", kit.SMALL)]
+    packed = solve(kit.request(nodes, [kit.job("one", 1)]))
     assert members_of(packed, "one")[0].node == "busy"
-    spread = solve(request(nodes, [job("one", 1)], packing=Packing.SPREAD))
+    spread = solve(kit.request(nodes, [kit.job("one", 1)], packing=Packing.SPREAD))
     assert members_of(spread, "one")[0].node == "empty"
     assert packed.metrics.nodes_fully_free_after == 1
 
 
 def test_existing_allocations_and_unhealthy_devices_are_never_handed_out() -> None:
-    node = server("n1", used_gpus=(0, 1))
+    node = kit.node("n1", kit.SMALL, used_gpus=(0, 1))
     unhealthy = node.model_copy(
         update={"gpus": tuple(g.model_copy(update={"healthy": g.id != "GPU2"}) for g in node.gpus)}
     )
-    result = solve(request([unhealthy], [job("a", 1, members=2, minimum=1)]))
+    result = solve(kit.request([unhealthy], [kit.job("a", 1, members=2, minimum=1)]))
     assert [m.gpus for m in members_of(result, "a")] == [("GPU3",)]
 
 
 def test_cpu_caps_how_many_members_share_a_node() -> None:
-    node = server("n1", cpu_milli=10_000)
-    result = solve(request([node], [job("a", 1, members=4, minimum=1, cpu_milli=4_000)]))
+    node = kit.node("n1", kit.SMALL, cpu_milli=10_000)
+    result = solve(kit.request([node], [kit.job("a", 1, members=4, minimum=1, cpu_milli=4_000)]))
     assert len(members_of(result, "a")) == 2
 
 
 def test_node_selector_and_unschedulable_nodes() -> None:
     nodes = [
-        server("plain"),
-        server("tagged", labels={"pool": "infer"}),
-        server("cordoned", labels={"pool": "infer"}).model_copy(update={"schedulable": False}),
+        kit.node("plain", kit.SMALL),
+        kit.node("tagged", kit.SMALL, labels={"pool": "infer"}),
+        kit.node("cordoned", kit.SMALL, labels={"pool": "infer"}).model_copy(update={"schedulable": False}),
     ]
-    result = solve(request(nodes, [job("a", 1, selector={"pool": "infer"})]))
+    result = solve(kit.request(nodes, [kit.job("a", 1, selector={"pool": "infer"})]))
     assert members_of(result, "a")[0].node == "tagged"
 
 
 def test_per_member_nics_within_distance() -> None:
-    node = server("n1", switches=2, gpus_per_switch=2, nics_per_switch=2, nic_shift=0)
+    node = kit.node("n1", kit.SMALL, nics=4, nic_shift=0)
     result = solve(
-        request(
+        kit.request(
             [node],
             [
-                job(
+                kit.job(
                     "a",
                     2,
                     nics=NicMode.PER_MEMBER,
@@ -197,24 +193,26 @@ def test_per_member_nics_within_distance() -> None:
 
 
 def test_empty_batch_and_empty_cluster() -> None:
-    assert solve(request([server("n1")], [])).status == SolveStatus.OPTIMAL
-    result = solve(request([], [job("a", 1)]))
+    assert solve(kit.request([kit.node("n1", kit.SMALL)], [])).status == SolveStatus.OPTIMAL
+    result = solve(kit.request([], [kit.job("a", 1)]))
     assert result.jobs[0].reason.code == ReasonCode.NO_NODE_FITS
 
 
 def test_same_request_same_seed_same_placement() -> None:
-    nodes = [server(f"n{i}", nics_per_switch=2, used_gpus=(i % 4,)) for i in range(6)]
+    nodes = [kit.node(f"n{i}", kit.SMALL, nics=4, used_gpus=(i % 4,)) for i in range(6)]
     jobs = [
-        job(f"j{i}", 1 + i % 3, members=1 + i % 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)
+        kit.job(f"j{i}", 1 + i % 3, members=1 + i % 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)
         for i in range(6)
     ]
-    first = solve(request(nodes, jobs, seed=7))
-    second = solve(request(nodes, jobs, seed=7))
+    first = solve(kit.request(nodes, jobs, seed=7))
+    second = solve(kit.request(nodes, jobs, seed=7))
     assert first.jobs == second.jobs
 
 
 def test_result_reports_stages_size_and_status() -> None:
-    result = solve(request([server("n1"), server("n2")], [job("a", 2, members=2)]))
+    result = solve(
+        kit.request([kit.node("n1", kit.SMALL), kit.node("n2", kit.SMALL)], [kit.job("a", 2, members=2)])
+    )
     assert result.status == SolveStatus.OPTIMAL and result.gap == 0
     assert [t.stage for t in result.timings] == [
         "validate",
@@ -233,54 +231,13 @@ def test_result_reports_stages_size_and_status() -> None:
 # --------------------------------------------------------------------------- random cases
 
 
-@st.composite
-def small_problems(draw: st.DrawFn):
-    nodes = []
-    for i in range(draw(st.integers(1, 2))):
-        switches = draw(st.integers(1, 2))
-        gpus_per_switch = draw(st.integers(1, 2))
-        total = switches * gpus_per_switch
-        used = draw(st.sets(st.integers(0, total - 1), max_size=total))
-        nodes.append(
-            server(
-                f"n{i}",
-                switches=switches,
-                gpus_per_switch=gpus_per_switch,
-                nics_per_switch=draw(st.integers(1, 2)),
-                nic_shift=draw(st.integers(0, 1)),
-                nvlink=draw(st.sampled_from(["all", "pairs", "none"])),
-                used_gpus=sorted(used),
-                cpu_milli=draw(st.sampled_from([0, 8000])),
-            )
-        )
-    jobs = []
-    for j in range(draw(st.integers(1, 3))):
-        nic_mode = draw(st.sampled_from([NicMode.NONE, NicMode.PER_GPU, NicMode.PER_MEMBER]))
-        jobs.append(
-            job(
-                f"j{j}",
-                draw(st.integers(1, 2)),
-                members=draw(st.integers(1, 2)),
-                priority=draw(st.integers(0, 2)),
-                nics=nic_mode,
-                nic_count=draw(st.integers(1, 2)) if nic_mode == NicMode.PER_MEMBER else 0,
-                align=draw(st.sampled_from(list(Requirement)[1:])),
-                distance=draw(st.sampled_from([Distance.PIX, Distance.PHB, Distance.NODE])),
-                numa=draw(st.sampled_from([Requirement.NONE, Requirement.REQUIRED, Requirement.PREFERRED])),
-                nvlink=draw(st.sampled_from([Requirement.NONE, Requirement.REQUIRED])),
-                cpu_milli=draw(st.sampled_from([0, 3000])),
-            )
-        )
-    return request(nodes, jobs)
-
-
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(small_problems())
+@given(kit.small_problems())
 def test_random_batches_are_verified_and_optimal_against_brute_force(req) -> None:
     assume(not validate(req))  # e.g. a member asking more NICs than any node has
     result = solve(req)  # raises VerificationFailed if the verifier refuses the answer
     assert result.status == SolveStatus.OPTIMAL
-    assert placed_work(result) == best_placed_work(req)
+    assert kit.placed_work(result) == kit.best_placed_work(req)
     for j in result.jobs:
         assert j.placed == bool(j.members)
         if not j.placed:
@@ -292,10 +249,10 @@ def test_random_batches_are_verified_and_optimal_against_brute_force(req) -> Non
 
 def test_nodes_no_member_fits_stay_out_of_the_model() -> None:
     # n1 has 2 GPUs left of 4, n2 all 4: a 4-GPU member fits only n2, so only n2 is a candidate.
-    busy = server("n1", switches=2, gpus_per_switch=2, nics_per_switch=0)
+    busy = kit.node("n1", kit.SMALL, nics=0)
     busy = busy.model_copy(update={"allocations": (Allocation(owner="old", gpus=("GPU0", "GPU1")),)})
-    free = server("n2", switches=2, gpus_per_switch=2, nics_per_switch=0)
-    result = solve(request([busy, free], [job("big", 4)]))
+    free = kit.node("n2", kit.SMALL, nics=0)
+    result = solve(kit.request([busy, free], [kit.job("big", 4)]))
     assert result.jobs[0].members[0].node == "n2"
     assert result.model_size.candidate_nodes == 1 and result.model_size.node_classes == 1
 
@@ -303,13 +260,13 @@ def test_nodes_no_member_fits_stay_out_of_the_model() -> None:
 def test_a_relaxation_is_found_on_nodes_no_member_fits_as_asked() -> None:
     # The only A100 node is busy and the rest are H100: no node is a candidate for a member asking
     # for an A100, but the reason still names the single rule that would let it in.
-    h100 = server("n1", switches=1, gpus_per_switch=2, nics_per_switch=0)
-    a100 = server("n2", switches=1, gpus_per_switch=2, nics_per_switch=0, model="A100")
+    h100 = kit.node("n1", kit.SMALL, switches=1, gpus=2, nics=0)
+    a100 = kit.node("n2", kit.SMALL, switches=1, gpus=2, nics=0, model="A100")
     a100 = a100.model_copy(update={"allocations": (Allocation(owner="old", gpus=("GPU0", "GPU1")),)})
-    plain = job("a100", 1)
+    plain = kit.job("a100", 1)
     member = plain.roles[0].member.model_copy(update={"gpu_models": ("A100",)})
     pinned = plain.model_copy(update={"roles": (plain.roles[0].model_copy(update={"member": member}),)})
-    result = solve(request([h100, a100], [pinned]))
+    result = solve(kit.request([h100, a100], [pinned]))
     assert not result.jobs[0].placed and result.model_size.candidate_nodes == 0
     assert result.jobs[0].reason.relaxation == "accept any GPU model"
 
@@ -317,13 +274,11 @@ def test_a_relaxation_is_found_on_nodes_no_member_fits_as_asked() -> None:
 def test_a_lone_member_opens_one_configuration_per_node_class() -> None:
     # A small CPU-only pod fits an 8-GPU, 96-core node dozens of times over; the batch has one, so
     # configurations holding more are never used and are not built (the empty one and one member).
-    node = server("n1", switches=4, gpus_per_switch=2, nics_per_switch=0).model_copy(
-        update={"cpu_milli": 96_000}
-    )
-    result = solve(request([node], [job("cpu", 0, cpu_milli=1000)]))
+    node = kit.node("n1", kit.SMALL, switches=4, gpus=8, nics=0).model_copy(update={"cpu_milli": 96_000})
+    result = solve(kit.request([node], [kit.job("cpu", 0, cpu_milli=1000)]))
     assert result.jobs[0].placed
     assert result.model_size.configurations == 2
-    two = solve(request([node], [job("cpu", 0, members=2, cpu_milli=1000)]))
+    two = solve(kit.request([node], [kit.job("cpu", 0, members=2, cpu_milli=1000)]))
     assert two.model_size.configurations == 3  # none, one, two
 
 

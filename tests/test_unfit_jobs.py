@@ -12,20 +12,30 @@ import grpc
 import pytest
 
 from solver.domain.errors import InvalidRequest
-from solver.domain.model import BatchOrder, Job, MemberShape, ReasonCode, Role, SolveRequest, SolveResult
+from solver.domain.model import (
+    BatchOrder,
+    Job,
+    MemberShape,
+    NicMode,
+    ReasonCode,
+    Requirement,
+    Role,
+    SolveRequest,
+    SolveResult,
+)
 from solver.service import wire
 from solver.service.client import solve_remote
 from solver.service.server import serve
 from solver.solve import solve
-from tests.builders import make_inventory, make_job, make_node, make_request
+from tests import kit
 from topoplace.v1 import placement_pb2_grpc
 
 ORDERS = (BatchOrder.JOINT, BatchOrder.LARGEST_FIRST, BatchOrder.BEST_OF_ORDERS)
 
 
 def batch(*jobs: object, order: BatchOrder = BatchOrder.JOINT) -> SolveRequest:
-    inventory = make_inventory(make_node("n0"), make_node("n1", cpu_milli=96_000))
-    return make_request(inventory, jobs, batch_order=order, time_limit_s=5)  # type: ignore[arg-type]
+    inventory = kit.inventory(kit.node("n0"), kit.node("n1", cpu_milli=96_000))
+    return kit.request(inventory, jobs, batch_order=order, time_limit_s=5)  # type: ignore[arg-type]
 
 
 def by_id(result: SolveResult) -> dict[str, object]:
@@ -34,7 +44,12 @@ def by_id(result: SolveResult) -> dict[str, object]:
 
 @pytest.mark.parametrize("order", ORDERS, ids=lambda o: o.name)
 def test_a_nine_gpu_job_on_eight_gpu_nodes_is_unplaced_and_the_rest_placed(order: BatchOrder) -> None:
-    request = batch(make_job("a", 4), make_job("too-big", 9), make_job("b", 8), order=order)
+    request = batch(
+        kit.job("a", 4, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+        kit.job("too-big", 9, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+        kit.job("b", 8, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+        order=order,
+    )
     result = solve(request)
     jobs = by_id(result)
     assert [jr.job_id for jr in result.jobs] == ["a", "too-big", "b"]  # the request's order
@@ -55,10 +70,10 @@ def test_a_model_or_cpu_no_held_node_has_leaves_the_window_placed(order: BatchOr
     so the filtered request held none of them) and cpu250 at pod 11,504 (a pod asking more CPU than
     any node the request held)."""
     request = batch(
-        make_job("gpu", 2),
-        make_job("model", 1, gpu_models=("A10",)),
+        kit.job("gpu", 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+        kit.job("model", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED, models=("A10",)),
         Job(id="cpu", roles=(Role(name="worker", replicas=1, member=MemberShape(cpu_milli=300_000)),)),
-        make_job("small", 1),
+        kit.job("small", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
         order=order,
     )
     jobs = by_id(solve(request))
@@ -72,7 +87,12 @@ def test_a_model_or_cpu_no_held_node_has_leaves_the_window_placed(order: BatchOr
 
 
 def test_a_batch_of_only_unfit_jobs_is_answered_not_refused() -> None:
-    result = solve(batch(make_job("x", 16), make_job("y", 9)))
+    result = solve(
+        batch(
+            kit.job("x", 16, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+            kit.job("y", 9, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+        )
+    )
     assert [(jr.job_id, jr.placed, jr.reason.code) for jr in result.jobs] == [  # type: ignore[union-attr]
         ("x", False, ReasonCode.NO_NODE_FITS),
         ("y", False, ReasonCode.NO_NODE_FITS),
@@ -80,7 +100,10 @@ def test_a_batch_of_only_unfit_jobs_is_answered_not_refused() -> None:
 
 
 def test_a_malformed_request_is_still_refused_whole() -> None:
-    good = batch(make_job("a", 4), make_job("too-big", 9))
+    good = batch(
+        kit.job("a", 4, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+        kit.job("too-big", 9, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+    )
     bad = good.model_copy(update={"jobs": (*good.jobs, good.jobs[0])})  # a repeated job id
     with pytest.raises(InvalidRequest) as caught:
         solve(bad)
@@ -91,12 +114,18 @@ def test_over_grpc_the_impossible_job_is_unplaced_and_bad_input_is_invalid_argum
     running = serve("127.0.0.1", 0)
     try:
         target = f"127.0.0.1:{running.port}"
-        result = solve_remote(target, batch(make_job("a", 4), make_job("too-big", 9)))
+        result = solve_remote(
+            target,
+            batch(
+                kit.job("a", 4, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+                kit.job("too-big", 9, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+            ),
+        )
         jobs = by_id(result)
         assert jobs["a"].placed and not jobs["too-big"].placed  # type: ignore[attr-defined]
         assert jobs["too-big"].reason.code == ReasonCode.NO_NODE_FITS  # type: ignore[attr-defined]
         assert "asks for 9 GPUs but the largest node has 8" in jobs["too-big"].reason.message  # type: ignore[attr-defined]
-        msg = wire.request_to_proto(batch(make_job("a", 4)))
+        msg = wire.request_to_proto(batch(kit.job("a", 4, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)))
         msg.jobs[0].roles[0].replicas = 0
         with grpc.insecure_channel(target) as channel, pytest.raises(grpc.RpcError) as caught:
             placement_pb2_grpc.PlacementStub(channel).Solve(msg, timeout=30)

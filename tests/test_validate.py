@@ -22,37 +22,43 @@ from solver.domain.model import (
     SolveRequest,
 )
 from solver.domain.validate import NODE_RULES, RULES, unfit_jobs, validate
-from tests._verify_cases import dgx, job, request, role, shape
+from tests import kit
 
 FABRIC = (
     FabricSwitch(id="spine", tier=2),
     FabricSwitch(id="leaf-a", tier=1, parent="spine"),
     FabricSwitch(id="leaf-b", tier=1, parent="spine"),
 )
-TRAIN = job(
+TRAIN = kit.job(
     "train",
-    role(
-        "worker",
-        4,
-        shape(8, nics=NicMode.PER_GPU, align=Requirement.REQUIRED, cpu_milli=64_000, models=("H100",)),
-        min_replicas=2,
+    roles=(
+        kit.role(
+            "worker",
+            4,
+            kit.shape(
+                8, nics=NicMode.PER_GPU, align=Requirement.REQUIRED, cpu_milli=64_000, models=("H100",)
+            ),
+            min_replicas=2,
+        ),
     ),
 )
-INFER = job(
+INFER = kit.job(
     "infer",
-    role("prefill", 1, shape(2, nics=NicMode.PER_MEMBER, nic_count=1, memory_mib=100_000)),
-    role("decode", 2, shape(1, selector={"pool": "train"})),
+    roles=(
+        kit.role("prefill", 1, kit.shape(2, nics=NicMode.PER_MEMBER, nic_count=1, memory_mib=100_000)),
+        kit.role("decode", 2, kit.shape(1, selector={"pool": "train"})),
+    ),
 )
-CPU_ONLY = job("etl", role("map", 3, shape(cpu_milli=4000)))
+CPU_ONLY = kit.job("etl", roles=(kit.role("map", 3, kit.shape(cpu_milli=4000)),))
 
 
 def valid_request() -> SolveRequest:
     held = Allocation(owner="pod-a", gpus=("GPU6", "GPU7"), nics=("mlx5_6",), cpu_milli=16_000)
-    return request(
+    return kit.request(
         [
-            dgx("dgx-01", leaf="leaf-a", allocations=[held]),
-            dgx("dgx-02", leaf="leaf-a", crossed=True),
-            dgx("dgx-03", leaf="leaf-b", schedulable=False),
+            kit.node("dgx-01", kit.DISTANCE_TREE, leaf="leaf-a", allocations=[held]),
+            kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED, leaf="leaf-a"),
+            kit.node("dgx-03", kit.DISTANCE_TREE, leaf="leaf-b", schedulable=False),
         ],
         [TRAIN, INFER, CPU_ONLY],
         FABRIC,
@@ -71,12 +77,12 @@ def only(req: SolveRequest, path: str, *words: str) -> Problem:
     return problem
 
 
-def node(**update: object) -> Node:
-    return dgx().model_copy(update=update)
+def edited_dgx(**update: object) -> Node:
+    return kit.node("dgx-01", kit.DISTANCE_TREE).model_copy(update=update)
 
 
 def on_node(n: Node) -> SolveRequest:
-    return request([n], [])
+    return kit.request([n], [])
 
 
 # --------------------------------------------------------------------------- the whole request
@@ -88,7 +94,7 @@ def test_valid_realistic_request_has_no_problems() -> None:
 
 def test_every_problem_is_reported_at_once() -> None:
     bad = valid_request().model_copy(
-        update={"jobs": (TRAIN, TRAIN, job("x", role("r", 1, shape())))},
+        update={"jobs": (TRAIN, TRAIN, kit.job("x", roles=(kit.role("r", 1, kit.shape()),)))},
     )
     assert [p.path for p in validate(bad)] == ["jobs[1].id", "jobs[2].roles[0].member"]
 
@@ -104,24 +110,27 @@ def test_rules_are_named_generators_in_one_tuple() -> None:
 
 def test_duplicate_node_name() -> None:
     only(
-        request([dgx(), dgx()], []), "inventory.nodes[1].name", "'dgx-01'", "first at inventory.nodes[0].name"
+        kit.request([kit.node("dgx-01", kit.DISTANCE_TREE), kit.node("dgx-01", kit.DISTANCE_TREE)], []),
+        "inventory.nodes[1].name",
+        "'dgx-01'",
+        "first at inventory.nodes[0].name",
     )
 
 
 def test_duplicate_gpu_id() -> None:
-    gpus = dgx().gpus
-    only(on_node(node(gpus=(*gpus, gpus[3]))), "inventory.nodes[0].gpus[8].id", "GPU id 'GPU3'")
+    gpus = kit.node("dgx-01", kit.DISTANCE_TREE).gpus
+    only(on_node(edited_dgx(gpus=(*gpus, gpus[3]))), "inventory.nodes[0].gpus[8].id", "GPU id 'GPU3'")
 
 
 def test_duplicate_nic_name() -> None:
-    nics = dgx().nics
-    only(on_node(node(nics=(*nics, nics[0]))), "inventory.nodes[0].nics[9].name", "NIC name 'mlx5_0'")
+    nics = kit.node("dgx-01", kit.DISTANCE_TREE).nics
+    only(on_node(edited_dgx(nics=(*nics, nics[0]))), "inventory.nodes[0].nics[9].name", "NIC name 'mlx5_0'")
 
 
 def test_duplicate_pcie_switch_id() -> None:
-    switches = dgx().pcie_switches
+    switches = kit.node("dgx-01", kit.DISTANCE_TREE).pcie_switches
     only(
-        on_node(node(pcie_switches=(*switches, switches[2]))),
+        on_node(edited_dgx(pcie_switches=(*switches, switches[2]))),
         "inventory.nodes[0].pcie_switches[9].id",
         "'sw0'",
     )
@@ -129,33 +138,42 @@ def test_duplicate_pcie_switch_id() -> None:
 
 def test_duplicate_numa_node_id() -> None:
     only(
-        on_node(node(numa_nodes=(NumaNode(id=0), NumaNode(id=1), NumaNode(id=1)))),
+        on_node(edited_dgx(numa_nodes=(NumaNode(id=0), NumaNode(id=1), NumaNode(id=1)))),
         "inventory.nodes[0].numa_nodes[2].id",
     )
 
 
 def test_duplicate_fabric_switch_id() -> None:
-    req = request([], [], (*FABRIC, FabricSwitch(id="leaf-a", tier=1, parent="spine")))
+    req = kit.request([], [], (*FABRIC, FabricSwitch(id="leaf-a", tier=1, parent="spine")))
     only(req, "inventory.switches[3].id", "fabric switch id 'leaf-a'")
 
 
 def test_duplicate_job_id() -> None:
-    only(request([dgx()], [CPU_ONLY, CPU_ONLY]), "jobs[1].id", "job id 'etl'", "first at jobs[0].id")
+    only(
+        kit.request([kit.node("dgx-01", kit.DISTANCE_TREE)], [CPU_ONLY, CPU_ONLY]),
+        "jobs[1].id",
+        "job id 'etl'",
+        "first at jobs[0].id",
+    )
 
 
 def test_duplicate_role_name() -> None:
-    r = role("map", 1, shape(cpu_milli=1))
-    only(request([dgx()], [job("etl", r, r)]), "jobs[0].roles[1].name", "role name 'map'")
+    r = kit.role("map", 1, kit.shape(cpu_milli=1))
+    only(
+        kit.request([kit.node("dgx-01", kit.DISTANCE_TREE)], [kit.job("etl", roles=(r, r))]),
+        "jobs[0].roles[1].name",
+        "role name 'map'",
+    )
 
 
 # --------------------------------------------------------------------------- inside a node
 
 
 def test_gpu_pcie_switch_unknown() -> None:
-    gpus = dgx().gpus
+    gpus = kit.node("dgx-01", kit.DISTANCE_TREE).gpus
     bad = gpus[1].model_copy(update={"pcie_switch": "sw9"})
     only(
-        on_node(node(gpus=(gpus[0], bad, *gpus[2:]))),
+        on_node(edited_dgx(gpus=(gpus[0], bad, *gpus[2:]))),
         "inventory.nodes[0].gpus[1].pcie_switch",
         "'sw9'",
         "GPU GPU1",
@@ -164,7 +182,7 @@ def test_gpu_pcie_switch_unknown() -> None:
 
 def test_nic_pcie_switch_unknown() -> None:
     only(
-        on_node(node(nics=(Nic(name="mlx5_0", pcie_switch="nope"),))),
+        on_node(edited_dgx(nics=(Nic(name="mlx5_0", pcie_switch="nope"),))),
         "inventory.nodes[0].nics[0].pcie_switch",
         "'nope'",
     )
@@ -207,11 +225,11 @@ def test_pcie_self_parent() -> None:
 
 
 def test_numa_reference_of_gpu_nic_and_switch() -> None:
-    n = dgx()
+    n = kit.node("dgx-01", kit.DISTANCE_TREE)
     gpus = (n.gpus[0].model_copy(update={"numa": 3}), *n.gpus[1:])
     nics = (*n.nics[:-1], n.nics[-1].model_copy(update={"numa": 7}))
     switches = (n.pcie_switches[0].model_copy(update={"numa": 2}), *n.pcie_switches[1:])
-    problems = validate(on_node(node(gpus=gpus, nics=nics, pcie_switches=switches)))
+    problems = validate(on_node(edited_dgx(gpus=gpus, nics=nics, pcie_switches=switches)))
     assert [(p.path, p.message) for p in problems] == [
         (
             "inventory.nodes[0].gpus[0].numa",
@@ -229,12 +247,12 @@ def test_numa_reference_of_gpu_nic_and_switch() -> None:
 
 
 def test_numa_not_checked_without_numa_nodes() -> None:
-    assert validate(on_node(node(numa_nodes=()))) == ()
+    assert validate(on_node(edited_dgx(numa_nodes=()))) == ()
 
 
 def test_nvlink_unknown_gpu() -> None:
     only(
-        on_node(node(nvlinks=(NvLink(gpu_a="GPU0", gpu_b="GPU12"),))),
+        on_node(edited_dgx(nvlinks=(NvLink(gpu_a="GPU0", gpu_b="GPU12"),))),
         "inventory.nodes[0].nvlinks[0].gpu_b",
         "'GPU12'",
     )
@@ -242,7 +260,7 @@ def test_nvlink_unknown_gpu() -> None:
 
 def test_nvlink_self_loop() -> None:
     only(
-        on_node(node(nvlinks=(NvLink(gpu_a="GPU2", gpu_b="GPU2"),))),
+        on_node(edited_dgx(nvlinks=(NvLink(gpu_a="GPU2", gpu_b="GPU2"),))),
         "inventory.nodes[0].nvlinks[0]",
         "GPU GPU2 to itself",
     )
@@ -250,7 +268,7 @@ def test_nvlink_self_loop() -> None:
 
 def test_allocation_unknown_devices() -> None:
     held = Allocation(owner="pod-a", gpus=("GPU0", "GPU8"), nics=("ib0",))
-    problems = validate(on_node(node(allocations=(held,))))
+    problems = validate(on_node(edited_dgx(allocations=(held,))))
     assert [p.path for p in problems] == [
         "inventory.nodes[0].allocations[0].gpus[1]",
         "inventory.nodes[0].allocations[0].nics[0]",
@@ -261,7 +279,7 @@ def test_allocation_unknown_devices() -> None:
 def test_allocation_lists_a_device_twice() -> None:
     held = Allocation(owner="pod-a", gpus=("GPU0", "GPU0"))
     only(
-        on_node(node(allocations=(held,))),
+        on_node(edited_dgx(allocations=(held,))),
         "inventory.nodes[0].allocations[0].gpus[1]",
         "GPU GPU0 is listed twice",
     )
@@ -273,7 +291,7 @@ def test_device_in_two_allocations() -> None:
         Allocation(owner="pod-b", gpus=("GPU1",), nics=("mlx5_0",)),
     )
     only(
-        on_node(node(allocations=allocs)),
+        on_node(edited_dgx(allocations=allocs)),
         "inventory.nodes[0].allocations[1].nics[0]",
         "NIC mlx5_0 is already held by allocation 0 (pod-a)",
     )
@@ -284,7 +302,7 @@ def test_allocations_overcommit_cpu_and_memory() -> None:
         Allocation(cpu_milli=100_000, memory_mib=600_000),
         Allocation(cpu_milli=30_000, memory_mib=600_000),
     )
-    problems = validate(on_node(node(allocations=allocs)))
+    problems = validate(on_node(edited_dgx(allocations=allocs)))
     assert [str(p) for p in problems] == [
         "inventory.nodes[0].allocations: allocations of node dgx-01 hold 130000 milli-CPU "
         "but the node has 128000",
@@ -294,7 +312,7 @@ def test_allocations_overcommit_cpu_and_memory() -> None:
 
 
 def test_untracked_cpu_is_never_overcommitted() -> None:
-    assert validate(on_node(node(cpu_milli=0, allocations=(Allocation(cpu_milli=10**9),)))) == ()
+    assert validate(on_node(edited_dgx(cpu_milli=0, allocations=(Allocation(cpu_milli=10**9),)))) == ()
 
 
 # --------------------------------------------------------------------------- the fabric
@@ -302,7 +320,7 @@ def test_untracked_cpu_is_never_overcommitted() -> None:
 
 def test_fabric_parent_unknown() -> None:
     only(
-        request([], [], (FabricSwitch(id="leaf", tier=1, parent="spine9"),)),
+        kit.request([], [], (FabricSwitch(id="leaf", tier=1, parent="spine9"),)),
         "inventory.switches[0].parent",
         "'spine9'",
     )
@@ -310,7 +328,7 @@ def test_fabric_parent_unknown() -> None:
 
 def test_node_leaf_unknown() -> None:
     only(
-        request([dgx(leaf="leaf-z")], [], FABRIC),
+        kit.request([kit.node("dgx-01", kit.DISTANCE_TREE, leaf="leaf-z")], [], FABRIC),
         "inventory.nodes[0].leaf",
         "'leaf-z'",
         "not a fabric switch",
@@ -318,7 +336,11 @@ def test_node_leaf_unknown() -> None:
 
 
 def test_node_leaf_not_tier_one() -> None:
-    only(request([dgx(leaf="spine")], [], FABRIC), "inventory.nodes[0].leaf", "tier-2 switch")
+    only(
+        kit.request([kit.node("dgx-01", kit.DISTANCE_TREE, leaf="spine")], [], FABRIC),
+        "inventory.nodes[0].leaf",
+        "tier-2 switch",
+    )
 
 
 def test_fabric_cycle() -> None:
@@ -326,7 +348,7 @@ def test_fabric_cycle() -> None:
         FabricSwitch(id="x", tier=1, parent="y"),
         FabricSwitch(id="y", tier=2, parent="x"),
     )
-    problems = validate(request([], [], switches))
+    problems = validate(kit.request([], [], switches))
     assert [p.path for p in problems] == ["inventory.switches[0].parent", "inventory.switches[1].tier"]
     assert "x -> y -> x" in problems[0].message
     assert "tiers must increase toward the root" in problems[1].message
@@ -335,7 +357,7 @@ def test_fabric_cycle() -> None:
 def test_fabric_tier_not_increasing() -> None:
     switches = (FabricSwitch(id="spine", tier=2), FabricSwitch(id="leaf", tier=2, parent="spine"))
     only(
-        request([], [], switches),
+        kit.request([], [], switches),
         "inventory.switches[1].tier",
         "leaf has tier 2 but its parent spine has tier 2",
     )
@@ -346,7 +368,10 @@ def test_fabric_tier_not_increasing() -> None:
 
 def test_min_replicas_above_replicas() -> None:
     only(
-        request([dgx()], [job("j", role("r", 2, shape(1), min_replicas=3))]),
+        kit.request(
+            [kit.node("dgx-01", kit.DISTANCE_TREE)],
+            [kit.job("j", roles=(kit.role("r", 2, kit.shape(1), min_replicas=3),))],
+        ),
         "jobs[0].roles[0].min_replicas",
         "3",
         "2",
@@ -355,17 +380,27 @@ def test_min_replicas_above_replicas() -> None:
 
 def test_member_asks_nothing() -> None:
     only(
-        request([dgx()], [job("j", role("idle", 1, shape()))]), "jobs[0].roles[0].member", "asks for nothing"
+        kit.request(
+            [kit.node("dgx-01", kit.DISTANCE_TREE)], [kit.job("j", roles=(kit.role("idle", 1, kit.shape()),))]
+        ),
+        "jobs[0].roles[0].member",
+        "asks for nothing",
     )
 
 
 def test_per_member_with_count_zero() -> None:
-    req = request([dgx()], [job("j", role("r", 1, shape(1, nics=NicMode.PER_MEMBER, nic_count=0)))])
+    req = kit.request(
+        [kit.node("dgx-01", kit.DISTANCE_TREE)],
+        [kit.job("j", roles=(kit.role("r", 1, kit.shape(1, nics=NicMode.PER_MEMBER, nic_count=0)),))],
+    )
     only(req, "jobs[0].roles[0].member.nics.count", "PER_MEMBER", "0 NICs")
 
 
 def test_per_gpu_with_zero_gpus() -> None:
-    req = request([dgx()], [job("j", role("r", 1, shape(0, nics=NicMode.PER_GPU, cpu_milli=1)))])
+    req = kit.request(
+        [kit.node("dgx-01", kit.DISTANCE_TREE)],
+        [kit.job("j", roles=(kit.role("r", 1, kit.shape(0, nics=NicMode.PER_GPU, cpu_milli=1)),))],
+    )
     only(req, "jobs[0].roles[0].member.nics.mode", "PER_GPU", "0 GPUs")
 
 
@@ -377,18 +412,25 @@ def unfit(req: SolveRequest) -> list[str]:
 
 
 def test_member_asks_more_gpus_than_any_node() -> None:
-    req = request([dgx(), dgx("dgx-02")], [job("j", role("r", 1, shape(16)))])
+    req = kit.request(
+        [kit.node("dgx-01", kit.DISTANCE_TREE), kit.node("dgx-02", kit.DISTANCE_TREE)],
+        [kit.job("j", roles=(kit.role("r", 1, kit.shape(16)),))],
+    )
     assert unfit(req) == ["jobs[0].roles[0].member.gpus: asks for 16 GPUs but the largest node has 8"]
 
 
 def test_member_asks_more_gpus_of_a_model_than_any_node() -> None:
-    req = request(
-        [dgx(), dgx("dgx-02", model="A100")], [job("j", role("r", 1, shape(8, models=("B200", "A100"))))]
+    req = kit.request(
+        [kit.node("dgx-01", kit.DISTANCE_TREE), kit.node("dgx-02", kit.DISTANCE_TREE, model="A100")],
+        [kit.job("j", roles=(kit.role("r", 1, kit.shape(8, models=("B200", "A100"))),))],
     )
     assert unfit(req) == []
-    req = request(
-        [dgx(), dgx("dgx-02", model="A100")],
-        [job("ok", role("r", 1, shape(1))), job("j", role("r", 1, shape(4, models=("B200",))))],
+    req = kit.request(
+        [kit.node("dgx-01", kit.DISTANCE_TREE), kit.node("dgx-02", kit.DISTANCE_TREE, model="A100")],
+        [
+            kit.job("ok", roles=(kit.role("r", 1, kit.shape(1)),)),
+            kit.job("j", roles=(kit.role("r", 1, kit.shape(4, models=("B200",))),)),
+        ],
     )
     assert unfit_jobs(req).keys() == {1}
     assert unfit(req) == [
@@ -398,9 +440,9 @@ def test_member_asks_more_gpus_of_a_model_than_any_node() -> None:
 
 
 def test_member_asks_more_nics_than_any_node() -> None:
-    req = request(
-        [dgx(no_rdma=[f"mlx5_{k}" for k in range(4)])],
-        [job("j", role("r", 1, shape(1, nics=NicMode.PER_MEMBER, nic_count=6)))],
+    req = kit.request(
+        [kit.node("dgx-01", kit.DISTANCE_TREE, no_rdma=[f"mlx5_{k}" for k in range(4)])],
+        [kit.job("j", roles=(kit.role("r", 1, kit.shape(1, nics=NicMode.PER_MEMBER, nic_count=6)),))],
     )
     assert unfit(req) == [
         "jobs[0].roles[0].member.nics.count: asks for 6 RDMA NICs but the largest node has 5"
@@ -408,7 +450,10 @@ def test_member_asks_more_nics_than_any_node() -> None:
 
 
 def test_member_asks_more_cpu_and_memory_than_any_node() -> None:
-    req = request([dgx()], [job("j", role("r", 1, shape(cpu_milli=200_000, memory_mib=2_000_000)))])
+    req = kit.request(
+        [kit.node("dgx-01", kit.DISTANCE_TREE)],
+        [kit.job("j", roles=(kit.role("r", 1, kit.shape(cpu_milli=200_000, memory_mib=2_000_000)),))],
+    )
     assert unfit(req) == [
         "jobs[0].roles[0].member.cpu_milli: asks for 200000 milli-CPU but the largest node has 128000",
         "jobs[0].roles[0].member.memory_mib: asks for 2000000 MiB of memory but the largest node has 1024000",
@@ -416,9 +461,17 @@ def test_member_asks_more_cpu_and_memory_than_any_node() -> None:
 
 
 def test_untracked_cpu_fits_any_ask_and_empty_inventory_is_not_checked() -> None:
-    huge = [job("j", role("r", 1, shape(cpu_milli=10**9)))]
-    assert unfit(request([dgx(), dgx("dgx-02", cpu_milli=0)], huge)) == []
-    assert unfit(request([], [job("j", role("r", 1, shape(64)))])) == []
+    huge = [kit.job("j", roles=(kit.role("r", 1, kit.shape(cpu_milli=10**9)),))]
+    assert (
+        unfit(
+            kit.request(
+                [kit.node("dgx-01", kit.DISTANCE_TREE), kit.node("dgx-02", kit.DISTANCE_TREE, cpu_milli=0)],
+                huge,
+            )
+        )
+        == []
+    )
+    assert unfit(kit.request([], [kit.job("j", roles=(kit.role("r", 1, kit.shape(64)),))])) == []
 
 
 # --------------------------------------------------------------------------- size
@@ -428,9 +481,9 @@ def test_validation_is_linear_in_size() -> None:
     """Twice the nodes, about twice the time (a quadratic rule would take four times)."""
 
     def timed(n: int) -> float:
-        template = dgx(leaf="leaf-a")
+        template = kit.node("dgx-01", kit.DISTANCE_TREE, leaf="leaf-a")
         nodes = [template.model_copy(update={"name": f"n{i}"}) for i in range(n)]
-        req = request(nodes, [TRAIN, INFER, CPU_ONLY], FABRIC)
+        req = kit.request(nodes, [TRAIN, INFER, CPU_ONLY], FABRIC)
         start = time.perf_counter()
         assert validate(req) == ()
         return time.perf_counter() - start
@@ -441,8 +494,10 @@ def test_validation_is_linear_in_size() -> None:
 
 
 def test_member_asking_only_a_gpu_share_asks_something() -> None:
-    share = shape().model_copy(update={"gpu_share": GpuShare(milli=250)})
-    problems = validate(request([dgx()], [job("j", role("r", 1, share))]))
+    share = kit.shape().model_copy(update={"gpu_share": GpuShare(milli=250)})
+    problems = validate(
+        kit.request([kit.node("dgx-01", kit.DISTANCE_TREE)], [kit.job("j", roles=(kit.role("r", 1, share),))])
+    )
     assert all("not supported by this version" in p.message for p in problems)
 
 
@@ -450,10 +505,16 @@ def test_allocation_share_of_unknown_gpu() -> None:
     held = Allocation(
         owner="pod-s", gpu_shares=(GpuShare(gpu="GPU0", milli=500), GpuShare(gpu="GPU42", milli=1))
     )
-    only(on_node(node(allocations=(held,))), "inventory.nodes[0].allocations[0].gpu_shares[1].gpu", "'GPU42'")
+    only(
+        on_node(edited_dgx(allocations=(held,))),
+        "inventory.nodes[0].allocations[0].gpu_shares[1].gpu",
+        "'GPU42'",
+    )
 
 
 def test_role_affinity_names_unknown_role() -> None:
     affinity = RoleAffinity(role_a="prefill", role_b="decoder")
-    req = request([dgx()], [INFER.model_copy(update={"role_affinity": (affinity,)})])
+    req = kit.request(
+        [kit.node("dgx-01", kit.DISTANCE_TREE)], [INFER.model_copy(update={"role_affinity": (affinity,)})]
+    )
     only(req, "jobs[0].role_affinity[0].role_b", "'decoder'", "job infer")

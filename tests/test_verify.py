@@ -37,7 +37,7 @@ from solver.domain.model import (
     SwitchKind,
     WorkloadShape,
 )
-from tests._verify_cases import dgx, job, member, placed, request, result, role, shape, unplaced
+from tests import kit
 
 REQ, PREF = Requirement.REQUIRED, Requirement.PREFERRED
 FOUR = ("GPU0", "GPU1", "GPU2", "GPU3")
@@ -45,62 +45,74 @@ FOUR_NICS = ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3")
 
 # --------------------------------------------------------------------------- the hand-made case
 
-TRAIN = job(
+TRAIN = kit.job(
     "train",
-    role(
-        "worker",
-        2,
-        shape(
-            4,
-            nics=NicMode.PER_GPU,
-            align=REQ,
-            numa=REQ,
-            nvlink=REQ,
-            cpu_milli=32_000,
-            memory_mib=200_000,
-            models=("H100",),
-            selector={"pool": "train"},
+    roles=(
+        kit.role(
+            "worker",
+            2,
+            kit.shape(
+                4,
+                nics=NicMode.PER_GPU,
+                align=REQ,
+                numa=REQ,
+                nvlink=REQ,
+                cpu_milli=32_000,
+                memory_mib=200_000,
+                models=("H100",),
+                selector={"pool": "train"},
+            ),
         ),
     ),
 )
-INFER = job(
+INFER = kit.job(
     "infer",
-    role("prefill", 1, shape(2, nics=NicMode.PER_MEMBER, nic_count=1, align=PREF, distance=Distance.PHB)),
-    role("decode", 2, shape(1, cpu_milli=8_000), min_replicas=1),
+    roles=(
+        kit.role(
+            "prefill",
+            1,
+            kit.shape(2, nics=NicMode.PER_MEMBER, nic_count=1, align=PREF, distance=Distance.PHB),
+        ),
+        kit.role("decode", 2, kit.shape(1, cpu_milli=8_000), min_replicas=1),
+    ),
 )
-BIG = job("big", role("worker", 64, shape(8)))
+BIG = kit.job("big", roles=(kit.role("worker", 64, kit.shape(8)),))
 POD_A = Allocation(
     owner="pod-a", gpus=("GPU6", "GPU7"), nics=("mlx5_6",), cpu_milli=16_000, memory_mib=100_000
 )
 
-REQUEST = request(
-    [dgx("dgx-01", allocations=[POD_A]), dgx("dgx-02", crossed=True), dgx("dgx-03", schedulable=False)],
+REQUEST = kit.request(
+    [
+        kit.node("dgx-01", kit.DISTANCE_TREE, allocations=[POD_A]),
+        kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED),
+        kit.node("dgx-03", kit.DISTANCE_TREE, schedulable=False),
+    ],
     [TRAIN, INFER, BIG],
 )
 # dgx-02 is crossed: mlx5_0/1 sit next to GPU2/3 and mlx5_2/3 next to GPU0/1, so the worker there is
 # aligned only through a matching that does not pair GPU k with NIC k.
-TRAIN_OK = placed(
+TRAIN_OK = kit.placed(
     "train",
-    member("worker", 0, "dgx-01", FOUR, FOUR_NICS, numa=0),
-    member("worker", 1, "dgx-02", FOUR, FOUR_NICS, numa=0),
+    kit.member("worker", 0, "dgx-01", FOUR, FOUR_NICS, numa=0),
+    kit.member("worker", 1, "dgx-02", FOUR, FOUR_NICS, numa=0),
 )
-INFER_OK = placed(
+INFER_OK = kit.placed(
     "infer",
-    member("prefill", 0, "dgx-01", ("GPU4", "GPU5"), ("mlx5_4",), aligned=True),
-    member("decode", 1, "dgx-02", ("GPU4",)),
+    kit.member("prefill", 0, "dgx-01", ("GPU4", "GPU5"), ("mlx5_4",), aligned=True),
+    kit.member("decode", 1, "dgx-02", ("GPU4",)),
 )
-VALID = result(REQUEST, TRAIN_OK, INFER_OK, unplaced("big"))
+VALID = kit.result(REQUEST, TRAIN_OK, INFER_OK, kit.unplaced("big"))
 
 
 def with_jobs(*jobs: JobResult, req: SolveRequest = REQUEST) -> SolveResult:
     """The valid result with some job answers replaced (by id), metrics recomputed."""
     replaced = {jr.job_id: jr for jr in jobs}
     kept = [replaced.pop(jr.job_id, jr) for jr in VALID.jobs]
-    return result(req, *kept, *replaced.values())
+    return kit.result(req, *kept, *replaced.values())
 
 
 def with_train(*members: MemberPlacement) -> SolveResult:
-    return with_jobs(placed("train", *members))
+    return with_jobs(kit.placed("train", *members))
 
 
 def worker(
@@ -111,7 +123,7 @@ def worker(
     numa: int | None = 0,
 ) -> MemberPlacement:
     """A train worker: by default the four GPUs and NICs under hb0/psw0, on NUMA node 0."""
-    return member("worker", index, node, gpus, nics, numa=numa)
+    return kit.member("worker", index, node, gpus, nics, numa=numa)
 
 
 def only(violations: tuple[str, ...], *words: str) -> str:
@@ -136,26 +148,32 @@ def test_gpu_given_to_two_members() -> None:
 
 
 def test_nic_given_to_two_jobs() -> None:
-    prefill = member("prefill", 0, "dgx-01", ("GPU4", "GPU5"), ("mlx5_0",))  # PHB: aligned
-    v = verify(REQUEST, with_jobs(placed("infer", prefill, member("decode", 0, "dgx-02", ("GPU4",)))))
+    prefill = kit.member("prefill", 0, "dgx-01", ("GPU4", "GPU5"), ("mlx5_0",))  # PHB: aligned
+    v = verify(REQUEST, with_jobs(kit.placed("infer", prefill, kit.member("decode", 0, "dgx-02", ("GPU4",)))))
     only(v, "job infer role prefill member 0 on dgx-01", "NIC mlx5_0 is also given to job train")
 
 
 def test_allocated_gpu() -> None:
-    prefill = member("prefill", 0, "dgx-01", ("GPU6", "GPU5"), ("mlx5_4",))
-    v = verify(REQUEST, with_jobs(placed("infer", prefill, *INFER_OK.members[1:])))
+    prefill = kit.member("prefill", 0, "dgx-01", ("GPU6", "GPU5"), ("mlx5_4",))
+    v = verify(REQUEST, with_jobs(kit.placed("infer", prefill, *INFER_OK.members[1:])))
     only(v, "job infer role prefill member 0 on dgx-01: GPU GPU6 is already allocated to pod-a")
 
 
 def test_allocated_nic() -> None:
-    prefill = member("prefill", 0, "dgx-01", ("GPU4", "GPU5"), ("mlx5_6",), aligned=False)
-    v = verify(REQUEST, with_jobs(placed("infer", prefill, *INFER_OK.members[1:])))
+    prefill = kit.member("prefill", 0, "dgx-01", ("GPU4", "GPU5"), ("mlx5_6",), aligned=False)
+    v = verify(REQUEST, with_jobs(kit.placed("infer", prefill, *INFER_OK.members[1:])))
     only(v, "NIC mlx5_6 is already allocated to pod-a")
 
 
 def test_unhealthy_gpu_and_nic() -> None:
-    req = request([dgx("dgx-01", unhealthy=["GPU2", "mlx5_3"]), dgx("dgx-02", crossed=True)], [TRAIN])
-    v = verify(req, result(req, TRAIN_OK))
+    req = kit.request(
+        [
+            kit.node("dgx-01", kit.DISTANCE_TREE, unhealthy=["GPU2", "mlx5_3"]),
+            kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED),
+        ],
+        [TRAIN],
+    )
+    v = verify(req, kit.result(req, TRAIN_OK))
     assert sorted(v) == [
         "job train role worker member 0 on dgx-01: GPU GPU2 is unhealthy",
         "job train role worker member 0 on dgx-01: NIC mlx5_3 is unhealthy",
@@ -163,8 +181,14 @@ def test_unhealthy_gpu_and_nic() -> None:
 
 
 def test_nic_without_rdma() -> None:
-    req = request([dgx("dgx-01", no_rdma=["mlx5_1"]), dgx("dgx-02", crossed=True)], [TRAIN])
-    only(verify(req, result(req, TRAIN_OK)), "NIC mlx5_1 is not an RDMA NIC")
+    req = kit.request(
+        [
+            kit.node("dgx-01", kit.DISTANCE_TREE, no_rdma=["mlx5_1"]),
+            kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED),
+        ],
+        [TRAIN],
+    )
+    only(verify(req, kit.result(req, TRAIN_OK)), "NIC mlx5_1 is not an RDMA NIC")
 
 
 def test_device_that_does_not_exist() -> None:
@@ -181,7 +205,9 @@ def test_wrong_gpu_and_nic_counts_and_repeats() -> None:
 
 
 def test_member_with_nics_it_did_not_ask_for() -> None:
-    v = verify(REQUEST, with_jobs(placed("infer", member("decode", 0, "dgx-02", ("GPU4",), ("mlx5_4",)))))
+    v = verify(
+        REQUEST, with_jobs(kit.placed("infer", kit.member("decode", 0, "dgx-02", ("GPU4",), ("mlx5_4",))))
+    )
     assert "job infer role decode member 0 on dgx-02: has 1 NICs but the role asks for 0 (NONE)" in v
 
 
@@ -200,40 +226,75 @@ def test_unschedulable_node() -> None:
 
 
 def test_node_selector_mismatch() -> None:
-    req = request([dgx("dgx-01"), dgx("dgx-02", crossed=True, labels={"pool": "infer"})], [TRAIN])
-    only(verify(req, result(req, TRAIN_OK)), "member 1 on dgx-02", "node selector pool=train", "(pool=infer)")
-    req = request([dgx("dgx-01"), dgx("dgx-02", crossed=True, labels={})], [TRAIN])
-    only(verify(req, result(req, TRAIN_OK)), "no such label")
+    req = kit.request(
+        [
+            kit.node("dgx-01", kit.DISTANCE_TREE),
+            kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED, labels={"pool": "infer"}),
+        ],
+        [TRAIN],
+    )
+    only(
+        verify(req, kit.result(req, TRAIN_OK)),
+        "member 1 on dgx-02",
+        "node selector pool=train",
+        "(pool=infer)",
+    )
+    req = kit.request(
+        [kit.node("dgx-01", kit.DISTANCE_TREE), kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED, labels={})],
+        [TRAIN],
+    )
+    only(verify(req, kit.result(req, TRAIN_OK)), "no such label")
 
 
 def test_wrong_gpu_model() -> None:
-    req = request([dgx("dgx-01"), dgx("dgx-02", crossed=True, model="A100")], [TRAIN])
-    v = verify(req, result(req, TRAIN_OK))
+    req = kit.request(
+        [kit.node("dgx-01", kit.DISTANCE_TREE), kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED, model="A100")],
+        [TRAIN],
+    )
+    v = verify(req, kit.result(req, TRAIN_OK))
     assert len(v) == 4
     assert "job train role worker member 1 on dgx-02: GPU GPU0 is a A100, not one of H100" in v
 
 
 def test_cpu_and_memory_overflow() -> None:
-    req = request([dgx("dgx-01", cpu_milli=40_000, memory_mib=300_000), dgx("dgx-02", crossed=True)], [TRAIN])
-    two = result(req, TRAIN_OK)
+    req = kit.request(
+        [
+            kit.node("dgx-01", kit.DISTANCE_TREE, cpu_milli=40_000, memory_mib=300_000),
+            kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED),
+        ],
+        [TRAIN],
+    )
+    two = kit.result(req, TRAIN_OK)
     assert verify(req, two) == ()  # one worker fits
-    crowded = placed(
+    crowded = kit.placed(
         "train", worker(0), worker(1, gpus=("GPU4", "GPU5", "GPU6", "GPU7"), nics=("mlx5_4",) * 4)
     )
-    v = verify(req, result(req, crowded))
+    v = verify(req, kit.result(req, crowded))
     assert "node dgx-01: members of job train ask for 64000 milli-CPU but only 40000 are free" in v
     assert "node dgx-01: members of job train ask for 400000 MiB of memory but only 300000 are free" in v
 
 
 def test_allocations_count_against_free_cpu() -> None:
     held = Allocation(owner="pod-b", cpu_milli=100_000)
-    req = request([dgx("dgx-01", allocations=[held]), dgx("dgx-02", crossed=True)], [TRAIN])
-    only(verify(req, result(req, TRAIN_OK)), "node dgx-01", "32000 milli-CPU but only 28000 are free")
+    req = kit.request(
+        [
+            kit.node("dgx-01", kit.DISTANCE_TREE, allocations=[held]),
+            kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED),
+        ],
+        [TRAIN],
+    )
+    only(verify(req, kit.result(req, TRAIN_OK)), "node dgx-01", "32000 milli-CPU but only 28000 are free")
 
 
 def test_untracked_cpu_has_no_limit() -> None:
-    req = request([dgx("dgx-01", cpu_milli=0, memory_mib=0), dgx("dgx-02", crossed=True)], [TRAIN])
-    assert verify(req, result(req, TRAIN_OK)) == ()
+    req = kit.request(
+        [
+            kit.node("dgx-01", kit.DISTANCE_TREE, cpu_milli=0, memory_mib=0),
+            kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED),
+        ],
+        [TRAIN],
+    )
+    assert verify(req, kit.result(req, TRAIN_OK)) == ()
 
 
 # --------------------------------------------------------------------------- gangs and jobs
@@ -247,12 +308,12 @@ def test_too_many_members_and_bad_indexes() -> None:
     v = verify(
         REQUEST,
         with_jobs(
-            placed(
+            kit.placed(
                 "infer",
-                member("prefill", 0, "dgx-01", ("GPU4", "GPU5"), ("mlx5_4",)),
-                member("decode", 1, "dgx-02", ("GPU4",)),
-                member("decode", 1, "dgx-02", ("GPU5",)),
-                member("decode", 2, "dgx-02", ("GPU6",)),
+                kit.member("prefill", 0, "dgx-01", ("GPU4", "GPU5"), ("mlx5_4",)),
+                kit.member("decode", 1, "dgx-02", ("GPU4",)),
+                kit.member("decode", 1, "dgx-02", ("GPU5",)),
+                kit.member("decode", 2, "dgx-02", ("GPU6",)),
             )
         ),
     )
@@ -263,13 +324,14 @@ def test_too_many_members_and_bad_indexes() -> None:
 
 def test_member_of_unknown_role() -> None:
     v = verify(
-        REQUEST, with_jobs(placed("infer", *INFER_OK.members, member("ghost", 0, "dgx-02", ("GPU5",))))
+        REQUEST,
+        with_jobs(kit.placed("infer", *INFER_OK.members, kit.member("ghost", 0, "dgx-02", ("GPU5",)))),
     )
     only(v, "job infer lists member 0 of role ghost")
 
 
 def test_unknown_missing_and_repeated_jobs() -> None:
-    v = verify(REQUEST, result(REQUEST, TRAIN_OK, INFER_OK, INFER_OK, unplaced("nope")))
+    v = verify(REQUEST, kit.result(REQUEST, TRAIN_OK, INFER_OK, INFER_OK, kit.unplaced("nope")))
     assert "job nope is in the result but not in the request" in v
     assert "job big of the request is missing from the result" in v
     assert "job infer appears 2 times in the result" in v
@@ -282,7 +344,7 @@ def test_unplaced_job_without_reason_or_with_members() -> None:
     v = verify(
         REQUEST,
         with_jobs(
-            JobResult(job_id="big", placed=False, members=(member("worker", 0, "dgx-01"),), reason=reason)
+            JobResult(job_id="big", placed=False, members=(kit.member("worker", 0, "dgx-01"),), reason=reason)
         ),
     )
     only(v, "job big is not placed but lists 1 members")
@@ -299,12 +361,12 @@ def test_placed_job_with_a_reason_is_fine() -> None:
 def test_misaligned_required_pair_on_crossed_node() -> None:
     # On dgx-02, GPU0/1 are next to mlx5_2/3: giving a worker GPU0, GPU1, GPU4, GPU5 with mlx5_0, mlx5_1,
     # mlx5_4, mlx5_5 pairs GPU k with NIC k by name, yet GPU0 and GPU1 have no PIX NIC.
-    train = job("train", role("worker", 1, shape(4, nics=NicMode.PER_GPU, align=REQ)))
-    req = request([dgx("dgx-02", crossed=True)], [train])
-    bad = member(
+    train = kit.job("train", roles=(kit.role("worker", 1, kit.shape(4, nics=NicMode.PER_GPU, align=REQ)),))
+    req = kit.request([kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED)], [train])
+    bad = kit.member(
         "worker", 0, "dgx-02", ("GPU0", "GPU1", "GPU4", "GPU5"), ("mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5")
     )
-    v = verify(req, result(req, placed("train", bad)))
+    v = verify(req, kit.result(req, kit.placed("train", bad)))
     assert len(v) == 2, v
     assert v[0] == (
         "job train role worker member 0 on dgx-02: alignment is REQUIRED but its GPUs cannot each be "
@@ -312,7 +374,7 @@ def test_misaligned_required_pair_on_crossed_node() -> None:
     )
     assert "aligned is True but the REQUIRED alignment does not hold" in v[1]
     good = bad.model_copy(update={"nics": ("mlx5_3", "mlx5_2", "mlx5_5", "mlx5_4")})
-    assert verify(req, result(req, placed("train", good))) == ()
+    assert verify(req, kit.result(req, kit.placed("train", good))) == ()
 
 
 @pytest.mark.parametrize(
@@ -332,70 +394,85 @@ def test_misaligned_required_pair_on_crossed_node() -> None:
     ],
 )
 def test_every_distance_class(nic: str, distance: Distance, holds: bool) -> None:
-    solo = job(
-        "solo", role("r", 1, shape(1, nics=NicMode.PER_MEMBER, nic_count=1, align=REQ, distance=distance))
+    solo = kit.job(
+        "solo",
+        roles=(
+            kit.role(
+                "r", 1, kit.shape(1, nics=NicMode.PER_MEMBER, nic_count=1, align=REQ, distance=distance)
+            ),
+        ),
     )
-    req = request([dgx()], [solo])
-    v = verify(req, result(req, placed("solo", member("r", 0, "dgx-01", ("GPU0",), (nic,)))))
+    req = kit.request([kit.node("dgx-01", kit.DISTANCE_TREE)], [solo])
+    v = verify(req, kit.result(req, kit.placed("solo", kit.member("r", 0, "dgx-01", ("GPU0",), (nic,)))))
     assert (v == ()) == holds, v
 
 
 def test_per_member_nic_needs_one_near_gpu() -> None:
-    solo = job("solo", role("r", 1, shape(2, nics=NicMode.PER_MEMBER, nic_count=2, align=REQ)))
-    req = request([dgx()], [solo])
-    ok = member("r", 0, "dgx-01", ("GPU0", "GPU2"), ("mlx5_1", "mlx5_3"))  # each NIC near some GPU
-    assert verify(req, result(req, placed("solo", ok))) == ()
+    solo = kit.job(
+        "solo", roles=(kit.role("r", 1, kit.shape(2, nics=NicMode.PER_MEMBER, nic_count=2, align=REQ)),)
+    )
+    req = kit.request([kit.node("dgx-01", kit.DISTANCE_TREE)], [solo])
+    ok = kit.member("r", 0, "dgx-01", ("GPU0", "GPU2"), ("mlx5_1", "mlx5_3"))  # each NIC near some GPU
+    assert verify(req, kit.result(req, kit.placed("solo", ok))) == ()
     far = ok.model_copy(update={"nics": ("mlx5_1", "mlx5_5")})
-    v = verify(req, result(req, placed("solo", far)))
+    v = verify(req, kit.result(req, kit.placed("solo", far)))
     assert "NIC mlx5_5 is farther than PIX from every GPU of the member" in v[0]
 
 
 def test_wrong_aligned_flag_on_preferred() -> None:
-    prefill = member("prefill", 0, "dgx-01", ("GPU4", "GPU5"), ("mlx5_4",), aligned=False)
-    v = verify(REQUEST, with_jobs(placed("infer", prefill, *INFER_OK.members[1:])))
+    prefill = kit.member("prefill", 0, "dgx-01", ("GPU4", "GPU5"), ("mlx5_4",), aligned=False)
+    v = verify(REQUEST, with_jobs(kit.placed("infer", prefill, *INFER_OK.members[1:])))
     only(v, "job infer role prefill member 0 on dgx-01: aligned is False but the PREFERRED alignment holds")
-    far = member("prefill", 0, "dgx-01", ("GPU4", "GPU5"), ("mlx5_8",), aligned=True)  # NODE > PHB
-    v = verify(REQUEST, with_jobs(placed("infer", far, *INFER_OK.members[1:])))
+    far = kit.member("prefill", 0, "dgx-01", ("GPU4", "GPU5"), ("mlx5_8",), aligned=True)  # NODE > PHB
+    v = verify(REQUEST, with_jobs(kit.placed("infer", far, *INFER_OK.members[1:])))
     only(v, "aligned is True but the PREFERRED alignment does not hold", "mlx5_8 is farther than PHB")
     assert (
         verify(
             REQUEST,
-            with_jobs(placed("infer", far.model_copy(update={"aligned": False}), *INFER_OK.members[1:])),
+            with_jobs(kit.placed("infer", far.model_copy(update={"aligned": False}), *INFER_OK.members[1:])),
         )
         == ()
     )
 
 
 def test_aligned_flag_ignored_without_alignment_rule() -> None:
-    decode = member("decode", 0, "dgx-02", ("GPU4",), aligned=False)
-    assert verify(REQUEST, with_jobs(placed("infer", INFER_OK.members[0], decode))) == ()
+    decode = kit.member("decode", 0, "dgx-02", ("GPU4",), aligned=False)
+    assert verify(REQUEST, with_jobs(kit.placed("infer", INFER_OK.members[0], decode))) == ()
 
 
 def test_numa_split_and_wrong_numa() -> None:
     split = worker(0, gpus=("GPU4", "GPU5", "GPU6", "GPU7"), nics=("mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"))
-    req = request([dgx("dgx-01"), dgx("dgx-02", crossed=True)], [TRAIN])
-    v = verify(req, result(req, placed("train", split, worker(1, "dgx-02"))))
+    req = kit.request(
+        [kit.node("dgx-01", kit.DISTANCE_TREE), kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED)], [TRAIN]
+    )
+    v = verify(req, kit.result(req, kit.placed("train", split, worker(1, "dgx-02"))))
     only(
         v, "member 0 on dgx-01: NUMA is REQUIRED but its devices are not on one NUMA node", "GPU6@1", "GPU4@0"
     )
-    v = verify(req, result(req, placed("train", worker(0, numa=1), worker(1, "dgx-02"))))
+    v = verify(req, kit.result(req, kit.placed("train", worker(0, numa=1), worker(1, "dgx-02"))))
     only(v, "member 0 on dgx-01: numa is 1 but its devices are on NUMA node 0")
-    v = verify(req, result(req, placed("train", worker(0, numa=None), worker(1, "dgx-02"))))
+    v = verify(req, kit.result(req, kit.placed("train", worker(0, numa=None), worker(1, "dgx-02"))))
     only(v, "numa is None")
 
 
 def test_unknown_numa_breaks_required_numa() -> None:
-    node = dgx("dgx-01")
+    node = kit.node("dgx-01", kit.DISTANCE_TREE)
     node = node.model_copy(update={"gpus": (node.gpus[0].model_copy(update={"numa": None}), *node.gpus[1:])})
-    req = request([node, dgx("dgx-02", crossed=True)], [TRAIN])
-    only(verify(req, result(req, TRAIN_OK)), "GPU0@unknown")
+    req = kit.request([node, kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED)], [TRAIN])
+    only(verify(req, kit.result(req, TRAIN_OK)), "GPU0@unknown")
 
 
 def test_missing_nvlink() -> None:
     pairs = (NvLink(gpu_a="GPU0", gpu_b="GPU1"), NvLink(gpu_a="GPU3", gpu_b="GPU2"))
     full = tuple(NvLink(gpu_a=a, gpu_b=b) for a, b in combinations(FOUR, 2))
-    req = request([dgx("dgx-01", nvlinks=pairs), dgx("dgx-02", crossed=True, nvlinks=full[::-1])], [TRAIN])
-    v = verify(req, result(req, TRAIN_OK))
+    req = kit.request(
+        [
+            kit.node("dgx-01", kit.DISTANCE_TREE, nvlinks=pairs),
+            kit.node("dgx-02", kit.DISTANCE_TREE_CROSSED, nvlinks=full[::-1]),
+        ],
+        [TRAIN],
+    )
+    v = verify(req, kit.result(req, TRAIN_OK))
     assert len(v) == 4
     assert (
         "job train role worker member 0 on dgx-01: NVLink is REQUIRED but "
@@ -438,8 +515,14 @@ def test_metrics_must_match() -> None:
 
 
 def test_metrics_of_an_empty_plan() -> None:
-    req = request([dgx("dgx-01"), dgx("dgx-02", allocations=[Allocation(owner="x", cpu_milli=1)])], [BIG])
-    res = result(req, unplaced("big"))
+    req = kit.request(
+        [
+            kit.node("dgx-01", kit.DISTANCE_TREE),
+            kit.node("dgx-02", kit.DISTANCE_TREE, allocations=[Allocation(owner="x", cpu_milli=1)]),
+        ],
+        [BIG],
+    )
+    res = kit.result(req, kit.unplaced("big"))
     assert res.metrics == ClusterMetrics(
         gpus_total=16,
         gpus_used_before=0,
@@ -457,7 +540,7 @@ def test_metrics_are_checked_against_each_request_s_own_workload() -> None:
     ones = REQUEST.policy.model_copy(update={"workload": (WorkloadShape(gpus=1, popularity=1),)})
     other = REQUEST.model_copy(update={"policy": ones})
     assert other.inventory.nodes[0] is REQUEST.inventory.nodes[0]
-    res = result(other, TRAIN_OK, INFER_OK, unplaced("big"))
+    res = kit.result(other, TRAIN_OK, INFER_OK, kit.unplaced("big"))
     assert (
         res.metrics.fragmentation_before == 0.0 != VALID.metrics.fragmentation_before
     )  # 1-GPU pods fit anywhere
@@ -566,7 +649,7 @@ def pcie_cases(draw: st.DrawFn) -> tuple[SolveRequest, SolveResult, Node, Member
     chosen_nics = draw(
         st.lists(st.sampled_from([n.name for n in nics]), unique=True, min_size=n_nics, max_size=n_nics)
     )
-    want = shape(
+    want = kit.shape(
         len(chosen_gpus),
         nics=NicMode.PER_GPU if per_gpu else NicMode.PER_MEMBER,
         nic_count=0 if per_gpu else n_nics,
@@ -577,7 +660,7 @@ def pcie_cases(draw: st.DrawFn) -> tuple[SolveRequest, SolveResult, Node, Member
         cpu_milli=1000,
     )
     # Report alignment and NUMA truthfully most of the time, so that both verdicts are common.
-    m = member("r", 0, "n", chosen_gpus, chosen_nics)
+    m = kit.member("r", 0, "n", chosen_gpus, chosen_nics)
     true_numa = next((d.numa for d in gpus if d.id in chosen_gpus), None)
     m = m.model_copy(
         update={
@@ -585,8 +668,8 @@ def pcie_cases(draw: st.DrawFn) -> tuple[SolveRequest, SolveResult, Node, Member
             "numa": draw(st.sampled_from([true_numa, true_numa, true_numa, None, 0, 1])),
         }
     )
-    req = request([node], [job("j", role("r", 1, want))])
-    return req, result(req, placed("j", m)), node, want, m
+    req = kit.request([node], [kit.job("j", roles=(kit.role("r", 1, want),))])
+    return req, kit.result(req, kit.placed("j", m)), node, want, m
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -638,7 +721,7 @@ def capacity_cases(draw: st.DrawFn) -> tuple[SolveRequest, SolveResult]:
         mode = draw(
             st.sampled_from([NicMode.NONE, NicMode.PER_MEMBER] + ([NicMode.PER_GPU] if n_gpus else []))
         )
-        want = shape(
+        want = kit.shape(
             n_gpus,
             nics=mode,
             nic_count=draw(st.integers(1, 2)) if mode == NicMode.PER_MEMBER else 0,
@@ -649,8 +732,8 @@ def capacity_cases(draw: st.DrawFn) -> tuple[SolveRequest, SolveResult]:
             selector=draw(st.sampled_from([{}, {}, {"pool": "x"}])),
         )
         replicas = draw(st.integers(1, 3))
-        r = role("r", replicas, want, min_replicas=draw(st.integers(1, replicas)))
-        jobs.append(job(f"j{j}", r))
+        r = kit.role("r", replicas, want, min_replicas=draw(st.integers(1, replicas)))
+        jobs.append(kit.job(f"j{j}", roles=(r,)))
         if not draw(st.integers(0, 3)):  # unplaced, occasionally wrongly
             reason = None if draw(rare) else Reason(code=ReasonCode.NO_NODE_FITS, message="no")
             answers.append(JobResult(job_id=f"j{j}", placed=False, reason=reason))
@@ -687,12 +770,12 @@ def capacity_cases(draw: st.DrawFn) -> tuple[SolveRequest, SolveResult]:
                 if n
                 else []
             )
-            members.append(member("r", index, node.name, pick_g, pick_n))
-        answers.append(placed(f"j{j}", *members))
+            members.append(kit.member("r", index, node.name, pick_g, pick_n))
+        answers.append(kit.placed(f"j{j}", *members))
     if draw(rare) and answers:
         answers.pop()
-    req = request(nodes, jobs)
-    return req, result(req, *answers)
+    req = kit.request(nodes, jobs)
+    return req, kit.result(req, *answers)
 
 
 def oracle_capacity_ok(req: SolveRequest, res: SolveResult) -> bool:
@@ -792,9 +875,11 @@ def test_verify_shares_no_code_with_the_pipeline() -> None:
 
 
 def test_avoided_gpu_model() -> None:
-    avoid = shape(1).model_copy(update={"avoid_gpu_models": ("H100",)})
-    req = request([dgx()], [job("j", role("r", 1, avoid))])
+    avoid = kit.shape(1).model_copy(update={"avoid_gpu_models": ("H100",)})
+    req = kit.request(
+        [kit.node("dgx-01", kit.DISTANCE_TREE)], [kit.job("j", roles=(kit.role("r", 1, avoid),))]
+    )
     only(
-        verify(req, result(req, placed("j", member("r", 0, "dgx-01", ("GPU3",))))),
+        verify(req, kit.result(req, kit.placed("j", kit.member("r", 0, "dgx-01", ("GPU3",))))),
         "GPU GPU3 is a H100, a model the role avoids",
     )

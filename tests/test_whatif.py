@@ -1,4 +1,4 @@
-"""What-if: scenario edits, validation with paths, policy diffs, determinism, traces, plots, the CLI.
+"""What-if: kit.scenario edits, validation with paths, policy diffs, determinism, traces, plots, the CLI.
 
 Scenarios are small (a handful of DGX-shaped nodes) so the whole module runs in seconds; the RPC and
 the sweeps (local processes and Ray) are in ``test_whatif_service.py``.
@@ -12,7 +12,16 @@ import pytest
 import yaml
 
 from solver.domain.errors import InvalidRequest
-from solver.domain.model import Allocation, BatchOrder, Inventory, Job, ReasonCode
+from solver.domain.model import (
+    Allocation,
+    BatchOrder,
+    GpuShare,
+    Inventory,
+    Job,
+    NicMode,
+    ReasonCode,
+    Requirement,
+)
 from solver.service import wire
 from solver.whatif import load_and_prepare, run_scenario
 from solver.whatif.convert import (
@@ -27,7 +36,6 @@ from solver.whatif.report import WhatIfReport, without_timings
 from solver.whatif.run import run_prepared
 from solver.whatif.scenario import (
     BaseInventory,
-    Departure,
     PolicySpec,
     Scenario,
     SolverPolicy,
@@ -35,41 +43,20 @@ from solver.whatif.scenario import (
     TraceEntry,
 )
 from solver.whatif.world import prepare
-from tests.builders import make_allocation, make_cluster, make_job, make_node
-from tests.test_sharing import share_job
+from tests import kit
 from topoplace.v1 import placement_pb2
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "whatif"
 TOPO = ROOT / "fixtures" / "topo" / "dgx-a100-8gpu-10nic.txt"
-SOLVER = PolicySpec(name="solver", solver=SolverPolicy(time_limit_s=2))
-BESTFIT = PolicySpec(name="bestfit", baseline="bestfit")
-
-
-def busy_cluster() -> Inventory:
-    """Four DGX-shaped nodes on two leaves; n0 runs a 4-GPU job, n3 a 2-GPU job."""
-    inventory = make_cluster(4, nodes_per_leaf=2)
-    nodes = list(inventory.nodes)
-    nodes[0] = nodes[0].model_copy(
-        update={"allocations": (make_allocation("train-a", ["GPU0", "GPU1", "GPU2", "GPU3"], ["mlx5_0"]),)}
-    )
-    nodes[3] = nodes[3].model_copy(update={"allocations": (make_allocation("infer-b", ["GPU4", "GPU5"]),)})
-    return inventory.model_copy(update={"nodes": tuple(nodes)})
-
-
-def scenario(edits: list[dict], jobs: tuple[Job, ...] = (), **extra: object) -> Scenario:
-    """A scenario over :func:`busy_cluster` with one variant of ``edits`` (given as file data)."""
-    data = {"edits": edits, "templates": [{"name": "twin", "like": "n1"}], **extra}
-    parsed = scenario_from_data(data | {"base": {"file": "x.json"}}, "test.yaml")
-    return parsed.model_copy(update={"base": BaseInventory(inventory=busy_cluster()), "jobs": jobs})
 
 
 def edited(edits: list[dict], jobs: tuple[Job, ...] = ()) -> tuple[Inventory, tuple[Job, ...]]:
-    world = prepare(scenario(edits, jobs), root=None, source="test.yaml").worlds["edited"]
+    world = prepare(kit.scenario(edits, jobs), root=None, source="test.yaml").worlds["edited"]
     return world.inventory, world.jobs
 
 
-def node(inventory: Inventory, name: str):
+def node_named(inventory: Inventory, name: str):
     return next(n for n in inventory.nodes if n.name == name)
 
 
@@ -95,9 +82,9 @@ def test_add_nodes_from_nvidia_smi_text() -> None:
         "edits": [{"add_nodes": {"count": 1, "template": "dgx", "leaf": "leaf1", "name_prefix": "dgx"}}],
     }
     parsed = scenario_from_data(data, "t.yaml").model_copy(
-        update={"base": BaseInventory(inventory=busy_cluster())}
+        update={"base": BaseInventory(inventory=kit.busy_cluster())}
     )
-    added = node(prepare(parsed, root=None).worlds["edited"].inventory, "dgx000")
+    added = node_named(prepare(parsed, root=None).worlds["edited"].inventory, "dgx000")
     assert added.leaf == "leaf1" and len(added.gpus) == 8 and added.gpus[0].model == "A100"
     assert added.cpu_milli == 1000 and added.pcie_switches
 
@@ -110,13 +97,13 @@ def test_remove_nodes_under_a_switch() -> None:
 def test_drain_nodes_by_glob_keeps_running_work() -> None:
     inventory, _ = edited([{"drain_nodes": {"select": {"nodes": ["n[03]"]}}}])
     assert [n.name for n in inventory.nodes if not n.schedulable] == ["n0", "n3"]
-    assert node(inventory, "n0").allocations
+    assert node_named(inventory, "n0").allocations
 
 
 def test_fail_gpus_and_nics() -> None:
     inventory, _ = edited([{"fail_gpus": {"node": "n1", "gpus": ["GPU7"]}}, {"fail_nics": {"node": "n2"}}])
-    assert [g.id for g in node(inventory, "n1").gpus if not g.healthy] == ["GPU7"]
-    assert not any(n.healthy for n in node(inventory, "n2").nics)
+    assert [g.id for g in node_named(inventory, "n1").gpus if not g.healthy] == ["GPU7"]
+    assert not any(n.healthy for n in node_named(inventory, "n2").nics)
 
 
 def test_release_and_add_allocations() -> None:
@@ -126,13 +113,13 @@ def test_release_and_add_allocations() -> None:
             {"add_allocation": {"node": "n2", "allocation": {"owner": "new", "gpus": ["GPU0", "GPU1"]}}},
         ]
     )
-    assert not node(inventory, "n0").allocations
-    assert node(inventory, "n3").allocations[0].owner == "infer-b"
-    assert node(inventory, "n2").allocations == (Allocation(owner="new", gpus=("GPU0", "GPU1")),)
+    assert not node_named(inventory, "n0").allocations
+    assert node_named(inventory, "n3").allocations[0].owner == "infer-b"
+    assert node_named(inventory, "n2").allocations == (Allocation(owner="new", gpus=("GPU0", "GPU1")),)
 
 
 def test_change_job_merges_a_patch_into_one_role() -> None:
-    jobs = (make_job("gang", members=4, priority=1),)
+    jobs = (kit.job("gang", 8, 4, nics=NicMode.PER_GPU, align=Requirement.PREFERRED, priority=1),)
     patch = {"priority": 7, "locality": {"mode": "REQUIREMENT_REQUIRED", "highest_tier": 1},
              "roles": {"worker": {"min_replicas": 2}}}  # fmt: skip
     _, changed = edited([{"change_job": {"job": "gang", "patch": patch}}], jobs)
@@ -162,7 +149,7 @@ def test_an_edit_that_matches_nothing_is_refused_with_its_path() -> None:
     ]
 
 
-# --------------------------------------------------------------------------- scenario files
+# --------------------------------------------------------------------------- kit.scenario files
 
 
 def write(tmp_path: Path, data: dict, name: str = "s.yaml") -> Path:
@@ -204,10 +191,10 @@ def test_unknown_baseline_and_missing_base_file(tmp_path: Path) -> None:
 
 
 def test_over_rpc_files_are_refused() -> None:
-    s = scenario([]).model_copy(update={"base": BaseInventory(file="/etc/passwd")})
+    s = kit.scenario([]).model_copy(update={"base": BaseInventory(file="/etc/passwd")})
     with pytest.raises(InvalidRequest) as err:
-        prepare(s, root=None, source="scenario")
-    assert err.value.problems[0].path == "scenario:base"
+        prepare(s, root=None, source="kit.scenario")
+    assert err.value.problems[0].path == "kit.scenario:base"
 
 
 # --------------------------------------------------------------------------- answers
@@ -216,9 +203,9 @@ def test_over_rpc_files_are_refused() -> None:
 def test_adding_nodes_answers_whether_the_gang_fits() -> None:
     """Capacity planning's question: a 4-node gang does not fit on the busy cluster; with 2 more
     nodes under leaf0 it does, and the diff says so."""
-    s = scenario(
+    s = kit.scenario(
         [{"add_nodes": {"count": 2, "template": "twin", "leaf": "leaf0"}}],
-        (make_job("big", members=4),),
+        (kit.job("big", 8, 4, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),),
         policies=[{"name": "solver", "solver": {"time_limit_s": 2}}],
     )
     report = run_scenario(s)
@@ -235,8 +222,8 @@ def test_removing_every_big_node_answers_no_node_fits_instead_of_refusing() -> N
         {"remove_nodes": {"select": {"nodes": ["n*"]}}},
         {"add_nodes": {"count": 1, "template": "small", "leaf": "leaf0"}},
     ]
-    s = scenario(edits, (make_job("big8", gpus_per_member=8),))
-    small = make_node("small", gpus=4, nics=4)
+    s = kit.scenario(edits, (kit.job("big8", 8, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),))
+    small = kit.node("small", gpus=4, nics=4)
     s = s.model_copy(
         update={
             "templates": (
@@ -245,7 +232,7 @@ def test_removing_every_big_node_answers_no_node_fits_instead_of_refusing() -> N
             )
         }
     )
-    report = run_scenario(s.model_copy(update={"policies": (SOLVER,)}))
+    report = run_scenario(s.model_copy(update={"policies": (kit.SOLVER,)}))
     job = report.outcome("edited", "solver").jobs[0]
     assert not job.placed and job.reason is not None and job.reason.code == ReasonCode.NO_NODE_FITS
 
@@ -266,17 +253,23 @@ def test_policy_diff_on_the_demo_fixture() -> None:
 
 
 def test_same_scenario_same_answer() -> None:
-    s = scenario(
-        [{"drain_nodes": {"select": {"nodes": ["n1"]}}}], (make_job("a", 4), make_job("b", members=2))
+    s = kit.scenario(
+        [{"drain_nodes": {"select": {"nodes": ["n1"]}}}],
+        (
+            kit.job("a", 4, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+            kit.job("b", 8, 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+        ),
     )
-    s = s.model_copy(update={"policies": (SOLVER, BESTFIT)})
+    s = s.model_copy(update={"policies": (kit.SOLVER, kit.BESTFIT)})
     first, second = run_scenario(s), run_scenario(s)
     assert without_timings(first) == without_timings(second)
     assert report_json(without_timings(first)) == report_json(without_timings(second))
 
 
 def test_report_json_round_trips() -> None:
-    s = scenario([], (make_job("a", 2),)).model_copy(update={"policies": (SOLVER,)})
+    s = kit.scenario([], (kit.job("a", 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),)).model_copy(
+        update={"policies": (kit.SOLVER,)}
+    )
     report = run_scenario(s)
     assert report_from_json(report_json(report)) == report
 
@@ -284,28 +277,8 @@ def test_report_json_round_trips() -> None:
 # --------------------------------------------------------------------------- traces
 
 
-def trace_scenario() -> Scenario:
-    """Two nodes. n0 is full of background work that departs at t=50. ``a`` (8 GPUs) starts at once
-    on n1; ``b`` (8 GPUs, t=10) waits for n0 to empty; ``c`` (2×8, t=20) waits until both have ended."""
-    nodes = make_cluster(2, nodes_per_leaf=2).nodes
-    bg = make_allocation("bg-0", [f"GPU{i}" for i in range(8)])
-    inventory = Inventory(nodes=(nodes[0].model_copy(update={"allocations": (bg,)}), nodes[1]),
-                          switches=make_cluster(2, nodes_per_leaf=2).switches)  # fmt: skip
-    trace = Trace(
-        entries=(
-            TraceEntry(job=make_job("a"), arrival_s=0, duration_s=100),
-            TraceEntry(job=make_job("b"), arrival_s=10, duration_s=100),
-            TraceEntry(job=make_job("c", members=2), arrival_s=20, duration_s=30, job_class="training"),
-        ),
-        departures=(Departure(owner="bg-*", at_s=50),),
-    )
-    return Scenario(
-        name="trace", base=BaseInventory(inventory=inventory), trace=trace, policies=(SOLVER, BESTFIT)
-    )
-
-
 def test_trace_replay_with_departures() -> None:
-    report = run_scenario(trace_scenario())
+    report = run_scenario(kit.trace_scenario())
     for policy in ("solver", "bestfit"):
         o = report.outcome("base", policy)
         starts = {j.job_id: (j.start_s, j.end_s) for j in o.jobs}
@@ -322,24 +295,32 @@ def test_trace_replay_with_departures() -> None:
 def test_share_jobs_started_one_after_another_share_a_gpu() -> None:
     # Each started job is held in the inventory the next decision sees; a share used to be held as
     # its whole GPU as well, which made that inventory invalid ("shared but also held whole").
-    node = make_node("n0", gpus=1, nics=0, pcie_switches=1, numa_nodes=1, leaf="")
-    entries = tuple(TraceEntry(job=share_job(f"s{k}", 300), arrival_s=k, duration_s=100) for k in range(3))
+    one_gpu = kit.node("n0", gpus=1, nics=0, switches=1, numa_nodes=1, leaf="")
+    entries = tuple(
+        TraceEntry(job=kit.job(f"s{k}", role="pod", share=GpuShare(milli=300)), arrival_s=k, duration_s=100)
+        for k in range(3)
+    )
     s = Scenario(
         name="shares",
-        base=BaseInventory(inventory=Inventory(nodes=(node,))),
+        base=BaseInventory(inventory=Inventory(nodes=(one_gpu,))),
         trace=Trace(entries=entries),
-        policies=(SOLVER,),
+        policies=(kit.SOLVER,),
     )
     o = run_scenario(s).outcome("base", "solver")
     assert {j.job_id: j.start_s for j in o.jobs} == {"s0": 0, "s1": 1, "s2": 2}
 
 
 def test_a_batch_order_is_a_policy_to_compare() -> None:
-    jobs = (make_job("a", 1), make_job("b", 4), make_job("c", 2), make_job("d", 8))
+    jobs = (
+        kit.job("a", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+        kit.job("b", 4, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+        kit.job("c", 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+        kit.job("d", 8, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+    )
     largest_first = PolicySpec(
         name="largest-first", solver=SolverPolicy(time_limit_s=2, batch_order=BatchOrder.LARGEST_FIRST)
     )
-    s = scenario([], jobs).model_copy(update={"policies": (SOLVER, largest_first)})
+    s = kit.scenario([], jobs).model_copy(update={"policies": (kit.SOLVER, largest_first)})
     report = run_scenario(s)
     joint, in_order = report.outcome("base", "solver"), report.outcome("base", "largest-first")
     assert in_order.summary.jobs_placed == joint.summary.jobs_placed == 4
@@ -349,7 +330,7 @@ def test_a_batch_order_is_a_policy_to_compare() -> None:
 
 def test_interrupted_replay_keeps_what_was_computed() -> None:
     calls = iter(range(1000))
-    report = run_prepared(prepare(trace_scenario(), root=None), should_stop=lambda: next(calls) >= 4)
+    report = run_prepared(prepare(kit.trace_scenario(), root=None), should_stop=lambda: next(calls) >= 4)
     assert not report.complete
     (partial,) = report.outcomes
     assert not partial.complete and [s.t_s for s in partial.timeline] == [0, 10, 20]
@@ -370,9 +351,12 @@ def assert_png(path: Path) -> None:
 def test_plots_are_written_and_not_blank(tmp_path: Path) -> None:
     from solver.whatif.plots import write_plots
 
-    trace = run_scenario(trace_scenario())
-    batch = run_scenario(scenario([{"drain_nodes": {"select": {"nodes": ["n2"]}}}], (make_job("a", 4),))
-                         .model_copy(update={"policies": (SOLVER,)}))  # fmt: skip
+    trace = run_scenario(kit.trace_scenario())
+    drained = kit.scenario(
+        [{"drain_nodes": {"select": {"nodes": ["n2"]}}}],
+        (kit.job("a", 4, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),),
+    )
+    batch = run_scenario(drained.model_copy(update={"policies": (kit.SOLVER,)}))
     written = write_plots(trace, tmp_path, "trace") + write_plots(batch, tmp_path, "batch")
     names = sorted(p.name for p in written)
     assert names == ["batch-heatmap-base.png", "batch-heatmap-edited.png", "batch-summary.png",
@@ -384,7 +368,7 @@ def test_plots_are_written_and_not_blank(tmp_path: Path) -> None:
 def test_table_shows_cells_diffs_and_reasons() -> None:
     from solver.whatif.table import render
 
-    report = run_scenario(trace_scenario())
+    report = run_scenario(kit.trace_scenario())
     text = render(report)
     rows = [line.split() for line in text.splitlines()]
     assert rows[3][:3] == ["base", "solver", "3/3"] and rows[4][:3] == ["base", "bestfit", "3/3"]
@@ -395,7 +379,7 @@ def test_cli_writes_json_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture
     from solver.cli import main
 
     inventory_file = tmp_path / "inv.json"
-    inventory_file.write_text(wire.json_text(_to_proto(busy_cluster(), placement_pb2.Inventory())))
+    inventory_file.write_text(wire.json_text(_to_proto(kit.busy_cluster(), placement_pb2.Inventory())))
     path = write(tmp_path, {
         "name": "cli",
         "base": {"file": "inv.json"},

@@ -23,7 +23,7 @@ from solver.whatif.run import run_prepared
 from solver.whatif.scenario import BaseInventory
 from solver.whatif.table import render
 from solver.whatif.world import prepare
-from tests.builders import make_cluster, make_request
+from tests import kit
 
 
 def one(job_id: str, shape: MemberShape, replicas: int = 1) -> Job:
@@ -57,7 +57,7 @@ BASELINES = [name for name in PLACERS if name != "random"]  # random reads share
 
 @pytest.mark.parametrize("name", BASELINES)
 def test_every_job_kind_is_placed_or_marked_unsupported_and_the_plan_verifies(name: str) -> None:
-    request = make_request(make_cluster(4), KINDS)
+    request = kit.request(kit.cluster(4), KINDS)
     result = PLACERS[name](request)  # no exception, whatever the kinds
     assert verify(request, result) == ()
     for job in result.jobs:
@@ -70,7 +70,7 @@ def test_every_job_kind_is_placed_or_marked_unsupported_and_the_plan_verifies(na
 
 
 def test_nic_jobs_are_unsupported_by_the_sharing_family_not_no_node_fits() -> None:
-    request = make_request(make_cluster(2), [KINDS[3]])
+    request = kit.request(kit.cluster(2), [KINDS[3]])
     for name in ("fgd", "gpupacking", "bestfit-share"):
         (job,) = PLACERS[name](request).jobs
         assert job.reason is not None and job.reason.code == ReasonCode.UNSUPPORTED
@@ -79,7 +79,7 @@ def test_nic_jobs_are_unsupported_by_the_sharing_family_not_no_node_fits() -> No
 
 def test_share_jobs_are_unsupported_by_the_whole_gpu_family_instead_of_placed_as_cpu_only() -> None:
     # Was: placed with no GPU at all (the verifier refused the plan and the what-if run exited 3).
-    request = make_request(make_cluster(2), [KINDS[0]])
+    request = kit.request(kit.cluster(2), [KINDS[0]])
     for name in ("volcano", "bestfit"):
         result = PLACERS[name](request)
         assert verify(request, result) == ()
@@ -97,7 +97,7 @@ def test_a_comparison_does_not_count_unsupported_jobs_as_the_solvers_win() -> No
         ],
     }
     scenario = scenario_from_data(data, "fair.yaml").model_copy(
-        update={"base": BaseInventory(inventory=make_cluster(4)), "jobs": KINDS}
+        update={"base": BaseInventory(inventory=kit.cluster(4)), "jobs": KINDS}
     )
     report = run_prepared(prepare(scenario, root=None, source="fair.yaml"))
     solver = report.outcome("base", "solver")

@@ -12,22 +12,23 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from solver.domain.model import Job
+from solver.domain.model import Job, NicMode, Requirement
 from solver.service.server import serve
 from solver.whatif.convert import report_from_proto, scenario_to_proto
 from solver.whatif.report import without_timings
 from solver.whatif.run import run_prepared
-from solver.whatif.scenario import BaseInventory, PolicySpec, Scenario, SolverPolicy, Variant
+from solver.whatif.scenario import BaseInventory, PolicySpec, Scenario, Variant
 from solver.whatif.world import prepare
-from tests.builders import make_cluster, make_job
-from tests.test_whatif import busy_cluster, scenario, trace_scenario
+from tests import kit
 from topoplace.v1 import whatif_pb2, whatif_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO = Path("topoplace/v1/whatif.proto")
-SOLVER = PolicySpec(name="solver", solver=SolverPolicy(time_limit_s=2))
-BESTFIT = PolicySpec(name="bestfit", baseline="bestfit")
-JOBS: tuple[Job, ...] = (make_job("big", members=3), make_job("a", 4), make_job("b", 2, priority=2))
+JOBS: tuple[Job, ...] = (
+    kit.job("big", 8, 3, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+    kit.job("a", 4, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+    kit.job("b", 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED, priority=2),
+)
 
 
 # --------------------------------------------------------------------------- generated code
@@ -60,8 +61,8 @@ def stub() -> whatif_pb2_grpc.WhatIfStub:
 
 
 def test_rpc_answers_like_the_library(stub: whatif_pb2_grpc.WhatIfStub) -> None:
-    s = scenario([{"drain_nodes": {"select": {"nodes": ["n1"]}}}], JOBS).model_copy(
-        update={"policies": (SOLVER, BESTFIT)}
+    s = kit.scenario([{"drain_nodes": {"select": {"nodes": ["n1"]}}}], JOBS).model_copy(
+        update={"policies": (kit.SOLVER, kit.BESTFIT)}
     )
     response = stub.Run(whatif_pb2.WhatIfRequest(scenario=scenario_to_proto(s)), timeout=60)
     remote = report_from_proto(response.report)
@@ -71,7 +72,9 @@ def test_rpc_answers_like_the_library(stub: whatif_pb2_grpc.WhatIfStub) -> None:
 
 
 def test_rpc_trace_replay(stub: whatif_pb2_grpc.WhatIfStub) -> None:
-    response = stub.Run(whatif_pb2.WhatIfRequest(scenario=scenario_to_proto(trace_scenario())), timeout=60)
+    response = stub.Run(
+        whatif_pb2.WhatIfRequest(scenario=scenario_to_proto(kit.trace_scenario())), timeout=60
+    )
     report = report_from_proto(response.report)
     assert [s.queue_length for s in report.outcome("base", "solver").timeline] == [0, 1, 2, 1, 1, 0, 0]
 
@@ -123,4 +126,4 @@ def test_volcano_session_as_the_base() -> None:
 
 
 def test_busy_cluster_is_what_the_rpc_tests_assume() -> None:
-    assert len(busy_cluster().nodes) == 4 and len(make_cluster(2).nodes) == 2
+    assert len(kit.busy_cluster().nodes) == 4 and len(kit.cluster(2).nodes) == 2

@@ -11,24 +11,25 @@ from pathlib import Path
 
 import pytest
 
-from solver.domain.model import Job
+from solver.domain.model import Job, NicMode, Requirement
 from solver.whatif import load_and_prepare
 from solver.whatif.report import without_timings
 from solver.whatif.run import run_prepared
-from solver.whatif.scenario import PolicySpec, Scenario, SolverPolicy
+from solver.whatif.scenario import Scenario
 from solver.whatif.world import prepare
-from tests.builders import make_job
-from tests.test_whatif import scenario
+from tests import kit
 
 ROOT = Path(__file__).resolve().parent.parent
-SOLVER = PolicySpec(name="solver", solver=SolverPolicy(time_limit_s=2))
-BESTFIT = PolicySpec(name="bestfit", baseline="bestfit")
-JOBS: tuple[Job, ...] = (make_job("big", members=3), make_job("a", 4), make_job("b", 2, priority=2))
+JOBS: tuple[Job, ...] = (
+    kit.job("big", 8, 3, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+    kit.job("a", 4, nics=NicMode.PER_GPU, align=Requirement.PREFERRED),
+    kit.job("b", 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED, priority=2),
+)
 
 
 def sweep_scenario() -> Scenario:
-    s = scenario([{"drain_nodes": {"select": {"switch": "leaf1"}}}], JOBS)
-    return s.model_copy(update={"policies": (SOLVER, BESTFIT)})
+    s = kit.scenario([{"drain_nodes": {"select": {"switch": "leaf1"}}}], JOBS)
+    return s.model_copy(update={"policies": (kit.SOLVER, kit.BESTFIT)})
 
 
 def test_sweep_in_local_processes_equals_one_process() -> None:
@@ -74,7 +75,7 @@ def test_sweep_on_local_ray_equals_local_processes() -> None:
 def test_sweep_over_a_committed_trace_fixture_in_processes() -> None:
     """The docs' trace example, two seeds, in worker processes: every cell complete."""
     prepared = load_and_prepare(ROOT / "fixtures" / "whatif" / "hgx16-trace.yaml")
-    small = prepared.scenario.model_copy(update={"policies": (BESTFIT,)})
+    small = prepared.scenario.model_copy(update={"policies": (kit.BESTFIT,)})
     prepared = type(prepared)(scenario=small, source=prepared.source, worlds=prepared.worlds)
     report = run_prepared(prepared, seeds=[0, 1], workers=2)
     assert report.complete and len(report.outcomes) == 4

@@ -30,7 +30,7 @@ from solver.domain.model import (
 )
 from solver.ingest.files import dump_request_json, dump_result_json, load_request, load_result
 from solver.service import wire
-from tests.builders import make_allocation, make_inventory, make_job, make_node, make_request
+from tests import kit
 from topoplace.v1 import placement_pb2
 
 # --------------------------------------------------------------------------- values used throughout
@@ -38,20 +38,24 @@ from topoplace.v1 import placement_pb2
 
 def rich_request() -> SolveRequest:
     """A request that sets every kind of field: maps, optionals at false/0, enums, nested lists."""
-    old = make_allocation("old", ["GPU0"], ["mlx5_0"])
-    n0 = make_node("n0", labels={"zone": "b", "pool": "a"}, allocations=[old])
-    n1 = make_node("n1", gpus=4, nics=2, leaf="leaf1")
+    old = kit.allocation("old", ["GPU0"], ["mlx5_0"])
+    n0 = kit.node("n0", labels={"zone": "b", "pool": "a"}, allocations=[old])
+    n1 = kit.node("n1", gpus=4, nics=2, leaf="leaf1")
     gpus = (n1.gpus[0].model_copy(update={"healthy": False, "numa": 0}), *n1.gpus[1:])
     nics = (n1.nics[0].model_copy(update={"rdma": False, "healthy": False, "rail": None}), *n1.nics[1:])
     n1 = n1.model_copy(update={"gpus": gpus, "nics": nics, "schedulable": False, "nvlink_domain": "rack1"})
     jobs = [
-        make_job("train", gpus_per_member=8, members=2, min_members=1, priority=10, labels={"team": "ml"}),
-        make_job("infer", gpus_per_member=2, nic_mode=NicMode.PER_MEMBER, nic_count=1,
-                 alignment=Requirement.REQUIRED, distance=Distance.PXB, numa=Requirement.PREFERRED,
-                 gpu_models=["H100-SXM5-80GB", "A100"]),
+        kit.job(
+            "train", 8, 2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED, minimum=1, priority=10,
+            labels={"team": "ml"},
+        ),
+        kit.job(
+            "infer", 2, nics=NicMode.PER_MEMBER, align=Requirement.REQUIRED, distance=Distance.PXB,
+            nic_count=1, numa=Requirement.PREFERRED, models=["H100-SXM5-80GB", "A100"],
+        ),
     ]  # fmt: skip
-    return make_request(
-        make_inventory(n0, n1),
+    return kit.request(
+        kit.inventory(n0, n1),
         jobs,
         request_id="req-1",
         objective=(ObjectiveTier.PACKING, ObjectiveTier.PLACED_WORK),
@@ -88,7 +92,12 @@ def rich_result() -> SolveResult:
 
 
 def base_proto() -> placement_pb2.SolveRequest:
-    return wire.request_to_proto(make_request(make_inventory(make_node("n0")), [make_job("j")]))
+    return wire.request_to_proto(
+        kit.request(
+            kit.inventory(kit.node("n0")),
+            [kit.job("j", 8, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)],
+        )
+    )
 
 
 def problems_of(call: object, *args: object) -> tuple[Problem, ...]:
@@ -195,8 +204,10 @@ def _walk(root: object, dotted: str) -> object:
 
 
 def test_a_field_rule_becomes_a_problem_with_its_path() -> None:
-    inventory = make_inventory(make_node("n0"), make_node("n1"))
-    msg = wire.request_to_proto(make_request(inventory, [make_job("j")]))
+    inventory = kit.inventory(kit.node("n0"), kit.node("n1"))
+    msg = wire.request_to_proto(
+        kit.request(inventory, [kit.job("j", 8, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)])
+    )
     msg.inventory.nodes[1].gpus[3].index = -1
     expected = Problem(path="inventory.nodes[1].gpus[3].index", message="must be at least 0, got -1")
     assert problems_of(wire.request_from_proto, msg) == (expected,)
@@ -240,7 +251,7 @@ def test_job_without_roles_is_one_problem() -> None:
 
 
 def test_a_domain_value_too_big_for_the_wire_is_bad_input() -> None:
-    request = make_request(make_inventory(), seed=2**40)
+    request = kit.request(kit.inventory(), seed=2**40)
     (problem,) = problems_of(wire.request_to_proto, request)
     assert problem.path == "policy.seed"
     assert "out of range" in problem.message
@@ -301,7 +312,7 @@ def test_json_errors_name_source_place_and_reason(text: str, path: str, words: l
 
 
 def test_node_to_json_reads_back_inside_a_request() -> None:
-    node = make_node("n0")
+    node = kit.node("n0")
     text = '{"inventory": {"nodes": [' + wire.node_to_json(node) + "]}}"
     assert wire.request_from_json_text(text, "x.json").inventory.nodes == (node,)
 
@@ -331,8 +342,8 @@ def test_result_file_round_trip(tmp_path: Path) -> None:
 
 
 def test_dump_is_stable_whatever_the_label_order() -> None:
-    forward = make_request(make_inventory(make_node("n0", labels={"a": "1", "b": "2"})))
-    backward = make_request(make_inventory(make_node("n0", labels={"b": "2", "a": "1"})))
+    forward = kit.request(kit.inventory(kit.node("n0", labels={"a": "1", "b": "2"})))
+    backward = kit.request(kit.inventory(kit.node("n0", labels={"b": "2", "a": "1"})))
     assert dump_request_json(forward) == dump_request_json(backward)
     assert '"pcie_switches"' in dump_request_json(forward), "files use proto field names"
 
@@ -395,9 +406,8 @@ def test_unchanged_nodes_are_converted_once_and_changed_ones_again() -> None:
     """The wire layer remembers nodes by their bytes (schedulers resend the same inventory): the
     same node comes back as the same object, a changed one as a new, correct one, and a bad node is
     still refused at its own index."""
-    from tests.solver_cases import job, request, server
 
-    req = request([server("n0"), server("n1")], [job("a", 1)])
+    req = kit.request([kit.node("n0", kit.SMALL), kit.node("n1", kit.SMALL)], [kit.job("a", 1)])
     msg = wire.request_to_proto(req)
     first, second = wire.request_from_proto(msg), wire.request_from_proto(msg)
     assert first == req and first.inventory.nodes[1] is second.inventory.nodes[1]

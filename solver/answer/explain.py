@@ -92,7 +92,7 @@ def why_unplaced(
     ask = probe or (lambda _job: None)
     job = problem.request.jobs[j]
     groups = {g: v for g, v in problem.groups().items() if problem.roles[g].job_index == j}
-    hosted = {r for r, _ in compiled.y}
+    hosted = compiled.hosted
     for g, variants in groups.items():
         if not hosted.intersection(variants):
             return member_blocked(problem, problem.roles[g], job, ask)

@@ -24,6 +24,7 @@ objective.py           the tiers: placed work, topology, packing, fragmentation,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from ortools.sat.python import cp_model
 
@@ -53,6 +54,12 @@ class Compiled:
     locality: Locality
     order: OrderVars  # per class, for the NODE_ORDER tier (empty without it)
     tiers: tuple[Tier, ...]
+
+    @cached_property
+    def hosted(self) -> frozenset[int]:
+        """The role variants some class can host (a member variable exists): what an explanation
+        asks of every unplaced job, computed once."""
+        return frozenset(r for r, _ in self.y)
 
 
 class Model(cp_model.CpModel):

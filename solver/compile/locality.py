@@ -108,17 +108,27 @@ def add_locality(
     use: dict[tuple[int, int, str], cp_model.IntVar] = {}
     bases: dict[tuple[int, str], cp_model.IntVar] = {}
     score_terms, upper = [], 0
+    # Each role's member variables, with their place in ``y``: a rule's members are gathered from
+    # its roles (in y's order) instead of a scan of every variable per rule.
+    job_spans: dict[int, list[tuple[str, cp_model.IntVar]]] = {}
+    for (j, leaf), var in spans.items():
+        if leaf:
+            job_spans.setdefault(j, []).append((leaf, var))
+    y_of: dict[int, list[tuple[int, int, cp_model.IntVar]]] = {}
+    for pos, ((r, c), var) in enumerate(y.items()):
+        y_of.setdefault(r, []).append((pos, c, var))
     for i, rule in enumerate(rules):
         members = [
             (var, problem.roles[r].role.replicas, problem.classes[c])
-            for (r, c), var in y.items()
-            if r in rule.roles
+            for _, r, c, var in sorted(
+                (pos, r, c, var) for r in rule.roles for pos, c, var in y_of.get(r, ())
+            )
         ]
         groups = {problem.group_of(r) for r in rule.roles}
         weight = sum(
             max(problem.roles[g].role.member.gpus, 1) * problem.roles[g].role.replicas for g in groups
         )
-        base = base_use(model, problem, rule, i, members, spans)
+        base = base_use(model, problem, rule, i, members, job_spans)
         bases.update({(i, place): var for place, var in base.items()})
         for level, hard in rule.levels(fabric):
 
@@ -162,13 +172,13 @@ def base_use(
     rule: Rule,
     i: int,
     members: list[tuple[cp_model.IntVar, int, NodeClass]],
-    spans: dict[tuple[int, str], cp_model.IntVar],
+    spans: dict[int, list[tuple[str, cp_model.IntVar]]],
 ) -> dict[str, cp_model.IntVar]:
     """Per leaf (or NVLink domain): does a member of the rule's roles sit there? A job-wide fabric
-    rule reuses the job's span flags."""
+    rule reuses the job's span flags (``spans``: each job's (leaf, flag) pairs)."""
     job_roles = {r for r, ref in enumerate(problem.roles) if ref.job_index == rule.job}
     if rule.partition == FABRIC and set(rule.roles) == job_roles:
-        return {leaf: var for (j, leaf), var in spans.items() if j == rule.job and leaf}
+        return dict(spans.get(rule.job, ()))
     out: dict[str, cp_model.IntVar] = {}
     for var, ub, cls in members:
         place = place_of(cls, rule.partition)

@@ -32,8 +32,20 @@ class Fabric:
         """The tiers that exist, lowest first."""
         return tuple(sorted(set(self.tier.values())))
 
+    @cached_property
+    def _chains(self) -> dict[str, tuple[str, ...]]:
+        return {}
+
     def ancestors(self, leaf: str) -> tuple[str, ...]:
-        """``leaf`` and the switches above it, lowest first (stops on unknown ids and on cycles)."""
+        """``leaf`` and the switches above it, lowest first (stops on unknown ids and on cycles);
+        remembered per leaf: a compile asks it once per class, rule and level."""
+        known = self._chains.get(leaf)
+        if known is not None:
+            return known
+        self._chains[leaf] = chain = self._walk(leaf)
+        return chain
+
+    def _walk(self, leaf: str) -> tuple[str, ...]:
         chain: list[str] = []
         current = leaf
         while current and current in self.tier and current not in chain:

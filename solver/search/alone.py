@@ -72,7 +72,7 @@ def places_alone(request: SolveRequest, job: Job, seconds: float, deterministic:
     problem = expand_rails(normalise(alone, hosts_some_member))
     groups = problem.groups()
     compiled = compile_model(problem, policy)
-    hosted = {r for r, _ in compiled.y}
+    hosted = compiled.hosted
     if any(not hosted.intersection(variants) for variants in groups.values()):
         return False  # some role has no node that could take one member: nothing to search
     compiled.model.add(compiled.placed[0] == 1)

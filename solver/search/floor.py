@@ -44,6 +44,13 @@ class Floor:
         for r, c in compiled.y:
             hosts[r].append(c)
         self.hosts = {r: tuple(cs) for r, cs in hosts.items()}
+        self.host_sets = {r: frozenset(cs) for r, cs in self.hosts.items()}
+        # Members in each configuration, and the configuration one more member of a shape makes
+        # (filled on demand): the greedy asks these of every node state for every member it places.
+        self.size = {c: tuple(sum(k.counts) for k in cfg) for c, cfg in compiled.configs.items()}
+        self._grown: dict[tuple[int, int, int], int | None] = {}
+        self._rooms: dict[frozenset[int], int] = {}
+        self._sorted: dict[tuple[str, int], list[set[int]]] = {}
         self.roles = roles_by_job(problem)
         self.fabric = Fabric.of(problem.request.inventory)
         self._scopes: dict[int, list[set[int] | None]] = {}
@@ -57,7 +64,6 @@ class Floor:
         anywhere if no rule is REQUIRED."""
         if j in self._scopes:
             return self._scopes[j]
-        problem = self.problem
         rules = [rule for rule in self.compiled.locality.rules if rule.job == j]
         hard: list[set[int]] | None = None  # None: no REQUIRED rule bounds the job
         for rule in rules:
@@ -66,19 +72,21 @@ class Floor:
                     found = list(self.domains(rule.partition, level).values())
                     hard = found if hard is None else [a & b for a in hard for b in found if a & b]
 
-        def room(classes: set[int]) -> int:
-            return sum(len(problem.classes[c].shape.gpus) * problem.classes[c].count for c in classes)
-
-        base: list[set[int] | None] = (
-            [None] if hard is None else sorted(hard, key=lambda cs: (room(cs), sorted(cs)))
-        )
+        base: list[set[int] | None] = [None] if hard is None else sorted(hard, key=self.order_key)
+        # The base sets are disjoint (each a domain of every hard rule at once): a domain meets the
+        # ones its classes fall in, found through each class's base set rather than by trying all.
+        base_of = {c: i for i, b in enumerate(base) if b is not None for c in b}
         out: list[set[int] | None] = []
         for rule in rules:
             for level, _ in rule.levels(self.fabric):
-                for domain in sorted(
-                    self.domains(rule.partition, level).values(), key=lambda cs: (room(cs), sorted(cs))
-                ):
-                    out.extend(domain if b is None else domain & b for b in base if b is None or domain & b)
+                for domain in self.sorted_domains(rule.partition, level):
+                    if hard is None:
+                        out.append(domain)
+                        continue
+                    for i in sorted({base_of[c] for c in domain if c in base_of}):
+                        b = base[i]
+                        assert b is not None
+                        out.append(domain & b)
         out.extend(base)
         seen: set[frozenset[int] | None] = set()
         unique = []  # the same set twice would only repeat a failed try
@@ -89,6 +97,35 @@ class Floor:
                 unique.append(scope)
         self._scopes[j] = unique
         return unique
+
+    def room(self, classes: set[int]) -> int:
+        """The GPUs (free or not) of the nodes of ``classes``."""
+        key = frozenset(classes)
+        if key not in self._rooms:
+            classes_ = self.problem.classes
+            self._rooms[key] = sum(len(classes_[c].shape.gpus) * classes_[c].count for c in classes)
+        return self._rooms[key]
+
+    def order_key(self, classes: set[int]) -> tuple[int, list[int]]:
+        """Scopes are tried smallest first (best fit), ties in class order."""
+        return self.room(classes), sorted(classes)
+
+    def sorted_domains(self, partition: str, level: int) -> list[set[int]]:
+        """:meth:`domains` in the order scopes are tried."""
+        key = (partition, level)
+        if key not in self._sorted:
+            self._sorted[key] = sorted(self.domains(partition, level).values(), key=self.order_key)
+        return self._sorted[key]
+
+    def grown(self, c: int, k: int, shape: int) -> int | None:
+        """The configuration of class ``c`` a node in configuration ``k`` is in with one more member
+        of ``shape``; None if no node of the class can hold that."""
+        key = (c, k, shape)
+        if key not in self._grown:
+            counts = list(self.compiled.configs[c][k].counts)
+            counts[shape] += 1
+            self._grown[key] = self.index[c].get(tuple(counts))
+        return self._grown[key]
 
     def domains(self, partition: str, level: int) -> dict[str, set[int]]:
         """The classes under each domain of ``partition`` at ``level``."""
@@ -238,20 +275,22 @@ def best_move(
     that can take it."""
     best: tuple[int, int, int] | None = None
     best_key: tuple | None = None
-    for c in floor.hosts.get(r, ()):
+    hosts = floor.hosts.get(r, ())
+    if allowed is not None and len(allowed) < len(hosts):
+        # A scope of a few leaves: its classes, not every class the role may use (same order).
+        within = floor.host_sets.get(r, frozenset())
+        hosts = tuple(sorted(c for c in allowed if c in within))
+    for c in hosts:
         if allowed is not None and c not in allowed:
             continue
-        configs = floor.compiled.configs[c]
-        index = floor.index[c]
+        size = floor.size[c]
         for k, n in state[c].items():
             if n <= 0:
                 continue
-            counts = list(configs[k].counts)
-            counts[shape] += 1
-            grown = index.get(tuple(counts))
+            grown = floor.grown(c, k, shape)
             if grown is None:
                 continue
-            key = (k == 0, -sum(configs[k].counts), c, k)  # used nodes first, fullest first
+            key = (k == 0, -size[k], c, k)  # used nodes first, fullest first
             if best_key is None or key < best_key:
                 best, best_key = (c, k, grown), key
     return best
@@ -269,9 +308,10 @@ def with_most_strict(problem: Normalised, compiled: Compiled, solution: dict[str
         open_slots: Counter[int] = Counter()
         for k, config in enumerate(compiled.configs[c]):
             var = compiled.x.get((c, k))
-            if var is not None:
+            nodes = solution.get(var.name, 0) if var is not None else 0
+            if nodes:  # most configurations hold no node
                 for shape, n in enumerate(config.strict):
-                    open_slots[shape] += n * solution.get(var.name, 0)
+                    open_slots[shape] += n * nodes
         for r, var in members:
             shape = problem.roles[r].shape
             take = min(solution.get(compiled.y[r, c].name, 0), open_slots[shape])
@@ -287,8 +327,9 @@ def complete(problem: Normalised, compiled: Compiled, solution: dict[str, int]) 
     A tier above had no reason to care about them; a tier below and every report do."""
     out = dict(solution)
     used = {(r, c) for (r, c), var in compiled.y.items() if out.get(var.name, 0) > 0}
+    used_roles = {r for r, _ in used}
     for r, var in compiled.variant.items():
-        out[var.name] = int(any(rr == r for rr, _ in used))
+        out[var.name] = int(r in used_roles)
     classes = problem.classes
     job_leaves = {(problem.roles[r].job_index, classes[c].leaf) for r, c in used}
     for (j, leaf), var in compiled.locality.spans.items():

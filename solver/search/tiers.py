@@ -168,9 +168,10 @@ def block_tier(model: cp_model.CpModel, block: Sequence[Tier]) -> Tier:
 
 
 def block_outcomes(block: Sequence[Tier], merged: Tier, outcome: TierOutcome) -> list[TierOutcome]:
-    """One outcome per tier of a block searched as ``merged``: each tier's value in the plan; proven
-    optimal all together, or else the first tier bounded by what the merged bound leaves it (the
-    tiers below add nothing negative) and the rest by their trivial bounds."""
+    """One outcome per tier of a block searched as ``merged``: each tier's value in the plan and the
+    block's search time; proven optimal all together, or else the first tier bounded by what the
+    merged bound leaves it (the tiers below add nothing negative) and the rest by their trivial
+    bounds."""
     plan = outcome.solution
     first = scaled(block[0])
     weight = merged.terms[0][0] // first.terms[0][0] if first.terms else 1
@@ -184,21 +185,17 @@ def block_outcomes(block: Sequence[Tier], merged: Tier, outcome: TierOutcome) ->
             bound = min(float(tier.upper), (outcome.value.bound // weight) * g)
         else:
             bound = float(tier.upper)
-        bound = max(bound, value)
-        out.append(
-            TierOutcome(
-                TierValue(
-                    tier=tier.tier,
-                    name=tier.name,
-                    value=value,
-                    bound=bound,
-                    optimal=value >= bound,
-                    ms=outcome.value.ms if k == 0 else 0.0,
-                ),
-                plan if k == 0 or plan is None else None,
-            )
-        )
+        # Every level was searched, together, for the block's time.
+        out.append(outcome_of(tier, value, max(bound, value), outcome.value.ms, plan if k == 0 else None))
     return out
+
+
+def outcome_of(tier: Tier, value: float, bound: float, ms: float, plan: dict[str, int] | None) -> TierOutcome:
+    """A tier's outcome: proven optimal exactly when its value reaches its bound."""
+    return TierOutcome(
+        TierValue(tier=tier.tier, name=tier.name, value=value, bound=bound, optimal=value >= bound, ms=ms),
+        plan,
+    )
 
 
 def tier_weights(tiers: Sequence[Tier]) -> list[float]:
@@ -272,19 +269,7 @@ def solve_merged(
     outcomes = []
     for i, tier in enumerate(compiled.tiers):
         value = float(tier.value_of(solution))
-        outcomes.append(
-            TierOutcome(
-                TierValue(
-                    tier=tier.tier,
-                    name=tier.name,
-                    value=value,
-                    bound=value,
-                    optimal=True,
-                    ms=0.0 if i else ms,
-                ),
-                solution,
-            )
-        )
+        outcomes.append(outcome_of(tier, value, value, 0.0 if i else ms, solution))
         # Held, as the tier-by-tier search holds them: a caller may go on to use the model.
         model.add(tier.expr >= round(value))
     return outcomes, solution

@@ -58,11 +58,11 @@ def test_nics_only_when_asked_one_per_gpu_when_counts_match() -> None:
 
 def test_a_gang_of_small_members_gets_distinct_nodes_from_the_solver() -> None:
     from solver.solve import solve
-    from tests.solver_cases import request, server
+    from tests import kit
 
     spec = job(min_nodes=2, max_nodes=2, tres_per_node="gres:gpu:1")
     assert spec is not None
-    result = solve(request([server("n0"), server("n1")], [spec.job]))
+    result = solve(kit.request([kit.node("n0", kit.SMALL), kit.node("n1", kit.SMALL)], [spec.job]))
     assert sorted(m.node for m in result.jobs[0].members) == ["n0", "n1"]  # binpack alone: one node
 
 

@@ -1,4 +1,4 @@
-"""Small inventories and jobs for the solver's tests, and a brute-force oracle.
+"""Brute-force oracles for the solver's tests, and the random batches they can judge.
 
 The oracle enumerates every way to give each member a node, GPUs and NICs, checks the rules with
 plain permutations (nothing shared with the model builder or the verifier), and returns the best
@@ -7,178 +7,34 @@ priority-weighted placed work. It is exponential: keep instances to a few nodes 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from itertools import combinations, permutations
+from collections.abc import Iterator
+from itertools import combinations, permutations, product
 
 from hypothesis import strategies as st
 
 from solver.compile.objective import is_placed_work
 from solver.domain.model import (
-    Alignment,
     Allocation,
     Distance,
-    FabricSwitch,
-    Gpu,
-    Inventory,
+    GpuShare,
     Job,
     Locality,
     MemberShape,
-    Nic,
     NicMode,
-    NicRequest,
     Node,
-    NumaNode,
-    NvLink,
-    PcieSwitch,
-    Policy,
     PriorityMode,
     Requirement,
-    Role,
     SolveRequest,
     SolveResult,
-    SwitchKind,
 )
-
-
-def server(
-    name: str,
-    *,
-    switches: int = 2,
-    gpus_per_switch: int = 2,
-    nics_per_switch: int = 1,
-    nic_shift: int = 1,
-    nvlink: str = "all",
-    used_gpus: Sequence[int] = (),
-    used_nics: Sequence[int] = (),
-    cpu_milli: int = 0,
-    memory_mib: int = 0,
-    labels: dict[str, str] | None = None,
-    model: str = "H100",
-    leaf: str = "",
-    nvlink_domain: str = "",
-) -> Node:
-    """A server with ``switches`` PCIe switches (two per NUMA node, under one host bridge each),
-    each holding GPUs and NICs. NIC names are rotated by ``nic_shift`` so GPU k is *not* next to
-    NIC k, as on real servers. ``nvlink``: "all", "pairs" (0-1, 2-3, ...) or "none"."""
-    numa_of = [s * 2 // max(switches, 1) for s in range(switches)]
-    pcie = [PcieSwitch(id=f"hb{n}", kind=SwitchKind.HOST_BRIDGE, numa=n) for n in sorted(set(numa_of))]
-    pcie += [PcieSwitch(id=f"sw{s}", parent=f"hb{numa_of[s]}", numa=numa_of[s]) for s in range(switches)]
-    gpus = [
-        Gpu(
-            id=f"GPU{s * gpus_per_switch + k}",
-            index=s * gpus_per_switch + k,
-            model=model,
-            numa=numa_of[s],
-            pcie_switch=f"sw{s}",
-            memory_mib=81920,
-        )
-        for s in range(switches)
-        for k in range(gpus_per_switch)
-    ]
-    total_nics = switches * nics_per_switch
-    nics = sorted(
-        (
-            Nic(
-                name=f"mlx5_{(s * nics_per_switch + k + nic_shift) % total_nics}",
-                numa=numa_of[s],
-                pcie_switch=f"sw{s}",
-                bandwidth_gbps=400,
-            )
-            for s in range(switches)
-            for k in range(nics_per_switch)
-        ),
-        key=lambda n: int(n.name.split("_")[1]),
-    )
-    if nvlink == "all":
-        pairs = list(combinations(range(len(gpus)), 2))
-    elif nvlink == "pairs":
-        pairs = [(i, i + 1) for i in range(0, len(gpus) - 1, 2)]
-    else:
-        pairs = []
-    allocations = ()
-    if used_gpus or used_nics:
-        allocations = (
-            Allocation(
-                owner="running",
-                gpus=tuple(f"GPU{i}" for i in used_gpus),
-                nics=tuple(f"mlx5_{i}" for i in used_nics),
-            ),
-        )
-    return Node(
-        name=name,
-        labels=labels or {},
-        cpu_milli=cpu_milli,
-        memory_mib=memory_mib,
-        numa_nodes=tuple(NumaNode(id=n) for n in sorted(set(numa_of))),
-        gpus=tuple(gpus),
-        nics=tuple(nics),
-        pcie_switches=tuple(pcie),
-        nvlinks=tuple(NvLink(gpu_a=f"GPU{a}", gpu_b=f"GPU{b}", links=4) for a, b in pairs),
-        allocations=allocations,
-        leaf=leaf,
-        nvlink_domain=nvlink_domain,
-    )
-
-
-def job(
-    job_id: str,
-    gpus: int,
-    members: int = 1,
-    *,
-    minimum: int | None = None,
-    priority: int = 0,
-    nics: NicMode = NicMode.NONE,
-    nic_count: int = 0,
-    align: Requirement = Requirement.NONE,
-    distance: Distance = Distance.PIX,
-    numa: Requirement = Requirement.NONE,
-    nvlink: Requirement = Requirement.NONE,
-    cpu_milli: int = 0,
-    selector: dict[str, str] | None = None,
-    locality: Locality | None = None,
-    nvlink_domain: Requirement = Requirement.NONE,
-) -> Job:
-    shape = MemberShape(
-        gpus=gpus,
-        nics=NicRequest(mode=nics, count=nic_count),
-        alignment=Alignment(mode=align, distance=distance),
-        numa=numa,
-        nvlink=nvlink,
-        cpu_milli=cpu_milli,
-        node_selector=selector or {},
-    )
-    return Job(
-        id=job_id,
-        priority=priority,
-        roles=(Role(name="worker", replicas=members, min_replicas=minimum, member=shape),),
-        locality=locality or Locality(),
-        nvlink_domain=nvlink_domain,
-    )
-
-
-def fat_tree(leaves: int, spines: int = 1) -> tuple[FabricSwitch, ...]:
-    """``leaves`` tier-1 switches spread over ``spines`` tier-2 switches under one tier-3 core."""
-    out = [FabricSwitch(id="core", tier=3)]
-    out += [FabricSwitch(id=f"spine{s}", tier=2, parent="core") for s in range(spines)]
-    out += [FabricSwitch(id=f"leaf{i}", tier=1, parent=f"spine{i % spines}") for i in range(leaves)]
-    return tuple(out)
-
-
-def request(
-    nodes: Sequence[Node], jobs: Sequence[Job], switches: Sequence[FabricSwitch] = (), **policy: object
-) -> SolveRequest:
-    return SolveRequest(
-        inventory=Inventory(nodes=tuple(nodes), switches=tuple(switches)),
-        jobs=tuple(jobs),
-        policy=Policy(time_limit_s=10, **policy),
-    )
-
+from tests.kit import nodes as kit_nodes
+from tests.kit.jobs import job, request
 
 # --------------------------------------------------------------------------- brute force
 
 
 def _distance(node: Node, a: tuple[str, int | None], b: tuple[str, int | None]) -> int:
-    """PCIe distance written out for the two-level trees ``server`` builds (switch → host bridge)."""
+    """PCIe distance written out for the two-level trees of ``SMALL`` nodes (switch → host bridge)."""
     parents = {s.id: s.parent for s in node.pcie_switches}
     if a[0] == b[0]:
         return int(Distance.PIX)
@@ -329,8 +185,9 @@ def fabric_problems(
     leaves = draw(st.integers(1, max_leaves))
     n_spines = spines if spines is not None else draw(st.integers(1, 2))
     nodes = [
-        server(
+        kit_nodes.node(
             f"n{i}",
+            kit_nodes.SMALL,
             leaf=f"leaf{draw(st.integers(0, leaves - 1))}",
             nvlink_domain=draw(st.sampled_from(["", "rack0", "rack1"])),
             used_gpus=sorted(draw(st.sets(st.integers(0, 3), max_size=4))),
@@ -350,4 +207,150 @@ def fabric_problems(
                 nvlink_domain=draw(st.sampled_from([Requirement.NONE, Requirement.REQUIRED])),
             )
         )
-    return request(nodes, jobs, fat_tree(leaves, n_spines))
+    return request(nodes, jobs, kit_nodes.fat_tree(leaves, n_spines))
+
+
+@st.composite
+def small_problems(draw: st.DrawFn) -> SolveRequest:
+    """A random batch on one or two small nodes, every member rule drawn (NICs, alignment and its
+    distance, NUMA, NVLink, CPU): small enough for :func:`best_placed_work`."""
+    nodes = []
+    for i in range(draw(st.integers(1, 2))):
+        switches = draw(st.integers(1, 2))
+        gpus_per_switch = draw(st.integers(1, 2))
+        total = switches * gpus_per_switch
+        used = draw(st.sets(st.integers(0, total - 1), max_size=total))
+        nodes.append(
+            kit_nodes.node(
+                f"n{i}",
+                kit_nodes.SMALL,
+                switches=switches,
+                gpus=total,
+                nics=switches * draw(st.integers(1, 2)),
+                nic_shift=draw(st.integers(0, 1)),
+                nvlink=draw(st.sampled_from(["all", "pairs", "none"])),
+                used_gpus=sorted(used),
+                cpu_milli=draw(st.sampled_from([0, 8000])),
+            )
+        )
+    jobs = []
+    for j in range(draw(st.integers(1, 3))):
+        nic_mode = draw(st.sampled_from([NicMode.NONE, NicMode.PER_GPU, NicMode.PER_MEMBER]))
+        jobs.append(
+            job(
+                f"j{j}",
+                draw(st.integers(1, 2)),
+                members=draw(st.integers(1, 2)),
+                priority=draw(st.integers(0, 2)),
+                nics=nic_mode,
+                nic_count=draw(st.integers(1, 2)) if nic_mode == NicMode.PER_MEMBER else 0,
+                align=draw(st.sampled_from(list(Requirement)[1:])),
+                distance=draw(st.sampled_from([Distance.PIX, Distance.PHB, Distance.NODE])),
+                numa=draw(st.sampled_from([Requirement.NONE, Requirement.REQUIRED, Requirement.PREFERRED])),
+                nvlink=draw(st.sampled_from([Requirement.NONE, Requirement.REQUIRED])),
+                cpu_milli=draw(st.sampled_from([0, 3000])),
+            )
+        )
+    return request(nodes, jobs)
+
+
+# --------------------------------------------------------------------------- shares
+
+
+def best_share_work(req: SolveRequest) -> tuple[int, ...]:
+    """Exhaustive optimum of placed work, level by level (STRICT priority): every member on every
+    (node, GPU) or its job left out."""
+    gpus = [(n.name, g.id, g.memory_mib) for n in req.inventory.nodes for g in n.gpus]
+    initial: dict[tuple[str, str], list] = {}
+    for n in req.inventory.nodes:
+        for g in n.gpus:
+            initial[n.name, g.id] = [0, 0, False]  # milli, MiB, locked
+        for a in n.allocations:
+            for sh in a.gpu_shares:
+                state = initial[n.name, sh.gpu]
+                state[0] += sh.milli
+                state[1] += sh.memory_mib
+                state[2] = state[2] or a.mutex
+    jobs = req.jobs
+    levels = sorted({job.priority for job in jobs}, reverse=True)
+    best = tuple(0 for _ in levels)
+    for choice in product([False, True], repeat=len(jobs)):
+        members = [
+            (j, role.member)
+            for j, job in enumerate(jobs)
+            if choice[j]
+            for role in job.roles
+            for _ in range(role.replicas)
+        ]
+        for where in product(range(len(gpus)), repeat=len(members)):
+            state = {k: list(v) for k, v in initial.items()}
+            ok = True
+            for (_, shape), g in zip(members, where, strict=True):
+                node, gid, memory = gpus[g]
+                milli, mib, locked = state[node, gid]
+                if shape.gpu_share is None or shape.mutex:
+                    if milli or mib or locked:
+                        ok = False
+                        break
+                    state[node, gid] = [1000, 0, True]
+                else:
+                    if (
+                        locked
+                        or milli + shape.gpu_share.milli > 1000
+                        or (memory and mib + shape.gpu_share.memory_mib > memory)
+                    ):
+                        ok = False
+                        break
+                    state[node, gid] = [
+                        milli + shape.gpu_share.milli,
+                        mib + shape.gpu_share.memory_mib,
+                        False,
+                    ]
+            if ok:
+                # Each priority level's work, highest first: what STRICT priority compares in turn.
+                value = tuple(
+                    sum(
+                        1000 * s.gpus if s.gpus else (s.gpu_share.milli or 1)
+                        for j, s in members
+                        if jobs[j].priority == level
+                    )
+                    for level in levels
+                )
+                best = max(best, value)
+    return best if len(levels) > 1 else (sum(best),)
+
+
+@st.composite
+def share_problems(draw: st.DrawFn) -> SolveRequest:
+    nodes = []
+    for i in range(draw(st.integers(1, 2))):
+        node = kit_nodes.node(f"n{i}", kit_nodes.SMALL, switches=1, gpus=draw(st.integers(1, 2)), nics=0)
+        shares = tuple(
+            GpuShare(gpu=f"GPU{g}", milli=draw(st.sampled_from([0, 200, 500, 900])))
+            for g in range(len(node.gpus))
+            if draw(st.booleans())
+        )
+        shares = tuple(s for s in shares if s.milli)
+        if shares:
+            node = node.model_copy(
+                update={
+                    "allocations": (Allocation(owner="old", gpu_shares=shares, mutex=draw(st.booleans())),)
+                }
+            )
+        nodes.append(node)
+    jobs = []
+    for j in range(draw(st.integers(1, 3))):
+        if draw(st.integers(0, 3)) == 0:
+            jobs.append(job(f"w{j}", 1, role="pod", mutex=draw(st.booleans())))
+        else:
+            jobs.append(
+                job(
+                    f"s{j}",
+                    members=draw(st.integers(1, 2)),
+                    role="pod",
+                    share=GpuShare(milli=draw(st.sampled_from([100, 300, 500, 800]))),
+                    mutex=draw(st.booleans()),
+                    priority=draw(st.integers(0, 1)),
+                )
+            )
+    return request(nodes, jobs)

@@ -1,19 +1,5 @@
-"""Small builders for the validate/verify tests: real-shaped nodes in a few lines.
-
-Kept apart from ``tests/builders.py`` (the wire tests' builders) so the verifier's tests depend on
-nothing else under construction.
-
-The standard node, ``dgx``, has a PCIe tree that yields every distance class from GPU0::
-
-    hb0 (host bridge, NUMA 0) ─┬─ psw0 (switch) ─┬─ sw0: GPU0 GPU1 mlx5_0 mlx5_1
-                               │                 └─ sw1: GPU2 GPU3 mlx5_2 mlx5_3
-                               └─ sw2: GPU4 GPU5 mlx5_4 mlx5_5
-    hb1 (host bridge, NUMA 0) ─── sw3: (no devices; mlx5_8 hangs here: NODE from GPU0)
-    hb2 (host bridge, NUMA 1) ─── sw4: GPU6 GPU7 mlx5_6 mlx5_7
-
-so GPU0↔mlx5_0 is PIX, ↔mlx5_2 PXB, ↔mlx5_4 PHB, ↔mlx5_8 NODE, ↔mlx5_6 SYS. With ``crossed=True``
-the NICs are named so that NIC k is *not* next to GPU k (mlx5_0/1 sit on sw1, mlx5_2/3 on sw0): a
-solver that pairs GPU k with NIC k by name gets alignment wrong.
+"""Answers built by hand for the verifier's tests: members, placed and unplaced jobs, and a result
+whose metrics and footprints are counted the test's own way (nothing shared with the solver).
 """
 
 from __future__ import annotations
@@ -22,175 +8,15 @@ from collections.abc import Iterable
 
 from solver.domain.fragmentation import FreeCapacity, profile
 from solver.domain.model import (
-    Alignment,
-    Allocation,
     ClusterMetrics,
-    Distance,
-    FabricSwitch,
-    Gpu,
-    Inventory,
-    Job,
     JobResult,
     MemberPlacement,
-    MemberShape,
-    Nic,
-    NicMode,
-    NicRequest,
-    Node,
-    NumaNode,
-    NvLink,
-    PcieSwitch,
     Reason,
     ReasonCode,
-    Requirement,
-    Role,
     SolveRequest,
     SolveResult,
     SolveStatus,
-    SwitchKind,
 )
-
-HB = SwitchKind.HOST_BRIDGE
-GPU_SWITCH = ("sw0", "sw0", "sw1", "sw1", "sw2", "sw2", "sw4", "sw4")
-GPU_NUMA = (0, 0, 0, 0, 0, 0, 1, 1)
-
-
-def dgx_switches() -> tuple[PcieSwitch, ...]:
-    return (
-        PcieSwitch(id="hb0", kind=HB, numa=0),
-        PcieSwitch(id="psw0", parent="hb0", numa=0),
-        PcieSwitch(id="sw0", parent="psw0", numa=0),
-        PcieSwitch(id="sw1", parent="psw0", numa=0),
-        PcieSwitch(id="sw2", parent="hb0", numa=0),
-        PcieSwitch(id="hb1", kind=HB, numa=0),
-        PcieSwitch(id="sw3", parent="hb1", numa=0),
-        PcieSwitch(id="hb2", kind=HB, numa=1),
-        PcieSwitch(id="sw4", parent="hb2", numa=1),
-    )
-
-
-def dgx_gpus(model: str = "H100", unhealthy: Iterable[str] = ()) -> tuple[Gpu, ...]:
-    bad = set(unhealthy)
-    return tuple(
-        Gpu(
-            id=f"GPU{k}",
-            index=k,
-            model=model,
-            memory_mib=81920,
-            numa=GPU_NUMA[k],
-            pcie_switch=GPU_SWITCH[k],
-            healthy=f"GPU{k}" not in bad,
-        )
-        for k in range(8)
-    )
-
-
-def dgx_nics(
-    crossed: bool = False, unhealthy: Iterable[str] = (), no_rdma: Iterable[str] = ()
-) -> tuple[Nic, ...]:
-    bad, plain = set(unhealthy), set(no_rdma)
-    switches = list(GPU_SWITCH)
-    numas = list(GPU_NUMA)
-    if crossed:
-        switches[0:4] = ["sw1", "sw1", "sw0", "sw0"]
-    nics = [
-        Nic(
-            name=f"mlx5_{k}",
-            numa=numas[k],
-            pcie_switch=switches[k],
-            bandwidth_gbps=400,
-            rail=k,
-            healthy=f"mlx5_{k}" not in bad,
-            rdma=f"mlx5_{k}" not in plain,
-        )
-        for k in range(8)
-    ]
-    nics.append(Nic(name="mlx5_8", numa=0, pcie_switch="sw3", bandwidth_gbps=400))
-    return tuple(nics)
-
-
-def all_pairs(n: int = 8) -> tuple[NvLink, ...]:
-    """An NVSwitch-style node: every GPU pair linked."""
-    return tuple(
-        NvLink(gpu_a=f"GPU{a}", gpu_b=f"GPU{b}", links=18) for a in range(n) for b in range(a + 1, n)
-    )
-
-
-def dgx(
-    name: str = "dgx-01",
-    *,
-    crossed: bool = False,
-    labels: dict[str, str] | None = None,
-    allocations: Iterable[Allocation] = (),
-    unhealthy: Iterable[str] = (),
-    no_rdma: Iterable[str] = (),
-    nvlinks: tuple[NvLink, ...] | None = None,
-    cpu_milli: int = 128_000,
-    memory_mib: int = 1_024_000,
-    model: str = "H100",
-    leaf: str = "",
-    schedulable: bool = True,
-) -> Node:
-    """An eight-GPU, nine-NIC node (see the module docstring for its PCIe tree)."""
-    bad = list(unhealthy)
-    return Node(
-        name=name,
-        labels=labels if labels is not None else {"pool": "train"},
-        cpu_milli=cpu_milli,
-        memory_mib=memory_mib,
-        numa_nodes=(NumaNode(id=0), NumaNode(id=1)),
-        gpus=dgx_gpus(model, [d for d in bad if d.startswith("GPU")]),
-        nics=dgx_nics(crossed, [d for d in bad if d.startswith("mlx5")], no_rdma),
-        pcie_switches=dgx_switches(),
-        nvlinks=all_pairs() if nvlinks is None else nvlinks,
-        leaf=leaf,
-        allocations=tuple(allocations),
-        schedulable=schedulable,
-    )
-
-
-def shape(
-    gpus: int = 0,
-    *,
-    nics: NicMode = NicMode.NONE,
-    nic_count: int = 0,
-    align: Requirement = Requirement.NONE,
-    distance: Distance = Distance.PIX,
-    numa: Requirement = Requirement.NONE,
-    nvlink: Requirement = Requirement.NONE,
-    cpu_milli: int = 0,
-    memory_mib: int = 0,
-    models: tuple[str, ...] = (),
-    selector: dict[str, str] | None = None,
-) -> MemberShape:
-    return MemberShape(
-        gpus=gpus,
-        gpu_models=models,
-        nics=NicRequest(mode=nics, count=nic_count),
-        alignment=Alignment(mode=align, distance=distance),
-        numa=numa,
-        nvlink=nvlink,
-        cpu_milli=cpu_milli,
-        memory_mib=memory_mib,
-        node_selector=selector or {},
-    )
-
-
-def role(name: str, replicas: int, member: MemberShape, min_replicas: int | None = None) -> Role:
-    return Role(name=name, replicas=replicas, min_replicas=min_replicas, member=member)
-
-
-def job(job_id: str, *roles: Role, priority: int = 0) -> Job:
-    return Job(id=job_id, priority=priority, roles=roles)
-
-
-def request(
-    nodes: Iterable[Node], jobs: Iterable[Job], switches: Iterable[FabricSwitch] = ()
-) -> SolveRequest:
-    return SolveRequest(
-        inventory=Inventory(nodes=tuple(nodes), switches=tuple(switches)),
-        jobs=tuple(jobs),
-    )
 
 
 def member(

@@ -1,15 +1,10 @@
-"""Intra-node packing, precomputed per node shape: which sets of members fit one node together.
+"""The packing search: which multisets of members fit one node shape together, with a witness.
 
-The CP-SAT model never sees a GPU. It sees *configurations*: multisets of member shapes that fit on
-one node of a given shape at the same time, each with a witness (the concrete canonical GPU and NIC
-indices of every member) and the number of members of each shape that meet all their PREFERRED
-rules in that witness. Configurations are downward closed, so they are enumerated by extending
-feasible ones one member at a time, and they are cached per (node shape, member shapes), since a
-cluster has few node shapes.
-
-Placement of one member inside a node: its GPUs are searched exhaustively (a node has at most a
-few dozen GPUs and the search is memoised on the set of used devices); its NICs are then chosen by a
-closest-first matching, which keeps the search small and is exact on switch-structured servers.
+It knows no rule of its own: what one member may take is ``member.py``'s, and so are the rules
+between members sharing a node (shares stacking on a GPU, kept apart). Configurations are downward
+closed, so they are enumerated by extending feasible ones one member at a time; each is checked by
+a memoised search over the members' GPU sets, and they are cached per (node shape, member shapes),
+since a cluster has few node shapes.
 """
 
 from __future__ import annotations
@@ -17,21 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import combinations
 
-from solver.domain.model import MemberShape, NicMode, Requirement, Scope
-from solver.reduce.normalise import (
-    FreeGpu,
-    NodeShape,
-    alignment_distance,
-    gpu_count,
-    has_preferences,
-    nic_demand,
-    preferred,
-    required,
-    weighs_nvlink,
+from solver.domain.model import MemberShape, Scope
+from solver.reduce.intranode.member import (
+    Rules,
+    choose_nics,
+    forbidden_gpus,
+    gpu_fits,
+    gpu_sets,
+    kept_apart,
+    node_admits,
+    node_apart,
+    of_asked_model,
+    share_stacks,
 )
-from solver.reduce.separation import WHOLE_NODE
+from solver.reduce.normalise import NodeShape, has_preferences, nic_demand
 
 MAX_CONFIGURATIONS = 400  # per node shape: beyond it the model is restricted, never wrong
 
@@ -60,164 +55,6 @@ class Configuration:
 
 
 @dataclass(frozen=True)
-class Rules:
-    """The hard rules of one member shape in one variant (strict: PREFERRED treated as REQUIRED)."""
-
-    gpus: int  # GPUs touched: whole ones, or 1 for a share
-    share: tuple[int, int] | None  # (milli, MiB) of one GPU, or None for whole GPUs
-    mutex: bool  # idle GPUs only, and nothing else may land on them afterwards
-    nics: int
-    per_gpu: bool
-    models: frozenset[str]
-    avoid: frozenset[str]
-    selector: tuple[tuple[str, str], ...]
-    align: bool
-    distance: int
-    numa: bool
-    nvlink: bool
-    cpu: int
-    memory: int
-    rails: frozenset[int] | None = None  # the NICs' rails must be exactly these (rail alignment)
-    nvlink_best: bool = False  # strict variant of an NVLink rule: the node's strongest links only
-
-    @staticmethod
-    def of(shape: MemberShape, strict: bool, rails: frozenset[int] | None = None) -> Rules:
-        def hard(rule: Requirement) -> bool:
-            return required(rule) or (strict and preferred(rule))
-
-        share = shape.gpu_share
-        return Rules(
-            gpus=gpu_count(shape),
-            share=None if share is None else (share.milli, share.memory_mib),
-            mutex=shape.mutex,
-            nics=nic_demand(shape),
-            per_gpu=shape.nics.mode == NicMode.PER_GPU,
-            models=frozenset(shape.gpu_models),
-            avoid=frozenset(shape.avoid_gpu_models),
-            selector=tuple(sorted(shape.node_selector.items())),
-            align=hard(shape.alignment.mode),
-            distance=int(alignment_distance(shape)),
-            numa=hard(shape.numa),
-            nvlink=hard(shape.nvlink),
-            cpu=shape.cpu_milli,
-            memory=shape.memory_mib,
-            rails=rails,
-            nvlink_best=strict and weighs_nvlink(shape) and has_preferences(shape),
-        )
-
-
-def node_admits(node: NodeShape, rules: Rules) -> bool:
-    """Node-level filters: labels, and enough CPU and memory for one member."""
-    labels = dict(node.labels)
-    if any(labels.get(k) != v for k, v in rules.selector):
-        return False
-    if node.cpu_milli is not None and rules.cpu > node.cpu_milli:
-        return False
-    return not (node.memory_mib is not None and rules.memory > node.memory_mib)
-
-
-def gpu_sets(node: NodeShape, rules: Rules) -> tuple[tuple[int, ...], ...]:
-    """Every set of the node's free GPUs one member could take, before NICs are considered."""
-    eligible = [
-        i
-        for i, g in enumerate(node.gpus)
-        if (not rules.models or g.model in rules.models) and g.model not in rules.avoid and fits(g, rules)
-    ]
-    out = []
-    links = {(a, b): n for a, b, n in node.nvlink_links} if rules.nvlink_best else {}
-    floor = node.nvlink_best[rules.gpus] if rules.nvlink_best and rules.gpus < len(node.nvlink_best) else 0
-    for combo in combinations(eligible, rules.gpus):
-        if rules.nvlink and any((a, b) not in node.nvlink for a, b in combinations(combo, 2)):
-            continue
-        if floor and any(links.get(pair, 0) < floor for pair in combinations(combo, 2)):
-            continue
-        numas = {node.gpus[i].numa for i in combo}
-        if rules.numa and (None in numas or len(numas) > 1):
-            continue
-        out.append(combo)
-    return tuple(out)
-
-
-def fits(gpu: FreeGpu, rules: Rules) -> bool:
-    """Can one GPU, as it is now, take this member's part? Whole GPUs and mutex members need an
-    idle GPU; a share needs the compute and memory it asks for."""
-    if rules.share is None or rules.mutex:
-        return gpu.idle
-    milli, memory = rules.share
-    return gpu.milli >= milli and (gpu.memory_mib is None or gpu.memory_mib >= memory)
-
-
-def _augment(gpu: int, cands: dict[int, list[int]], owner: dict[int, int], seen: set[int]) -> bool:
-    for nic in cands[gpu]:
-        if nic in seen:
-            continue
-        seen.add(nic)
-        if nic not in owner or _augment(owner[nic], cands, owner, seen):
-            owner[nic] = gpu
-            return True
-    return False
-
-
-def choose_nics(
-    node: NodeShape, rules: Rules, gpus: Sequence[int], free: Sequence[int]
-) -> tuple[int, ...] | None:
-    """The member's NICs among ``free``: within the alignment distance where that is a hard rule,
-    closest first otherwise, on exactly the asked rails when there are some. None when the rules
-    cannot be met."""
-    if rules.nics == 0:
-        return ()
-    if rules.rails is not None:
-        free = [n for n in free if node.nics[n].rail in rules.rails]
-        chosen = _choose_nics(node, rules, gpus, free)
-        if chosen is None or {node.nics[n].rail for n in chosen} != rules.rails:
-            return None
-        return chosen
-    return _choose_nics(node, rules, gpus, free)
-
-
-def _choose_nics(
-    node: NodeShape, rules: Rules, gpus: Sequence[int], free: Sequence[int]
-) -> tuple[int, ...] | None:
-    if rules.numa:
-        numas = {node.gpus[g].numa for g in gpus}
-        free = [n for n in free if node.nics[n].numa is not None and (not gpus or node.nics[n].numa in numas)]
-        if not gpus and len({node.nics[n].numa for n in free}) > 1:
-            # A NIC-only member on one NUMA node: take the NUMA node with the most free NICs.
-            best = max(
-                sorted({node.nics[n].numa for n in free}),
-                key=lambda m: sum(node.nics[n].numa == m for n in free),
-            )
-            free = [n for n in free if node.nics[n].numa == best]
-    if len(free) < rules.nics:
-        return None
-
-    def closeness(n: int) -> tuple[int, int]:
-        return (min((node.nic_distance(g, n) for g in gpus), default=99), n)
-
-    ranked = sorted(free, key=closeness)
-    if rules.per_gpu and gpus:
-        near = {
-            g: sorted(
-                (n for n in free if node.nic_distance(g, n) <= rules.distance),
-                key=lambda n, g=g: (node.nic_distance(g, n), n),
-            )
-            for g in gpus
-        }
-        owner: dict[int, int] = {}
-        matched = sum(_augment(g, near, owner, set()) for g in gpus)
-        if rules.align and matched < len(gpus):
-            return None
-        chosen = sorted(owner)
-        rest = [n for n in ranked if n not in owner]
-        return tuple(sorted(chosen + rest[: rules.nics - len(chosen)]))
-    if rules.align and gpus:  # a member without GPUs has nothing to align to (as decode and verify say)
-        ranked = [n for n in ranked if closeness(n)[0] <= rules.distance]
-        if len(ranked) < rules.nics:
-            return None
-    return tuple(sorted(ranked[: rules.nics]))
-
-
-@dataclass(frozen=True)
 class _Member:
     shape: int
     variants: tuple[tuple[Rules, tuple[tuple[int, ...], ...], bool], ...]  # (rules, gpu sets, strict)
@@ -243,38 +80,17 @@ def _best_packing(
     n_gpus = len(node.gpus)
     near = near or {}  # shape → (shapes it may not share a GPU with, nor a PCIe switch)
 
-    def apart(shape: int, combo: tuple[int, ...], marks: tuple[frozenset[int], ...]) -> bool:
-        """Separation rules: no conflicting shape on these GPUs, nor on their switches."""
-        if shape not in near:
-            return True
-        same_gpu, same_switch = near[shape]
-        for g in combo:
-            if marks[g] & same_gpu:
-                return False
-            if same_switch and any(
-                marks[h] & same_switch for h in range(n_gpus) if node.gpu_group[h] == node.gpu_group[g]
-            ):
-                return False
-        return True
-
     def mark(shape: int, combo: tuple[int, ...], marks: tuple[frozenset[int], ...]) -> tuple:
         if not near:
             return marks
         return tuple(m | {shape} if g in combo else m for g, m in enumerate(marks))
-
-    def share_fits(g: int, rules: Rules, load: tuple[int, ...], memory: tuple[int, ...]) -> bool:
-        if rules.mutex:
-            return load[g] == 0
-        milli, mib = rules.share or (0, 0)
-        gpu = node.gpus[g]
-        return load[g] + milli <= gpu.milli and (gpu.memory_mib is None or memory[g] + mib <= gpu.memory_mib)
 
     def candidates(
         member: _Member, rules: Rules, sets: tuple, load: tuple, memory: tuple, floor: int
     ) -> list:
         if rules.share is None:
             return [c for c in sets if all(load[g] == 0 for g in c)]
-        ok = [c for c in sets if c[0] >= floor and share_fits(c[0], rules, load, memory)]
+        ok = [c for c in sets if c[0] >= floor and share_stacks(node, c[0], rules, load, memory)]
         sign = -1 if spread_shares else 1
         return sorted(ok, key=lambda c: (sign * (node.gpus[c[0]].milli - load[c[0]]), c[0]))
 
@@ -301,7 +117,7 @@ def _best_packing(
         free_nics = [n for n in range(len(node.nics)) if not nmask >> n & 1]
         for rules, sets, strict in member.variants:
             for combo in candidates(member, rules, sets, load, memory, floor):
-                if not apart(member.shape, combo, marks):
+                if not kept_apart(node, near.get(member.shape), combo, marks):
                     continue
                 nics = choose_nics(node, rules, combo, free_nics)
                 if nics is None:
@@ -335,9 +151,9 @@ def _best_packing(
 def _member_for(
     node: NodeShape, index: int, shape: MemberShape, rails: frozenset[int] | None = None
 ) -> _Member | None:
-    if (index, WHOLE_NODE) in node.taboo:
+    forbidden = forbidden_gpus(node, index)
+    if forbidden is None:
         return None
-    forbidden = {g for s, g in node.taboo if s == index}
     variants = []
     for strict in (True, False) if has_preferences(shape) else (True,):
         rules = Rules.of(shape, strict, rails)
@@ -396,7 +212,7 @@ def enumerate_configurations(
     and without the cap a small CPU-only pod alone opens hundreds). Shapes that cannot sit on this
     node alone never appear."""
     singles = {i: _member_for(node, i, s, rails[i] if rails else None) for i, s in enumerate(shapes)}
-    same_node = {(a, b) for a, b, scope in conflicts if scope == Scope.NODE}
+    same_node = frozenset((a, b) for a, b, scope in conflicts if scope == Scope.NODE)
     near = {
         a: (
             frozenset(b for x, b, scope in conflicts if x == a and scope == Scope.GPU),
@@ -412,7 +228,7 @@ def enumerate_configurations(
         next_frontier = []
         for members in frontier:
             for i in (u for u in usable if not members or u >= members[-1]):
-                if any((i, m) in same_node for m in members):
+                if not node_apart(same_node, i, members):
                     continue
                 grown = (*members, i)
                 counts = [0] * len(shapes)
@@ -496,9 +312,5 @@ def _may_host(node: NodeShape, rules: Rules) -> bool:
     member and has enough GPUs of an accepted model that could take the member's part."""
     if not node_admits(node, rules):
         return False
-    eligible = sum(
-        1
-        for g in node.gpus
-        if (not rules.models or g.model in rules.models) and g.model not in rules.avoid and fits(g, rules)
-    )
+    eligible = sum(1 for g in node.gpus if of_asked_model(g, rules) and gpu_fits(g, rules))
     return eligible >= rules.gpus
