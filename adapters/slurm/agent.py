@@ -31,6 +31,7 @@ import stat
 import subprocess
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -411,7 +412,9 @@ class Agent:
             _log.warning("place failed", error=f"{type(err).__name__}: {err}"[:300])
             answer = {"action": "error", "message": f"topoplace: {type(err).__name__}: {err}"[:500]}
         except Exception as err:
-            _log.exception("place failed")
+            # The plain traceback as text: structlog's pretty exception rendering took 36 s on a
+            # loaded host (an unexpected error then also missed the hook's timeout).
+            _log.error("place failed", traceback="".join(traceback.format_exception(err, limit=8))[-4000:])
             answer = {"action": "error", "message": f"topoplace: {type(err).__name__}: {err}"[:500]}
         if answer["action"] != "apply":
             self._keep_model_requests_working(desc, answer)

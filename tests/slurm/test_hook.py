@@ -539,3 +539,15 @@ def test_no_room_now_is_a_pass_and_never_fits_is_asked_once_per_shape(agent: Age
     assert "never_fits" in second["stages_ms"]
     third = agent.place({"tres_per_node": "gres:gpu:8"})
     assert third["action"] == "pass" and "never_fits" not in third["stages_ms"], third
+
+
+def test_an_unexpected_error_is_an_error_answer_with_its_traceback_as_text(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(desc: object, plan_id: str) -> dict:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(agent, "_place_locked", broken)
+    answer = agent.place({"tres_per_node": "gres:gpu:1"})
+    assert answer["action"] == "error" and "ValueError: boom" in answer["message"], answer
+    assert 'raise ValueError("boom")' in capsys.readouterr().out  # the traceback, as plain text
