@@ -16,6 +16,7 @@ from dataclasses import replace
 from solver.answer.decode import decode
 from solver.answer.explain import explain
 from solver.answer.measures import cluster_metrics
+from solver.answer.unpool import unpool
 from solver.answer.verify import verify
 from solver.compile import Compiled, compile_model
 from solver.compile.objective import is_placed_work, priority_levels
@@ -40,7 +41,7 @@ from solver.domain.validate import unfit_jobs, validate
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import Normalised, normalise
 from solver.reduce.policy import apply_policy_chains
-from solver.reduce.pools import pool, unpool
+from solver.reduce.pools import pool
 from solver.reduce.rails import expand_rails
 from solver.search.alone import AloneProbe
 from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, Floor, complete, portfolio, repack
