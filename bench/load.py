@@ -350,6 +350,54 @@ def cancel_points(at_s: list[float]) -> list[tuple[float, float, str]]:
     return rows
 
 
+def cancel_points_cold(at_s: list[float], nodes: int, pods: int) -> list[tuple[float, float, str]]:
+    """In process, no gRPC: a ``nodes`` x ``pods`` request (one-GPU pods, time limit 5 s) from its
+    wire message, every cache of nodes emptied before each run — the stages before the search at
+    their slowest — cancelled ``at`` seconds in; how long after the trip it stopped. First a run
+    uncancelled, for what each stage takes."""
+    from solver.domain.cancel import Cancel, Cancelled, cancelling
+    from solver.domain.nodefold import NODE_MEMOS
+    from solver.solve import solve
+
+    base = scenario(nodes, 1, seed=1).request
+    pod = Job(id="pod", roles=(Role(name="worker", replicas=1, member=MemberShape(gpus=1)),))
+    jobs = tuple(pod.model_copy(update={"id": f"pod{j}", "priority": j % 4}) for j in range(pods))
+    message = wire.request_to_proto(base.model_copy(update={"jobs": jobs, "policy": Policy(time_limit_s=5)}))
+
+    def run(at: float | None) -> tuple[float, float, str]:
+        wire.NODE_CACHE.clear()  # cold: nothing converted or computed for these nodes yet
+        NODE_MEMOS.lru.clear()
+        cancel, tripped = Cancel(), [0.0]
+
+        def trip() -> None:
+            tripped[0] = time.monotonic()
+            cancel.trip("bench")
+
+        timer = threading.Timer(at, trip) if at is not None else None
+        began = time.monotonic()
+        if timer:
+            timer.start()
+        try:
+            with cancelling(cancel):
+                request = wire.request_from_proto(message)
+                converted = (time.monotonic() - began) * 1000
+                result = solve(request, cancel=cancel)
+            stages = ", ".join(f"{t.stage} {t.ms:.0f}" for t in result.timings)
+            return (-1.0, float("nan"), f"uncancelled: convert {converted:.0f}, {stages} ms")
+        except Cancelled:
+            return (at or 0.0, (time.monotonic() - tripped[0]) * 1000, "stopped")
+        finally:
+            if timer:
+                timer.cancel()
+
+    rows = [run(None)]
+    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    for at in at_s:
+        rows.append(run(at))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -371,7 +419,23 @@ def main() -> None:
         "--memory-soak", default="", help="instead: RSS soak with these --node-cache-mib values, e.g. 16,4096"
     )
     parser.add_argument("--cancel-at", default="", help="instead: in-process cancel latency at these seconds")
+    parser.add_argument(
+        "--cancel-cold",
+        default="",
+        metavar="NODES,PODS",
+        help="with --cancel-at: cold caches, a NODES x PODS request of one-GPU pods from its wire message",
+    )
     args = parser.parse_args()
+    if args.cancel_at and args.cancel_cold:
+        nodes, pods = (int(x) for x in args.cancel_cold.split(","))
+        points = cancel_points_cold([float(a) for a in args.cancel_at.split(",")], nodes, pods)
+        print(f"commit {commit()} · {machine()}")
+        print(f"command: python -m bench.load {' '.join(sys.argv[1:])}")
+        print(points[0][2])
+        print("| cancelled at | stopped after the trip |\n|---:|---:|")
+        for at, ms, _ in points[1:]:
+            print(f"| {at} s | {ms:.0f} ms |")
+        return
     if args.cancel_at:
         points = cancel_points([float(a) for a in args.cancel_at.split(",")])
         print(f"commit {commit()} · {machine()}")

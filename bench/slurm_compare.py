@@ -41,6 +41,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ from adapters.slurm.gres import (
     parse_gres_string,
     split_outside_parens,
 )
+from adapters.slurm.gresconf import gres_string
 from adapters.slurm.nodetypes import load_node_type
 from solver.service.server import serve
 
@@ -112,6 +114,16 @@ def halves_capture(kind: str) -> str:
         lines.append("\t".join(row))
     lines += ["", "NIC Legend:", ""] + [f"  NIC{i}: mlx5_{i}" for i in range(8)]
     return "\n".join(lines) + "\n"
+
+
+def _write_captures(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True)
+    paths = []
+    for kind in BENCH_KINDS:
+        path = directory / f"{kind}.txt"
+        path.write_text(halves_capture(kind))
+        paths.append(path)
+    return paths
 
 
 # --------------------------------------------------------------------------- workload
@@ -187,6 +199,7 @@ class CountingAgent(Agent):
 
     def place(self, desc: dict[str, Any]) -> dict[str, Any]:
         answer = super().place(desc)
+        self.last = answer
         self.counts = getattr(self, "counts", Counter())
         self.counts[answer["action"]] += 1
         if answer["action"] != "apply":
@@ -196,15 +209,9 @@ class CountingAgent(Agent):
         return answer
 
 
-def run(config: str, nodes: int, seed: int, workdir: Path) -> RunResult:
+def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = None) -> RunResult:
     started_at = time.monotonic()
-    captures = workdir / "captures"
-    captures.mkdir(parents=True)
-    paths = []
-    for kind in BENCH_KINDS:
-        path = captures / f"{kind}.txt"
-        path.write_text(halves_capture(kind))
-        paths.append(path)
+    paths = _write_captures(workdir / "captures")
     cluster = EmulatedCluster(
         workdir / "cluster",
         ClusterSpec(
@@ -260,6 +267,8 @@ def run(config: str, nodes: int, seed: int, workdir: Path) -> RunResult:
         _settle(cluster, 90)
         time.sleep(5)  # the srun steps of the last jobs print their environment
         measure(cluster, ids, result)
+        if keep is not None:
+            _keep(cluster, ids, keep / f"{config}-{nodes}-{seed}")
         if agent is not None:
             result.answers = dict(getattr(agent, "counts", {}))
             result.reasons = dict(getattr(agent, "why", {}))
@@ -271,6 +280,18 @@ def run(config: str, nodes: int, seed: int, workdir: Path) -> RunResult:
         cluster.stop()
     result.seconds = round(time.monotonic() - started_at, 1)
     return result
+
+
+def _keep(cluster: EmulatedCluster, ids: list[tuple[str, Any]], into: Path) -> None:
+    """For explaining a run afterwards: the end state of every job and node, what was submitted, and
+    slurmctld's log (the hook's log lines are there)."""
+    into.mkdir(parents=True, exist_ok=True)
+    (into / "jobs.txt").write_text(cluster.run("scontrol", "show", "job", "-d", check=False).stdout)
+    (into / "nodes.txt").write_text(cluster.run("scontrol", "-o", "show", "node", "-d", check=False).stdout)
+    (into / "submitted.txt").write_text("".join(f"{i} {' '.join(s.args())}\n" for i, s in ids))
+    log = cluster.root / "log" / "slurmctld.log"
+    if log.exists():
+        shutil.copy(log, into / "slurmctld.log")
 
 
 def _settle(cluster: EmulatedCluster, timeout_s: float) -> None:
@@ -412,6 +433,135 @@ def _unaligned(gpus: list[int], nics: list[str], group_of: dict[str, str]) -> in
     return misses
 
 
+# --------------------------------------------------------------------------- the hook's cost alone
+
+
+def show_node_line(name: str, gres: str, used_gpus: int, used_nics: int, cpus: int) -> str:
+    """One ``scontrol -o show node -d`` line as Slurm 22.05 prints it (the fields the agent reads),
+    the first ``used_gpus`` GPUs and ``used_nics`` NICs taken in IDX order (as Slurm fills a node)."""
+    used = {"gpu": used_gpus, "nic": used_nics}
+    offset = {"gpu": 0, "nic": 0}
+    parts = []
+    for item in gres.split(","):
+        kind, gtype, count = item.split(":")
+        start, n = offset[kind], int(count)
+        take = max(0, min(n, used[kind] - start))
+        idx = "N/A" if not take else (f"{start}" if take == 1 else f"{start}-{start + take - 1}")
+        parts.append(f"{kind}:{gtype}:{take}(IDX:{idx})")
+        offset[kind] += n
+    state = "MIXED" if used_gpus else "IDLE"
+    return (
+        f"NodeName={name} Arch=x86_64 CoresPerSocket={cpus // 2} CPUAlloc={used_gpus} CPUEfctv={cpus} "
+        f"CPUTot={cpus} AvailableFeatures=(null) ActiveFeatures=(null) Gres={gres} GresDrain=N/A "
+        f"GresUsed={','.join(parts)} NodeAddr=127.0.0.1 RealMemory=512000 AllocMem=0 Sockets=2 "
+        f"State={state} Partitions=gpu"
+    )
+
+
+def _job_description(submit: Submit) -> dict[str, Any]:
+    """What job_submit.lua sends for ``sbatch -N n --gpus-per-node=k [--gres=nic:k]``."""
+    tres = f"gres:gpu:{submit.gpus}" + (f",gres:nic:{submit.gpus}" if submit.nics else "")
+    return {"submit_uid": 0, "min_nodes": submit.nodes, "max_nodes": submit.nodes, "tres_per_node": tres}
+
+
+def hook_cost(nodes: int, seed: int, workdir: Path, submits: int | None = None) -> dict[str, Any]:
+    """The hook's path without slurmctld: the stdlib client (``python3 -I -S place_client.py``, as
+    job_submit.lua runs it) → the agent on a unix socket → the gRPC solver, for the bench's job stream
+    on ``nodes`` nodes whose state is Slurm's text format (the bench background, 40 % of the GPUs).
+    Planned jobs are shown to the agent as pending jobs carrying their plan (its ``squeue``), so the
+    cluster fills as it would. Per submit: the client's wall time and the agent's stages."""
+    paths = _write_captures(workdir / "captures")
+    spec = ClusterSpec(
+        nodes=nodes, nodes_per_leaf=8, leaves_per_spine=2, captures=tuple(paths), type_run=max(1, nodes // 64)
+    )
+    cluster = EmulatedCluster(workdir / "cluster", spec)
+    cluster.write_files()
+    gres = {}
+    for path, names in spec.node_types().items():
+        gres.update(dict.fromkeys(names, gres_string(load_node_type(path.resolve()), typed=True)))
+    busy = {
+        args[1]: int(re.search(r"gpu:(\d+)", args[2]).group(1)) for args in background(spec.names(), seed)
+    }
+    show = workdir / "show-node.txt"
+    show.write_text(
+        "\n".join(
+            show_node_line(n, gres[n], busy.get(n, 0), 0, spec.sockets * spec.cores_per_socket)
+            for n in spec.names()
+        )
+        + "\n"
+    )
+    pending = workdir / "pending.txt"
+    pending.write_text("")
+    scontrol, squeue = workdir / "scontrol", workdir / "squeue"
+    scontrol.write_text(f"#!/bin/sh\ncat {show}\n")
+    squeue.write_text(f"#!/bin/sh\ncat {pending}\n")
+    for script in (scontrol, squeue):
+        script.chmod(0o755)
+    etc = cluster.root / "etc"
+    server = serve("127.0.0.1", 0)
+    agent = CountingAgent(
+        AgentConfig(
+            solver=f"127.0.0.1:{server.port}",
+            topo_dir=cluster.topo_dir,
+            gres_conf=etc / "gres.conf",
+            topology=etc / "topology.conf",
+            scontrol=str(scontrol),
+            squeue=str(squeue),
+        )
+    )
+    running = serve_agent(agent, unix=workdir / "agent.sock")
+    client = ROOT / "adapters" / "slurm" / "place_client.py"
+    out: dict[str, Any] = {"nodes": nodes, "seed": seed, "client_ms": [], "agent_ms": [], "stages": []}
+    try:
+        for submit in job_stream(nodes, seed)[:submits]:
+            body = json.dumps(_job_description(submit))
+            agent.last = {"ms": None, "stages_ms": {}}  # stays so when the client gave up first
+            t0 = time.perf_counter()
+            done = subprocess.run(
+                ["/usr/bin/python3", "-I", "-S", str(client), "--agent", running.address, "--timeout", "2"],
+                input=body,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            out["client_ms"].append((time.perf_counter() - t0) * 1000)
+            answer = agent.last
+            out["agent_ms"].append(answer.get("ms") or out["client_ms"][-1])  # gave up: at least that
+            out["stages"].append(answer.get("stages_ms", {}))
+            comment = next((ln[12:] for ln in done.stdout.splitlines() if ln.startswith("set comment ")), "")
+            if comment:  # queued, not started yet: squeue shows it (adapters/slurm/pending.py's format)
+                stamp = datetime.now().isoformat(timespec="seconds")
+                with pending.open("a") as file:
+                    file.write(f"{len(out['client_ms'])}|{stamp}|Priority|N/A|(null)|{comment}\n")
+    finally:
+        running.stop()
+        server.stop()
+    out["answers"] = dict(agent.counts)
+    return out
+
+
+def render_cost(runs: list[dict[str, Any]]) -> str:
+    def pct(values: list[float], q: float) -> float:
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    out = [
+        "| nodes | submits | client ms median / p99 | agent ms median / p99 | agent stages, median ms |",
+        "|---|---|---|---|---|",
+    ]
+    for r in runs:
+        keys = sorted({k for st in r["stages"] for k in st})
+        stages = ", ".join(
+            f"{k} {statistics.median([st.get(k, 0.0) for st in r['stages']]):.1f}" for k in keys
+        )
+        out.append(
+            f"| {r['nodes']} | {len(r['client_ms'])} | {statistics.median(r['client_ms']):.0f} / "
+            f"{pct(r['client_ms'], 0.99):.0f} | {statistics.median(r['agent_ms']):.0f} / "
+            f"{pct(r['agent_ms'], 0.99):.0f} | {stages} |"
+        )
+    return "\n".join(out)
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -542,6 +692,11 @@ def main() -> int:
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
     parser.add_argument("--json", type=Path, help="append each run's figures here as it finishes")
     parser.add_argument("--output", type=Path, help="write the Markdown tables here")
+    parser.add_argument("--keep", type=Path, help="save each run's end state and slurmctld log here")
+    parser.add_argument(
+        "--hook-cost", action="store_true", help="only the hook's path (client → agent → solver), no Slurm"
+    )
+    parser.add_argument("--submits", type=int, help="--hook-cost: only the first N jobs of the stream")
     parser.add_argument("--summarise", type=Path, nargs="+", help="only render these --json files")
     args = parser.parse_args()
     if args.summarise:
@@ -549,6 +704,21 @@ def main() -> int:
             RunResult(**json.loads(line)) for path in args.summarise for line in path.read_text().splitlines()
         ]
         print(summary(loaded))
+        return 0
+    if args.hook_cost:
+        costs = []
+        for nodes in args.nodes:
+            for seed in args.seeds:
+                workdir = Path(tempfile.mkdtemp(prefix="slurm-hook-cost-"))
+                try:
+                    costs.append(hook_cost(nodes, seed, workdir, args.submits))
+                finally:
+                    shutil.rmtree(workdir, ignore_errors=True)
+                print(json.dumps(costs[-1] | {"stages": None}), flush=True)
+                if args.json:
+                    with args.json.open("a") as out:
+                        out.write(json.dumps(costs[-1]) + "\n")
+        print(f"Machine: {machine()}\n\n" + render_cost(costs))
         return 0
     if missing := missing_binaries():
         print(f"Slurm not installed ({', '.join(missing)}): run scripts/install-slurm.sh")
@@ -559,7 +729,7 @@ def main() -> int:
             for config in args.configs:  # side by side: the three configurations back to back
                 workdir = Path(tempfile.mkdtemp(prefix=f"slurm-bench-{config}-"))
                 try:
-                    result = run(config, nodes, seed, workdir)
+                    result = run(config, nodes, seed, workdir, args.keep)
                 finally:
                     shutil.rmtree(workdir, ignore_errors=True)
                 results.append(result)

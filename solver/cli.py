@@ -13,9 +13,13 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
 from solver.domain.model import JobResult, MemberPlacement, SolveRequest, SolveResult, SolveStatus
+
+if TYPE_CHECKING:
+    from solver.service.tls import ClientTlsFiles
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -46,6 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--format", choices=("json", "table"), default="json")
     solve.add_argument("--time-limit", type=float, metavar="S", help="override policy.time_limit_s")
     solve.add_argument("--output", "-o", type=Path, help="also write the JSON result here")
+    remote = solve.add_argument_group(
+        "TLS to the server (--server), matching `topoplace serve --tls-cert/--tls-key/--tls-client-ca`"
+    )
+    remote.add_argument(
+        "--tls-ca", type=Path, metavar="PEM", help="trust the server's certificate if this CA signed it"
+    )
+    remote.add_argument(
+        "--tls-cert", type=Path, metavar="PEM", help="client certificate chain, for an mTLS server"
+    )
+    remote.add_argument("--tls-key", type=Path, metavar="PEM", help="the client certificate's private key")
     solve.set_defaults(run=run_solve)
 
     verify = commands.add_parser("verify", help="check a result against its request")
@@ -156,7 +170,8 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
         type=int,
         default=d.node_cache_bytes // 2**20,
         metavar="MIB",
-        help="what per-node caches may hold, by node size (least recently used nodes dropped first)",
+        help="what the caches of nodes (per-node values, converted wire nodes) hold together, by node "
+        "size; least recently used dropped first",
     )
     caps.add_argument(
         "--grace-s", type=float, default=d.grace_s, metavar="S", help="SIGTERM to stopped, always within"
@@ -193,6 +208,7 @@ def add_plugin_commands(commands: argparse._SubParsersAction) -> None:
 def run_solve(args: argparse.Namespace) -> int:
     from solver.ingest.files import dump_result_json, load_request
 
+    tls = _client_tls(args)
     request = load_request(args.request)
     if args.time_limit is not None:
         policy = request.policy.model_copy(update={"time_limit_s": args.time_limit})
@@ -201,9 +217,16 @@ def run_solve(args: argparse.Namespace) -> int:
         from solver.service.client import RemoteError, solve_remote
 
         try:
-            result = solve_remote(args.server, request)
+            result = solve_remote(args.server, request, credentials=tls.credentials() if tls else None)
         except RemoteError as err:
             print(f"error: {err}", file=sys.stderr)
+            if err.code.name == "UNAVAILABLE":
+                # gRPC says only "socket closed" when a TLS handshake fails: name the likely causes.
+                print(
+                    f"hint: is a topoplace server listening on {args.server}, and does this client's TLS "
+                    "match it (--tls-ca for a TLS server; --tls-cert/--tls-key too for an mTLS one)?",
+                    file=sys.stderr,
+                )
             return EXIT_INTERNAL
     else:
         from solver.solve import solve
@@ -214,6 +237,28 @@ def run_solve(args: argparse.Namespace) -> int:
         args.output.write_text(text + "\n")
     print(render_table(request, result) if args.format == "table" else text)
     return EXIT_OK
+
+
+def _client_tls(args: argparse.Namespace) -> ClientTlsFiles | None:
+    """The TLS files of ``solve --server``, checked before any work (None: a plaintext channel)."""
+    from solver.service.tls import ClientTlsFiles
+
+    flags = {"--tls-ca": args.tls_ca, "--tls-cert": args.tls_cert, "--tls-key": args.tls_key}
+    given = [flag for flag, path in flags.items() if path is not None]
+    if not given:
+        return None
+    if not args.server:
+        raise InvalidRequest(
+            [
+                Problem(path=flag, message="TLS is for a remote solve: give --server HOST:PORT")
+                for flag in given
+            ]
+        )
+    tls = ClientTlsFiles(ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key)
+    problems = _flag_problems(tls.problems())
+    if problems:
+        raise InvalidRequest(problems)
+    return tls
 
 
 def run_verify(args: argparse.Namespace) -> int:

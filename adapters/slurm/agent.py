@@ -9,8 +9,10 @@ topoplace gRPC service for a verified placement, and answers with the fields to 
 It also remembers the plans it handed out: a job planned a moment ago is not running yet, so its
 devices are not in ``GresUsed``; plans found in pending jobs' comments (and plans issued in the last
 ``grace_s`` seconds, before their job is even queued) count as allocated for the next submit — but
-not stale ones (:func:`held_plans`: older than ``plan_ttl_s``, held or waiting for a dependency or a
-begin time, or on nodes that no longer take jobs).
+not stale ones (:mod:`adapters.slurm.pending`: older than ``plan_ttl_s``, held or waiting for a
+dependency or a begin time, or on nodes that no longer take jobs). Nodes Slurm's backfill has promised
+to an earlier pending job are not planned on, and a planned job Slurm will not start soon is released
+to Slurm's own choice of nodes (same module).
 
 Answers (JSON): ``{"action": "apply", "set": {field: value}, "message": …}``, ``"pass"`` (leave the
 job as submitted: not a GPU job, unsupported, no room now, or not enforceable), ``"never_fits"``
@@ -29,9 +31,10 @@ import stat
 import subprocess
 import threading
 import time
+import traceback
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -39,15 +42,39 @@ from typing import Any
 import structlog
 
 from adapters.slurm.gres import GresConf, parse_gres_conf
-from adapters.slurm.inventory import SlurmInventory, build_inventory, read_text
+from adapters.slurm.inventory import (
+    NodeCache,
+    SlurmInventory,
+    build_inventory,
+    read_text,
+    with_reservations,
+)
 from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description, untyped_model_request
 from adapters.slurm.nodetypes import TopoDir
+from adapters.slurm.pending import (
+    SQUEUE_FORMAT,
+    PendingJob,
+    held_plans,
+    parse_pending,
+    promised_nodes,
+    released_comment,
+    to_release,
+)
 from adapters.slurm.place_client import peer_uid
-from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, parse_plan_comment, to_slurm_plan
+from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, to_slurm_plan
 from adapters.slurm.scontrol import SlurmNode, parse_show_node
 from adapters.slurm.topology_conf import SlurmTopology, parse_topology_conf, parse_topology_yaml
 from solver.domain.errors import InvalidRequest
-from solver.domain.model import Allocation, Inventory, Policy, Requirement, SolveRequest, SolveResult
+from solver.domain.model import (
+    Allocation,
+    Inventory,
+    NicMode,
+    Node,
+    Policy,
+    Requirement,
+    SolveRequest,
+    SolveResult,
+)
 from solver.service.client import RemoteError
 
 _log = structlog.get_logger("topoplace.slurm.agent")
@@ -68,6 +95,9 @@ class AgentConfig:
     grace_s: float = 1.0  # a plan is reserved until a snapshot this much newer shows its job
     stale_s: float = 30.0  # older node state is not planned on (the answer is "error")
     plan_ttl_s: float = 120.0  # a pending job's plan older than this no longer holds its devices
+    # A planned job Slurm expects to start later than this from now has its node list cleared (Slurm
+    # chooses; the switch-typed GRES stay). 0 turns releasing off.
+    release_after_s: float = 30.0
     command_timeout_s: float = 5.0
     debug_dir: Path | None = None  # when set, every solve request is written there (for bug reports)
 
@@ -77,6 +107,13 @@ class _Snapshot:
     nodes: list[SlurmNode]
     pending: list[ParsedPlan]
     taken: float
+    promised: dict[str, float] = field(default_factory=dict)  # node → earliest promised start (epoch)
+    # The inventory of this read with the pending plans held, built here in the refresh thread so a
+    # submit only adds the plans issued since (a few nodes); or why it could not be built.
+    inventory: SlurmInventory | None = None
+    error: InvalidRequest | None = None
+    models: tuple[str, ...] = ()  # GPU models present
+    features: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -109,8 +146,16 @@ class Agent:
     _files: _Files = field(default_factory=_Files)
     _snapshot: _Snapshot | None = None
     _type_keys: dict[str, str] = field(default_factory=dict)
+    _type_keys_of: object = None  # the node_types mapping _type_keys was made from
+    _never_fits_cache: dict[tuple[str, int, str, bool], bool] = field(default_factory=dict)  # by job shape
     _models: tuple[str, ...] = ()  # GPU models of the last inventory
     decisions: dict[str, tuple[SolveResult, SlurmPlan]] = field(default_factory=dict)  # by plan id
+    # Where the last answer's time went (ms per stage: inventory, solve, never_fits …), for the log
+    # and the bench: the hook's budget is tens of ms, so the split says what to make cheaper.
+    _stages: dict[str, float] = field(default_factory=dict)
+    _node_cache: NodeCache = field(default_factory=NodeCache)
+    _topo: tuple[int, TopoDir] | None = None
+    _refresh_lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ----------------------------------------------------------------- inputs
 
@@ -146,10 +191,102 @@ class Agent:
         # pending, or holding its devices, or both — never neither (which would free its devices
         # for the next plan, and leave that job pinned to devices in use).
         # Submit time and pending reason first: a comment may hold anything, "|" included.
-        pending = self._run([self.config.squeue, "-h", "-t", "PD", "-o", "%V|%r|%k"])
+        pending = parse_pending(self._run([self.config.squeue, "-h", "-t", "PD", "-o", SQUEUE_FORMAT]))
         nodes = parse_show_node(self._run([self.config.scontrol, "-o", "show", "node", "-d"]))
-        plans = held_plans(pending, nodes, time.time(), self.config.plan_ttl_s)
-        self._snapshot = _Snapshot(nodes=nodes, pending=plans, taken=taken)
+        now = time.time()
+        released = self._release(pending, now)
+        kept = [job for job in pending if job.job_id not in released]
+        held = held_plans(kept, nodes, now, self.config.plan_ttl_s)
+        with self._refresh_lock:  # the node cache is not for two builders at once
+            inventory, error = self._base_inventory(nodes, held)
+        self._snapshot = _Snapshot(
+            nodes=nodes,
+            pending=held,
+            taken=taken,
+            promised=promised_nodes(pending),
+            inventory=inventory,
+            error=error,
+            models=tuple(
+                sorted({g.model for n in inventory.inventory.nodes for g in n.gpus if g.model})
+                if inventory
+                else ()
+            ),
+            features=frozenset(f for n in nodes for f in n.features),
+        )
+
+    def warm(self) -> None:
+        """What the first submit would otherwise pay (~0.5 s on a loaded host): each node type's
+        wire template and the channel to the solver."""
+        snapshot = self._snapshot
+        if snapshot is None or snapshot.inventory is None or self.solve_fn is not None:
+            return
+        import grpc
+
+        from adapters.slurm.fastwire import channel_for, request_message
+
+        types = {name: t.source for name, t in snapshot.inventory.node_types.items()}
+        one_each = {types[n.name]: n for n in snapshot.inventory.inventory.nodes if n.name in types}
+        request_message(SolveRequest(inventory=Inventory(nodes=tuple(one_each.values()))), types)
+        with contextlib.suppress(grpc.FutureTimeoutError):
+            grpc.channel_ready_future(channel_for(self.config.solver)).result(timeout=2)
+
+    def _topo_dir(self) -> TopoDir:
+        """One TopoDir while the directory's listing is unchanged (it remembers each node's file)."""
+        mtime = self.config.topo_dir.stat().st_mtime_ns
+        if self._topo is None or self._topo[0] != mtime:
+            self._topo = (mtime, TopoDir(self.config.topo_dir))
+        return self._topo[1]
+
+    def _base_inventory(
+        self, nodes: list[SlurmNode], held: list[ParsedPlan]
+    ) -> tuple[SlurmInventory | None, InvalidRequest | None]:
+        try:
+            return (
+                build_inventory(
+                    nodes,
+                    topo_dir=self._topo_dir(),
+                    gres_conf=self._gres_conf(),
+                    fabric=self._fabric(),
+                    extra=_plan_allocations(held),
+                    cache=self._node_cache,
+                ),
+                None,
+            )
+        except InvalidRequest as err:
+            return None, err  # said at the next submit ("bad site data"), as the files are read
+
+    def _release(self, pending: list[PendingJob], now: float) -> set[str]:
+        """Clear the node list of planned jobs Slurm will not start soon (:func:`to_release`): the
+        plan only steers while its nodes are free; after that Slurm's own choice is as good or
+        better. Their comment's plan tag is renamed in the same update, so the plan stops holding
+        devices and the TaskProlog stops comparing against it. Returns the released job ids."""
+        if self.config.release_after_s <= 0:
+            return set()
+        released = set()
+        for job in to_release(pending, now, self.config.release_after_s):
+            try:
+                self._run(
+                    [
+                        self.config.scontrol,
+                        "update",
+                        f"JobId={job.job_id}",
+                        "ReqNodeList=",
+                        f"Comment={released_comment(job.comment)}",
+                    ]
+                )
+            except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+                _log.warning("plan not released", job_id=job.job_id, error=str(err)[:300])
+                continue
+            released.add(job.job_id)
+            _log.info(
+                "plan released: Slurm chooses the nodes",
+                job_id=job.job_id,
+                plan_id=job.plan.plan_id if job.plan else "",
+                nodes=sorted(job.plan.nodes) if job.plan else [],
+                reason=job.reason,
+                expected_start_in_s=round((job.start or now) - now),
+            )
+        return released
 
     def refresh_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -159,19 +296,11 @@ class Agent:
                 _log.warning("refresh failed", error=str(err))
             stop.wait(self.config.refresh_s)
 
-    def _reservations(self, snapshot: _Snapshot) -> dict[str, list[Allocation]]:
-        """Devices of planned jobs pending in Slurm, and of plans issued after the snapshot was read
-        (their jobs may not be queued yet, or not visible in it)."""
+    def _issued_since(self, snapshot: _Snapshot) -> dict[str, list[Allocation]]:
+        """Devices of plans issued after the snapshot was read (their jobs may not be queued yet, or
+        not visible in it); plans the snapshot already shows pending are in its inventory."""
         extra: dict[str, list[Allocation]] = {}
-        seen = set()
-        for plan in snapshot.pending:
-            seen.add(plan.plan_id)
-            for node, (gpus, nics) in plan.nodes.items():
-                extra.setdefault(node, []).append(
-                    Allocation(
-                        owner=f"pending:{plan.plan_id}", gpus=tuple(f"GPU{g}" for g in gpus), nics=nics
-                    )
-                )
+        seen = {plan.plan_id for plan in snapshot.pending}
         for plan_id, issued in list(self._issued.items()):
             if snapshot.taken - issued.at > self.config.grace_s:
                 del self._issued[plan_id]  # the snapshot is newer: the job is pending or running in it
@@ -190,29 +319,36 @@ class Agent:
             raise RuntimeError(
                 f"node state is {time.monotonic() - snapshot.taken:.0f} s old (scontrol failing?)"
             )
-        return build_inventory(
-            snapshot.nodes,
-            topo_dir=TopoDir(self.config.topo_dir),
-            gres_conf=self._gres_conf(),
-            fabric=self._fabric(),
-            extra=self._reservations(snapshot),
-        )
+        if snapshot.error is not None:
+            raise snapshot.error
+        assert snapshot.inventory is not None
+        return with_reservations(snapshot.inventory, self._issued_since(snapshot))
 
     # ----------------------------------------------------------------- solving
 
-    def _solve(self, request: SolveRequest) -> SolveResult:
+    def _solve(self, request: SolveRequest, stage: str = "solve") -> SolveResult:
+        """Timed as ``<stage>_wire`` (putting the request on the wire) and ``<stage>`` (the call)."""
+        mark = time.perf_counter()
         if self.solve_fn is not None:
-            return self.solve_fn(request, self.config.time_limit_s + 1.0)
+            result = self.solve_fn(request, self.config.time_limit_s + 1.0)
+            self._stage(stage, mark)
+            return result
         from adapters.slurm.fastwire import request_message, solve_message
 
         message = request_message(request, self._type_keys)
-        return solve_message(self.config.solver, message, timeout_s=self.config.time_limit_s + 1.0)
+        mark = self._stage(f"{stage}_wire", mark)
+        result = solve_message(self.config.solver, message, timeout_s=self.config.time_limit_s + 1.0)
+        self._stage(stage, mark)
+        return result
 
     def _request(self, inventory: Inventory, spec: JobSpec) -> SolveRequest:
-        nodes = tuple(
-            n.model_copy(update={"schedulable": False}) if n.name in spec.excluded else n
-            for n in inventory.nodes
-        )
+        """The solve request for one job: only the nodes worth sending (:func:`candidate_nodes`).
+        Excluded nodes (``-x``) and nodes backfill has promised to an earlier pending job before this
+        one would end are not planned on: pinned there, the job would wait for that job."""
+        promised = self._snapshot.promised if self._snapshot else {}
+        ends = time.time() + spec.time_limit_s if spec.time_limit_s is not None else float("inf")
+        closed = set(spec.excluded) | {node for node, start in promised.items() if start < ends}
+        nodes = candidate_nodes(inventory.nodes, spec, closed, self._type_keys)
         policy = Policy(time_limit_s=self.config.time_limit_s)
         return SolveRequest(
             request_id=spec.job.id,
@@ -233,15 +369,28 @@ class Agent:
             and all(n.labels.get(k) == v for k, v in member.node_selector.items())
         )
 
-    def _never_fits(self, request: SolveRequest) -> bool:
-        """Unplaced now; would it fit on the same cluster with nothing running and every node up?"""
-        empty = tuple(
-            n.model_copy(update={"allocations": (), "schedulable": True}) for n in request.inventory.nodes
+    def _never_fits(self, request: SolveRequest, inventory: Inventory, spec: JobSpec) -> bool:
+        """Unplaced now; would it fit on the same cluster with nothing running and every node up?
+        Asked once per job shape while the cluster's nodes and types stay the same."""
+        job = spec.job
+        shape = (
+            job.roles[0].member.model_dump_json(),
+            job.roles[0].replicas,
+            job.locality.model_dump_json(),
+            bool(job.anti_affinity),
         )
+        cached = self._never_fits_cache.get(shape)
+        if cached is not None:
+            return cached
+        empty = [n.model_copy(update={"allocations": (), "schedulable": True}) for n in inventory.nodes]
+        nodes = candidate_nodes(empty, spec, set(), self._type_keys)
         again = self._solve(
-            request.model_copy(update={"inventory": request.inventory.model_copy(update={"nodes": empty})})
+            request.model_copy(update={"inventory": request.inventory.model_copy(update={"nodes": nodes})}),
+            stage="never_fits",
         )
-        return not any(j.placed for j in again.jobs)
+        answer = not any(j.placed for j in again.jobs)
+        self._never_fits_cache[shape] = answer
+        return answer
 
     # ----------------------------------------------------------------- the answer
 
@@ -251,6 +400,7 @@ class Agent:
         plan_id = uuid.uuid4().hex[:12]
         try:
             with self._lock:
+                self._stages = {}
                 answer = self._place_locked(desc, plan_id)
         except Unsupported as err:
             answer = {"action": "pass", "message": f"topoplace: not planned: {err}"}
@@ -262,16 +412,20 @@ class Agent:
             _log.warning("place failed", error=f"{type(err).__name__}: {err}"[:300])
             answer = {"action": "error", "message": f"topoplace: {type(err).__name__}: {err}"[:500]}
         except Exception as err:
-            _log.exception("place failed")
+            # The plain traceback as text: structlog's pretty exception rendering took 36 s on a
+            # loaded host (an unexpected error then also missed the hook's timeout).
+            _log.error("place failed", traceback="".join(traceback.format_exception(err, limit=8))[-4000:])
             answer = {"action": "error", "message": f"topoplace: {type(err).__name__}: {err}"[:500]}
         if answer["action"] != "apply":
             self._keep_model_requests_working(desc, answer)
         answer["ms"] = round((time.perf_counter() - started) * 1000, 1)
+        answer["stages_ms"] = {k: round(v, 1) for k, v in self._stages.items()}
         _log.info(
             "place",
             plan_id=plan_id,
             action=answer["action"],
             ms=answer["ms"],
+            stages_ms=answer["stages_ms"],
             message=answer.get("message", ""),
         )
         return answer
@@ -291,20 +445,30 @@ class Agent:
             answer["message"] = f"{answer.get('message', '')}; {note}".lstrip("; ")
             answer["notice"] = answer["message"]
 
+    def _stage(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        self._stages[name] = self._stages.get(name, 0.0) + (now - since) * 1000
+        return now
+
     def _place_locked(self, desc: dict[str, Any], plan_id: str) -> dict[str, Any]:
+        mark = time.perf_counter()
         inventory = self.inventory()
-        self._type_keys = {name: t.source for name, t in inventory.node_types.items()}
-        gpus = [len(n.gpus) for n in inventory.inventory.nodes]
-        models = tuple(sorted({g.model for n in inventory.inventory.nodes for g in n.gpus if g.model}))
-        self._models = models
+        mark = self._stage("inventory", mark)
+        snapshot = self._snapshot
+        assert snapshot is not None  # inventory() raised otherwise
+        if self._type_keys_of is not inventory.node_types:
+            type_keys = {name: t.source for name, t in inventory.node_types.items()}
+            if type_keys != self._type_keys:
+                self._never_fits_cache.clear()  # other nodes or node types: ask again
+            self._type_keys = type_keys
+            self._type_keys_of = inventory.node_types
+        self._models = snapshot.models
         spec = job_from_description(
             desc,
             plan_id=plan_id,
-            max_gpus_per_node=max(gpus, default=0),
-            known_models=models,
-            known_features=frozenset(f for n in self._snapshot.nodes for f in n.features)
-            if self._snapshot
-            else frozenset(),
+            max_gpus_per_node=max((len(t.node.gpus) for t in inventory.node_types.values()), default=0),
+            known_models=snapshot.models,
+            known_features=snapshot.features,
             alignment=self.config.alignment,
         )
         if spec is None:
@@ -317,6 +481,7 @@ class Agent:
                 f"{spec.nodes} distinct nodes with {spec.gpus_per_node} GPUs each, and only {hosts} exist",
             }
         request = self._request(inventory.inventory, spec)
+        self._stage("job", mark)
         if self.config.debug_dir is not None:
             from solver.ingest.files import dump_request_json
 
@@ -333,7 +498,7 @@ class Agent:
         job = result.jobs[0]
         if not job.placed:
             reason = job.reason.message if job.reason else "not placed"
-            if self._never_fits(request):
+            if self._never_fits(request, inventory.inventory, spec):
                 return {
                     "action": "never_fits",
                     "message": f"topoplace: this job can never fit this cluster: {reason}",
@@ -375,32 +540,114 @@ class Agent:
         }
 
 
-# Pending reasons that mean "cannot start now whatever is free": such a job's plan holds nothing.
-NOT_ELIGIBLE = ("JobHeld", "Dependency", "BeginTime", "DependencyNeverSatisfied", "PartitionDown")
+EXPLAINING_NODES = 3  # nodes that cannot host the job, sent so the solver can say what is missing
 
 
-def held_plans(squeue: str, nodes: list[SlurmNode], now: float, ttl_s: float) -> list[ParsedPlan]:
-    """The plans of pending jobs that still reserve their devices: not older than ``ttl_s`` (a job
-    that has not started by then will not start on its plan soon), eligible to run (not held, not
-    waiting for a dependency or a begin time), and on nodes that still take jobs. Lines are
-    ``squeue -o "%V|%r|%k"``: submit time, reason, comment."""
-    up = {n.name for n in nodes if n.schedulable}
-    kept = []
-    for line in squeue.splitlines():
-        submitted, _, rest = line.partition("|")
-        reason, _, comment = rest.partition("|")
-        plan = parse_plan_comment(comment)
-        if plan is None:
+def candidate_nodes(
+    nodes: Sequence[Node], spec: JobSpec, closed: set[str], type_keys: dict[str, str]
+) -> tuple[Node, ...]:
+    """The nodes worth sending to the solver for one job (the hook's fast path: the request, its
+    wire form and the model all grow with the nodes sent; at 1,024 nodes the whole cluster cost
+    seconds a submit). Nothing that could change the answer is dropped:
+
+    * a node that cannot host one member now (too few free GPUs, NICs or CPUs, wrong labels, down,
+      excluded or promised) cannot take part — except the few with the most free GPUs, kept so the
+      solver's "no room now" names the closest node;
+    * nodes alike in everything the model sees (type, labels, what is taken, and for a job of
+      several nodes the leaf) are interchangeable: a job of ``n`` members uses at most ``n`` of
+      them, so ``n`` are kept;
+    * one node of each size the cluster has stays (unschedulable), as the packing tier measures free
+      capacity against the cluster's largest node;
+    * a gang that fits whole under several leaves is sent with the tightest few (:func:`_gang_leaves`).
+    """
+    member = spec.job.roles[0].member
+    replicas = spec.job.roles[0].replicas
+    if member.nics.mode == NicMode.PER_GPU:
+        need_nics = member.gpus
+    elif member.nics.mode == NicMode.PER_MEMBER:
+        need_nics = member.nics.count
+    else:
+        need_nics = 0
+    # Where a node sits matters only to a job that spans nodes (its locality); for one node, two
+    # alike nodes under different leaves are the same choice.
+    by_leaf = replicas > 1 or spec.job.locality.mode not in (Requirement.UNSPECIFIED, Requirement.NONE)
+    kept: list[Node] = []
+    free_of: dict[str, int] = {}
+    short: list[tuple[int, int, Node]] = []
+    alike: dict[tuple[object, ...], int] = {}
+    sizes: dict[tuple[int, int, int], Node] = {}
+    for index, node in enumerate(nodes):
+        sizes.setdefault((len(node.gpus), node.cpu_milli, node.memory_mib), node)
+        if node.name in closed or not node.schedulable:
             continue
-        try:
-            age = now - datetime.fromisoformat(submitted).timestamp()
-        except ValueError:
-            age = 0.0  # an unreadable time: keep the reservation (the safe side)
-        if age > ttl_s or reason.startswith(NOT_ELIGIBLE) or not set(plan.nodes) <= up:
-            _log.info("pending plan not reserved", plan_id=plan.plan_id, reason=reason, age_s=round(age))
+        used_gpus = frozenset(g for a in node.allocations for g in a.gpus)
+        used_nics = frozenset(n for a in node.allocations for n in a.nics)
+        cpu = node.cpu_milli - sum(a.cpu_milli for a in node.allocations)
+        memory = node.memory_mib - sum(a.memory_mib for a in node.allocations)
+        free_gpus = len(node.gpus) - len(used_gpus)
+        fits = (
+            free_gpus >= member.gpus
+            and len(node.nics) - len(used_nics) >= need_nics
+            and cpu >= member.cpu_milli
+            and memory >= member.memory_mib
+            and all(node.labels.get(k) == v for k, v in member.node_selector.items())
+        )
+        if not fits:
+            short.append((-free_gpus, index, node))
             continue
-        kept.append(plan)
-    return kept
+        key = (
+            type_keys.get(node.name, node.name),
+            node.leaf if by_leaf else "",
+            tuple(sorted(node.labels.items())),
+            used_gpus,
+            used_nics,
+            cpu,
+            memory,
+        )
+        if alike.get(key, 0) < replicas:
+            alike[key] = alike.get(key, 0) + 1
+            kept.append(node)
+            free_of[node.name] = free_gpus
+    if replicas > 1:
+        kept = _gang_leaves(kept, replicas, free_of)
+    kept += [node for _, _, node in sorted(short, key=lambda t: t[:2])[:EXPLAINING_NODES]]
+    present = {(len(n.gpus), n.cpu_milli, n.memory_mib) for n in kept}
+    kept += [n.model_copy(update={"schedulable": False}) for size, n in sizes.items() if size not in present]
+    return tuple(kept)
+
+
+GANG_LEAVES = 8  # leaves that hold a whole gang, kept for the solver to choose among
+
+
+def _gang_leaves(nodes: list[Node], replicas: int, free_of: dict[str, int]) -> list[Node]:
+    """A gang that fits under one leaf is placed under one (locality comes before packing): when
+    several leaves can hold it whole, only the :data:`GANG_LEAVES` tightest are sent (fewest free
+    GPUs on the ``replicas`` fullest hosts: binpack's order). The one shortlist that can cut a
+    better answer — a leaf left out might offer better NVLink or NIC pairs — bounded so that a
+    gang on 1,024 nodes is a model of ~50 nodes, not ~700. A gang no leaf holds keeps every node."""
+    by_leaf: dict[str, list[Node]] = {}
+    for node in nodes:
+        by_leaf.setdefault(node.leaf, []).append(node)
+    whole = {leaf: members for leaf, members in by_leaf.items() if leaf and len(members) >= replicas}
+    if len(whole) <= GANG_LEAVES:
+        return nodes
+
+    def tightness(leaf: str) -> tuple[int, str]:
+        return sum(sorted(free_of[n.name] for n in whole[leaf])[:replicas]), leaf
+
+    chosen = set(sorted(whole, key=tightness)[:GANG_LEAVES])
+    return [n for n in nodes if n.leaf in chosen]
+
+
+def _plan_allocations(plans: list[ParsedPlan]) -> dict[str, list[Allocation]]:
+    """Devices of pending jobs' plans, per node, as allocations the next plan must avoid."""
+    extra: dict[str, list[Allocation]] = {}
+    for plan in plans:
+        for node, (gpus, nics) in plan.nodes.items():
+            extra.setdefault(node, []).append(
+                Allocation(owner=f"pending:{plan.plan_id}", gpus=tuple(f"GPU{g}" for g in gpus), nics=nics)
+            )
+    return extra
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -551,6 +798,7 @@ def serve_agent(
     stop = threading.Event()
     try:
         agent.refresh()  # the first snapshot before the first submit can arrive
+        agent.warm()
     except Exception as err:
         _log.warning("first refresh failed", error=str(err))
     threading.Thread(

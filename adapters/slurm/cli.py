@@ -70,6 +70,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     agent.add_argument("--topology", type=Path)
     agent.add_argument("--time-limit", type=float, default=1.0, help="solver seconds per submit")
     agent.add_argument("--alignment", choices=("preferred", "required", "none"), default="preferred")
+    agent.add_argument(
+        "--release-after",
+        type=float,
+        default=30.0,
+        help="seconds: a planned job Slurm expects to start later than this is released to Slurm's "
+        "choice of nodes (0: never)",
+    )
     agent.set_defaults(run=run_agent)
 
     place = commands.add_parser("place", help="job description JSON on stdin → hook instructions")
@@ -199,6 +206,7 @@ def run_agent(args: argparse.Namespace) -> int:
         topology=args.topology,
         time_limit_s=args.time_limit,
         alignment=Requirement[args.alignment.upper()],
+        release_after_s=args.release_after,
     )
     try:
         running = serve_agent(

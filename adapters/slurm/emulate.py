@@ -74,6 +74,9 @@ class ClusterSpec:
     # ``gpu:8,nic:8`` with the same devices, Cores= and Links= (Slurm as most sites run it).
     typed: bool = True
     features: str = ""  # node Features= (e.g. the GPU model, for gpu:<model>:N requests)
+    # Nodes take the captures in runs of this many (1: in turn). Runs keep each capture's hostlist
+    # file name short on large clusters (a name lists every node of its type).
+    type_run: int = 1
 
     def names(self) -> list[str]:
         width = max(2, len(str(self.nodes)))
@@ -84,7 +87,7 @@ class ClusterSpec:
         captures = self.captures or (self.capture,)
         types: dict[Path, list[str]] = {}
         for i, name in enumerate(self.names()):
-            types.setdefault(captures[i % len(captures)], []).append(name)
+            types.setdefault(captures[(i // self.type_run) % len(captures)], []).append(name)
         return types
 
 

@@ -83,6 +83,12 @@ def _stub(target: str) -> placement_pb2_grpc.PlacementStub:
     return _channels[target][1]
 
 
+def channel_for(target: str) -> grpc.Channel:
+    """The agent's channel to ``target`` (made now if it has none yet), e.g. to connect it early."""
+    _stub(target)
+    return _channels[target][0]
+
+
 def solve_message(target: str, message: placement_pb2.SolveRequest, timeout_s: float) -> SolveResult:
     try:
         response = _stub(target).Solve(message, timeout=timeout_s)

@@ -37,7 +37,7 @@ local config = {
 local FIELDS_STRING = { "tres_per_node", "tres_per_job", "tres_per_task", "features", "partition",
   "name", "comment", "req_nodes", "exc_nodes", "gres" }
 local FIELDS_NUMBER = { "min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task",
-  "req_switch", "wait4switch" }
+  "req_switch", "wait4switch", "time_limit" }
 local SETTABLE_NUMBER = { min_nodes = true, max_nodes = true }
 local SETTABLE_STRING = { req_nodes = true, tres_per_node = true, tres_per_job = true,
   tres_per_task = true, comment = true, features = true }

@@ -54,6 +54,7 @@ class JobSpec:
     gpu_type: str
     gres_prefix: str  # "gres:" (22.05) or "gres/" (23.02+), echoed when writing tres_per_node
     excluded: tuple[str, ...] = ()
+    time_limit_s: float | None = None  # --time; None: unset (the partition's, possibly INFINITE)
     other_tres_per_node: tuple[str, ...] = field(default=())  # non-GPU/NIC items kept as submitted
 
 
@@ -257,6 +258,7 @@ def job_from_description(
         gpu_type=gpu_type,
         gres_prefix=_prefix(desc),
         excluded=excluded,
+        time_limit_s=60.0 * minutes if (minutes := _int(desc, "time_limit")) else None,  # 0: no limit
         other_tres_per_node=others,
     )
 

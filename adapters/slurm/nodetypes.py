@@ -159,9 +159,14 @@ class TopoDir:
         self._patterns, bad = hostlist_captures(directory)
         if bad:
             raise InvalidRequest([Problem(path=str(path), message=reason) for path, reason in bad])
+        # Which file a node's is does not change while the directory's listing does not (callers that
+        # keep a TopoDir make a new one when the directory's mtime changes): asked once per node.
+        self._paths: dict[str, Path | None] = {}
 
     def path_for(self, node: str) -> Path | None:
-        return capture_for(self.directory, node, self._patterns)
+        if node not in self._paths:
+            self._paths[node] = capture_for(self.directory, node, self._patterns)
+        return self._paths[node]
 
     def node_type(self, node: str) -> NodeType | None:
         path = self.path_for(node)

@@ -21,8 +21,10 @@ tier 1, the CRD's former default. A sub-group's ``networkTopology`` → its role
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adapters.volcano import kube
@@ -34,6 +36,7 @@ from solver.domain.model import (
     Inventory,
     Locality,
     Node,
+    ObjectiveTier,
     Policy,
     Requirement,
     Role,
@@ -86,10 +89,84 @@ class Batch:
         return bool(self.request.jobs)
 
 
-def build(snapshot: Snapshot, fabric: HyperNodeTree, policy: Policy, *, plan_pending: bool = True) -> Batch:
-    """The batch for ``snapshot``: inventory from its nodes, jobs from its pending GPU work."""
+class NodeCache:
+    """The inventory nodes of the last session, by what they were made from (``NodeInfo.version``
+    and the node's leaf), so that a session converts only the nodes that changed since the last
+    one, and hands back the *same* ``Node`` object for the others — which the core's per-node
+    memos (``solver.domain.nodefold``) and the solver process's node table key on."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[tuple[str, str], tuple[Node, tuple[str, ...]]] = {}
+        self._labelled: dict[tuple[int, str], tuple[Node, Node]] = {}  # (id, labels) → (node, copy)
+        self._digests: dict[int, tuple[Node, str]] = {}
+        self.converted = 0  # nodes converted by the last session (the others were reused)
+
+    def nodes(self, infos: Sequence[NodeInfo], fabric: HyperNodeTree, warn: kube.NodeWarnings) -> list[Node]:
+        kept: dict[tuple[str, str], tuple[Node, tuple[str, ...]]] = {}
+        out = []
+        converted = 0
+        for info in infos:
+            key = (info.version, fabric.leaf_of.get(info.name, ""))
+            hit = self._nodes.get(key) if info.version else None
+            if hit is None:
+                mine = kube.NodeWarnings([])
+                hit = (kube.inventory_node(info, key[1], mine), tuple(mine.items))
+                converted += 1
+            for message in hit[1]:  # a reused node's warnings still hold: said every session
+                warn.add(message)
+            if info.version:
+                kept[key] = hit
+            out.append(hit[0])
+        self._nodes, self.converted = kept, converted  # only this session's nodes stay
+        return out
+
+    def labelled(self, nodes: Sequence[Node], extra: Mapping[str, Mapping[str, str]]) -> list[Node]:
+        """``nodes`` with the eligible-node labels ``extra`` added, the same copy as last session
+        for a node and labels unchanged."""
+        kept: dict[tuple[int, str], tuple[Node, Node]] = {}
+        out = []
+        for node in nodes:
+            if node.name not in extra:
+                out.append(node)
+                continue
+            key = (id(node), json.dumps(extra[node.name], sort_keys=True))
+            hit = self._labelled.get(key)
+            if hit is None or hit[0] is not node:  # an id is only unique among live objects
+                hit = (node, node.model_copy(update={"labels": {**node.labels, **extra[node.name]}}))
+            kept[key] = hit
+            out.append(hit[1])
+        self._labelled = kept
+        return out
+
+    def digest(self, nodes: Sequence[Node]) -> list[str]:
+        """A digest of each node's content, computed once per node object (for the fingerprint
+        that tells whether a session's batch is the one last solved)."""
+        kept: dict[int, tuple[Node, str]] = {}
+        out = []
+        for node in nodes:
+            hit = self._digests.get(id(node))
+            if hit is None or hit[0] is not node:
+                text = node.model_dump_json().encode()
+                hit = (node, hashlib.blake2b(text, digest_size=16).hexdigest())
+            kept[id(node)] = hit
+            out.append(hit[1])
+        self._digests = kept
+        return out
+
+
+def build(
+    snapshot: Snapshot,
+    fabric: HyperNodeTree,
+    policy: Policy,
+    *,
+    plan_pending: bool = True,
+    cache: NodeCache | None = None,
+) -> Batch:
+    """The batch for ``snapshot``: inventory from its nodes, jobs from its pending GPU work.
+    ``cache``: the last session's nodes, reused where unchanged (a fresh one converts all)."""
     warn = kube.NodeWarnings(list(fabric.warnings))
-    nodes = [inventory_node(info, fabric, warn) for info in snapshot.nodes]
+    cache = cache if cache is not None else NodeCache()
+    nodes = cache.nodes(snapshot.nodes, fabric, warn)
     switches = fabric.switches if any(n.leaf for n in nodes) else ()
     models = {g.model for n in nodes for g in n.gpus if g.model}
     batch = Batch(request=SolveRequest(inventory=Inventory(nodes=tuple(nodes), switches=switches)))
@@ -103,21 +180,31 @@ def build(snapshot: Snapshot, fabric: HyperNodeTree, policy: Policy, *, plan_pen
             continue
         jobs += job_entries(job, batch, fabric if switches else HyperNodeTree(), models)
     if batch.eligibility.labels:  # the eligible-node labels of tasks that cannot use every node
-        extra = batch.eligibility.labels
-        nodes = [
-            n.model_copy(update={"labels": {**n.labels, **extra[n.name]}}) if n.name in extra else n
-            for n in nodes
-        ]
+        nodes = cache.labelled(nodes, batch.eligibility.labels)
         batch.nodes = {n.name: n for n in nodes}
         inventory = batch.request.inventory.model_copy(update={"nodes": tuple(nodes)})
         batch.request = batch.request.model_copy(update={"inventory": inventory})
     batch.warnings = warn.items
-    batch.request = batch.request.model_copy(update={"jobs": tuple(jobs), "policy": policy})
+    batch.request = batch.request.model_copy(
+        update={"jobs": tuple(jobs), "policy": preferring(policy, batch.eligibility.preference)}
+    )
     return batch
 
 
-def inventory_node(info: NodeInfo, fabric: HyperNodeTree, warn: kube.NodeWarnings) -> Node:
-    return kube.inventory_node(info, fabric.leaf_of.get(info.name, ""), warn)
+def preferring(policy: Policy, weights: Mapping[str, int]) -> Policy:
+    """``policy`` with the pods' preferred node affinity as the last objective tier: nodes by the
+    summed weight of the preferred terms they match, most preferred first (the solver's node-order
+    tier fills them in that order). The solver knows one node order per batch, not one per job, so
+    this is a preference among placements otherwise equal (after placed work, topology, packing
+    and fragmentation), summed over the session's pods — as Volcano's nodeorder plugin adds the
+    node-affinity score to the others, not as a rule."""
+    if not weights:
+        return policy
+    order = tuple(name for name, _ in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])))
+    objective = tuple(t for t in policy.objective if t != ObjectiveTier.NODE_ORDER)
+    return policy.model_copy(
+        update={"node_order": order, "objective": (*objective, ObjectiveTier.NODE_ORDER)}
+    )
 
 
 # --------------------------------------------------------------------------- jobs
@@ -145,6 +232,7 @@ def job_entries(job: Job, batch: Batch, fabric: HyperNodeTree, models: set[str])
         try:
             shapes[task.uid] = kube.member_shape(task, models, batch.eligibility.selector(task))
             apart[task.uid] = kube.pod_anti_affinity(task)
+            batch.eligibility.prefer(task)
         except kube.PodRefused as err:
             batch.refused[task.uid] = str(err)
         except kube.NotOurs as err:

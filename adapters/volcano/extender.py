@@ -27,7 +27,7 @@ from adapters.volcano import wire
 from adapters.volcano.patcher import PatchError, PodPatcher
 from adapters.volcano.plan import Plan
 from solver.domain.errors import InvalidRequest, VerificationFailed
-from solver.domain.model import BatchOrder, Packing, Policy, SolveRequest, SolveResult, SolveStatus
+from solver.domain.model import BatchOrder, Node, Packing, Policy, SolveRequest, SolveResult, SolveStatus
 
 SolveFn = Callable[[SolveRequest, float], SolveResult]
 """``solve(request, deadline_s)``: in process (``solver.solve.solve``) or over gRPC."""
@@ -46,7 +46,10 @@ class Config:
     order_shuffles: int = 3  # BEST_OF_ORDERS: seeded shuffles besides the fixed orders
     node_policy: str = ""
     gpu_policy: str = ""
-    background_limit_s: float = 10.0  # search limit of a solve too big for one session
+    # Search limit of a solve too big for one session; 0 = the session's own budget. A plan that is
+    # ready a session later beats a slightly better one ten seconds later: every session without a
+    # plan is one Volcano schedules alone, and the snapshot has usually changed by then.
+    background_limit_s: float = 0.0
 
 
 @dataclass
@@ -67,6 +70,8 @@ class SessionStatus:
     warnings: list[str] = field(default_factory=list)
     off_plan: list[str] = field(default_factory=list)  # allocations Volcano made elsewhere than planned
     patch_failures: list[str] = field(default_factory=list)  # annotations that could not be written
+    verb_calls: dict[str, int] = field(default_factory=dict)  # calls answered this session, by verb
+    verb_ms: dict[str, float] = field(default_factory=dict)  # their server time
 
 
 _KEPT = 50  # off-plan notes and patch failures kept per session for /status
@@ -80,7 +85,45 @@ def local_solve(request: SolveRequest, deadline_s: float) -> SolveResult:
 
 
 def _load_solver() -> None:
-    import solver.solve  # noqa: F401
+    """Load OR-Tools and the pipeline in the solver process, and run one small solve there, so
+    that the first session's solve pays for no import or first-call cost."""
+    from solver.domain.model import Gpu, Inventory, Job, MemberShape, Role
+    from solver.solve import solve
+
+    node = Node(name="warm-up", gpus=tuple(Gpu(id=f"g{i}", index=i) for i in range(2)))
+    job = Job(id="warm-up", roles=(Role(name="r", replicas=1, member=MemberShape(gpus=1)),))
+    solve(SolveRequest(inventory=Inventory(nodes=(node,)), jobs=(job,)), deadline_s=5.0)
+
+
+def _log_failed_open(future: Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        _log.error("converting the snapshot failed", error=repr(future.exception()))
+
+
+class NodesUnknown(RuntimeError):
+    """The solver process was sent a node token it does not hold (it restarted, or a request was
+    cancelled before it ran): the extender sends every node with its next request."""
+
+
+_HELD: dict[int, Node] = {}  # in the solver process: the last request's nodes, by the extender's token
+
+
+def solve_shipped(
+    solve: SolveFn, bare: SolveRequest, shipped: Sequence[tuple[int, Node | None]], deadline_s: float
+) -> SolveResult:
+    """In the solver process: ``bare`` with its nodes put back — those sent, and those held from
+    the last request (the same objects as then, so per-node memos hit)."""
+    global _HELD
+    held, nodes = _HELD, []
+    for token, node in shipped:
+        node = node if node is not None else held.get(token)
+        if node is None:
+            _HELD = {}
+            raise NodesUnknown(f"node token {token} is not held by the solver process")
+        nodes.append(node)
+    _HELD = {token: node for (token, _), node in zip(shipped, nodes, strict=True)}
+    inventory = bare.inventory.model_copy(update={"nodes": tuple(nodes)})
+    return solve(bare.model_copy(update={"inventory": inventory}), deadline_s)
 
 
 def remote_solve(target: str) -> SolveFn:
@@ -128,6 +171,13 @@ class Extender:
         self._cache: tuple[str, SolveResult] | None = None  # last good result, by batch fingerprint
         self._overhead_s = 0.0  # the last solve's time outside the search (validate, compile, explain)
         self._solves = 0
+        self._nodes = batch_mod.NodeCache()  # the last session's inventory nodes, reused if unchanged
+        self._fabric: tuple[Sequence[hn.HyperNode], Any, hn.HyperNodeTree] | None = None
+        self._solver_process = solver_process
+        self._shipped: dict[int, Node] = {}  # nodes the solver process holds, by token (their id here)
+        self._predicates = wire.PredicateReader()
+        # One open converts at a time (the node cache is shared); it may outlive its session.
+        self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topoplace-open")
 
     @property
     def plan(self) -> Plan | None:
@@ -152,6 +202,8 @@ class Extender:
             open_ms=(time.perf_counter() - started) * 1000,
             off_plan=[],  # this session's own, not the reused one's
             patch_failures=[],
+            verb_calls={},
+            verb_ms={},
         )
         with self._lock:
             self._generation += 1
@@ -159,17 +211,49 @@ class Extender:
             self.status = status
         return {}
 
-    def on_session_open(self, body: Any, digest: str = "") -> dict[str, Any]:
-        started = time.perf_counter()
+    def on_session_open(self, body: Any, digest: str = "", received: float | None = None) -> dict[str, Any]:
+        """Read the snapshot, then convert and solve it on the opener thread, waiting at most what
+        the session allows: the answer always comes within Volcano's ``httpTimeout``. A snapshot
+        that takes longer (the first of a large cluster: every node converted and sent to the
+        solver process) is answered neutrally and its work goes on, so the next session finds its
+        nodes converted and its solve under way. ``received``: when the body was in (``perf_counter``),
+        so that parsing it counts against the session's time too."""
+        started = time.perf_counter() if received is None else received
         snapshot = wire.snapshot(body)  # BadPayload → 400, before anything changes
         with self._lock:
             self._generation += 1
             generation = self._generation
+        future = self._opener.submit(self._open, snapshot, digest, started, generation)
+        future.add_done_callback(_log_failed_open)  # a late open's failure has no caller to tell
+        wait = self.config.http_timeout_s - self.config.margin_s / 2 - (time.perf_counter() - started)
+        try:
+            future.result(timeout=max(0.0, wait))
+        except FutureTimeout:
+            with self._lock:
+                if generation == self._generation:
+                    self._generation += 1  # what finishes late installs no plan in this session
+                    self._plan = None
+                self.status = SessionStatus(
+                    opened=time.time(),
+                    nodes=len(snapshot.nodes),
+                    jobs=len(snapshot.jobs),
+                    open_ms=(time.perf_counter() - started) * 1000,
+                    error="converting the snapshot took longer than the session allows; answering "
+                    "neutrally, the work goes on for the next session",
+                )
+            _log.info("session opened neutrally: conversion outlasted the session", nodes=len(snapshot.nodes))
+        return {}
+
+    def _open(self, snapshot: wire.Snapshot, digest: str, started: float, generation: int) -> None:
+        if generation != self._generation:
+            return  # a newer open or a close came while this one waited its turn: nothing to do
         status = SessionStatus(opened=time.time(), nodes=len(snapshot.nodes), jobs=len(snapshot.jobs))
         hypernodes = self._hypernodes()
-        fabric = hn.resolve(hypernodes, {n.name: n.labels for n in snapshot.nodes})
+        fabric = self._fabric_for(hypernodes, snapshot)
         policy = self._policy(started)
-        work = batch_mod.build(snapshot, fabric, policy, plan_pending=self.config.plan_pending)
+        work = batch_mod.build(
+            snapshot, fabric, policy, plan_pending=self.config.plan_pending, cache=self._nodes
+        )
         status.tasks = len(work.members)
         status.warnings = work.warnings
         result: SolveResult | None = None
@@ -196,6 +280,8 @@ class Extender:
         with self._lock:
             if generation == self._generation:  # no close or newer open came meanwhile
                 self._plan = plan
+            else:
+                status.error = status.error or "finished after the session's answer; serves the next session"
             self.status = status
             if digest and plan is not None:
                 self._last_open = (digest, hypernodes, work, result, fabric, status)
@@ -211,7 +297,18 @@ class Extender:
             error=status.error or None,
             warnings=len(status.warnings),
         )
-        return {}
+
+    def _fabric_for(self, hypernodes: Sequence[hn.HyperNode], snapshot: wire.Snapshot) -> hn.HyperNodeTree:
+        """The HyperNode tree over this session's nodes; the last session's while neither the
+        HyperNodes nor any node's labels changed (resolving matches every member selector against
+        every node: a fifth of a second at 1,000 nodes)."""
+        labels = tuple((n.name, tuple(sorted(n.labels.items()))) for n in snapshot.nodes)
+        last = self._fabric
+        if last is not None and last[0] is hypernodes and last[1] == labels:
+            return last[2]
+        fabric = hn.resolve(hypernodes, {name: dict(pairs) for name, pairs in labels})
+        self._fabric = (hypernodes, labels, fabric)
+        return fabric
 
     def on_session_close(self, body: Any) -> dict[str, Any]:
         wire.as_object(body, "body")
@@ -221,12 +318,17 @@ class Extender:
         return {}
 
     def ready(self, timeout_s: float) -> bool:
-        """Wait until the solver process has loaded (True) or ``timeout_s`` passed."""
+        """Wait until the solver process has loaded (True) or ``timeout_s`` passed. A warm-up that
+        failed counts as loaded: there is nothing left to wait for (the solves will fail and be
+        answered neutrally, with the reason in /status)."""
         try:
             if self._warming is not None:
                 self._warming.result(timeout=timeout_s)
         except FutureTimeout:
             return False
+        except Exception:
+            _log.exception("the solver process failed to warm up")
+            self._warming = None
         return True
 
     def wait_for_solver(self, timeout_s: float) -> bool:
@@ -246,6 +348,7 @@ class Extender:
     def close(self) -> None:
         """Stop the solver thread (a solve in flight is abandoned)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._opener.shutdown(wait=False, cancel_futures=True)
 
     def _policy(self, started: float) -> Policy:
         budget = self._budget(started)
@@ -267,7 +370,7 @@ class Extender:
         """(result, error, reused). Solves within this session's budget when the last solve says the
         pipeline fits in it; otherwise solves in the background with a longer search and answers
         neutrally until a session with the same inventory and jobs can reuse that result."""
-        key = fingerprint(request)
+        key = fingerprint(request, self._nodes)
         with self._lock:
             cached, inflight = self._cache, self._inflight
         if cached is not None and cached[0] == key:
@@ -278,13 +381,14 @@ class Extender:
                 return None, "the previous batch is still being solved; answering neutrally", False
             future = inflight[1]
         else:
-            background = self._overhead_s > 0.8 * budget
-            limit = self.config.background_limit_s if background else budget
+            # In the background when the last solve says the pipeline does not fit in what is left,
+            # or nothing is left (the conversion took the session: a late open, or the first one).
+            background = self._overhead_s > 0.8 * budget or budget <= 0.1
+            session = max(0.05, self.config.http_timeout_s - self.config.margin_s)
+            limit = (self.config.background_limit_s or session) if background else budget
             deadline = limit + self._overhead_s + 1.0 if background else budget
             policy = request.policy.model_copy(update={"time_limit_s": limit})
-            future = self._executor.submit(
-                self._solve, request.model_copy(update={"policy": policy}), deadline
-            )
+            future = self._submit(request.model_copy(update={"policy": policy}), deadline)
             future.add_done_callback(lambda f: self._solved(key, f))
             with self._lock:
                 self._inflight = (key, future)
@@ -307,9 +411,26 @@ class Extender:
             _log.exception("solve failed")
             return None, f"solve failed: {type(err).__name__}: {err}", False
 
+    def _submit(self, request: SolveRequest, deadline: float) -> Future[SolveResult]:
+        """Start ``request``'s solve. To the solver process, nodes it already holds (the same
+        ``Node`` objects as in the request it solved last) go as a token only: pickling a 1,000-node
+        inventory both ways cost more than a second, and new objects there would miss the core's
+        per-node memos, which key on the object."""
+        if not self._solver_process:
+            return self._executor.submit(self._solve, request, deadline)
+        nodes = request.inventory.nodes
+        shipped = tuple((id(n), None if self._shipped.get(id(n)) is n else n) for n in nodes)
+        self._shipped = {id(n): n for n in nodes}  # kept alive here: their ids stay theirs
+        bare = request.model_copy(update={"inventory": request.inventory.model_copy(update={"nodes": ()})})
+        return self._executor.submit(solve_shipped, self._solve, bare, shipped, deadline)
+
     def _solved(self, key: str, future: Future[SolveResult]) -> None:
         """Keep what a finished solve teaches: its overhead, and its result for reuse."""
-        if future.cancelled() or future.exception() is not None:
+        if future.cancelled():
+            return
+        if future.exception() is not None:
+            if isinstance(future.exception(), NodesUnknown):
+                self._shipped = {}  # the solver process lost its table: send every node next time
             return
         result = future.result()
         search = sum(t.ms for t in result.timings if t.stage == "solve") / 1000
@@ -322,13 +443,30 @@ class Extender:
     # ------------------------------------------------------------------ per-task verbs (never solve)
 
     def predicate(self, body: Any) -> dict[str, Any]:
-        task = wire.body_task(body)
-        node = wire.body_node_name(body)
+        return self._predicate(
+            wire.body_task(body), wire.body_node_name(body), wire.body_node_task_uids(body)
+        )
+
+    def predicate_raw(self, raw: bytes) -> dict[str, Any] | None:
+        """``predicate`` on the raw body, parts parsed once per distinct text; None when the body
+        is not in Go's form (the caller parses it in full)."""
+        read = self._predicates.read(raw)
+        return None if read is None else self._predicate(*read)
+
+    def _predicate(self, task: wire.Task, node: str, on_node: frozenset[str]) -> dict[str, Any]:
         plan = self._plan
         if plan is None:
             return wire.predicate_reply()
-        code, reason = plan.predicate(task, node, wire.body_node_task_uids(body))
+        code, reason = plan.predicate(task, node, on_node)
         return wire.predicate_reply(code, reason)
+
+    def count(self, verb: str, seconds: float) -> None:
+        """One call of ``verb`` answered in ``seconds`` (server time), for /status: what Volcano's
+        calls cost this session."""
+        with self._lock:
+            status = self.status
+            status.verb_calls[verb] = status.verb_calls.get(verb, 0) + 1
+            status.verb_ms[verb] = status.verb_ms.get(verb, 0.0) + seconds * 1000
 
     def prioritize(self, body: Any) -> dict[str, Any]:
         task = wire.body_task(body)
@@ -421,13 +559,23 @@ class Extender:
             "warnings": s.warnings[:50],
             "offPlan": s.off_plan,
             "patchFailures": s.patch_failures,
+            "calls": dict(s.verb_calls),
+            "callMs": {k: round(v, 1) for k, v in s.verb_ms.items()},
+            "predicateFullReads": self._predicates.full_reads,  # since start: not in Go's form
         }
 
 
-def fingerprint(request: SolveRequest) -> str:
-    """What makes two sessions' batches the same: inventory and jobs (not the per-session policy)."""
+def fingerprint(request: SolveRequest, nodes: batch_mod.NodeCache | None = None) -> str:
+    """What makes two sessions' batches the same: inventory and jobs (not the per-session policy).
+    ``nodes``: the session's node cache, whose per-node digests spare serialising unchanged nodes."""
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(request.inventory.model_dump_json().encode())
+    inventory = request.inventory
+    if nodes is None:
+        digest.update(inventory.model_dump_json().encode())
+    else:
+        digest.update(inventory.model_copy(update={"nodes": ()}).model_dump_json().encode())
+        for node_digest in nodes.digest(inventory.nodes):
+            digest.update(node_digest.encode())
     for job in request.jobs:
         digest.update(job.model_dump_json().encode())
     return digest.hexdigest()

@@ -105,7 +105,38 @@ def inventory_node(info: NodeInfo, leaf: str, warn: NodeWarnings) -> Node:
             "allocations": (),
         }
     )
-    return node.model_copy(update={"allocations": _allocations(info, node, warn)})
+    allocations = _allocations(info, node, warn)
+    return node.model_copy(update={"allocations": allocations + _unseen(info, node, allocations, warn)})
+
+
+def _unseen(
+    info: NodeInfo, node: Node, allocations: tuple[Allocation, ...], warn: NodeWarnings
+) -> tuple[Allocation, ...]:
+    """GPUs Volcano counts used that no pod's annotation accounts for, held by nobody in particular.
+
+    Volcano's resource check admits a task only where ``NodeInfo.Idle`` holds what it asks. Where
+    the device plugin advertises one ``nvidia.com/gpu`` per GPU, ``Idle`` is the count of GPUs no
+    pod holds, by Volcano's own ledger; when the pods' device annotations leave more GPUs free than
+    that (an annotation naming another node's GPUs, or fewer GPUs than its pod asks for), a plan on
+    the difference would pin a task where Volcano refuses it, every session. So many of the
+    lowest-index free GPUs are taken as used (as for a GPU pod without annotation; which GPUs is not
+    visible), and warned. Under a device split (``nvidia.com/gpu`` = GPUs x split) the count says
+    nothing about whole GPUs and is not read."""
+    if GPU not in info.idle.scalars or GPU not in info.allocatable.scalars:
+        return ()
+    if int(info.allocatable.scalar(GPU)) > len(node.gpus):
+        return ()
+    held = {g for a in allocations for g in a.gpus} | {s.gpu for a in allocations for s in a.gpu_shares}
+    free = [g.id for g in sorted(node.gpus, key=lambda g: g.index) if g.healthy and g.id not in held]
+    idle = max(0, int(info.idle.scalar(GPU) + 1e-9))
+    if len(free) <= idle:
+        return ()
+    taken = free[: len(free) - idle]
+    warn.add(
+        f"{node.name}: Volcano counts {idle} {GPU} idle but the pods' device annotations leave {len(free)} "
+        f"GPUs free; {', '.join(taken)} taken as used"
+    )
+    return (Allocation(owner=f"{node.name}/used-by-volcano-count", gpus=tuple(taken)),)
 
 
 def _within_advertised(info: NodeInfo, gpus: tuple[Gpu, ...], warn: NodeWarnings) -> tuple[Gpu, ...]:

@@ -95,13 +95,20 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             raw = self._read_body()
             self.server.unwatch(self.connection)  # read in time; the verb has its own budget
+            extender = self.server.extender
+            started = time.perf_counter()
             if handler is Extender.on_session_open:
                 digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
-                reply = self.server.extender.reopen(digest)
+                reply = extender.reopen(digest)
                 if reply is None:
-                    reply = self.server.extender.on_session_open(_parse(raw), digest)
+                    reply = extender.on_session_open(_parse(raw), digest, received=started)
+            elif handler is Extender.predicate:
+                reply = extender.predicate_raw(raw)  # once per task and node: the parts are cached
+                if reply is None:
+                    reply = extender.predicate(_parse(raw))
             else:
-                reply = handler(self.server.extender, _parse(raw))
+                reply = handler(extender, _parse(raw))
+            extender.count(self.server.aliases.get(verb, verb), time.perf_counter() - started)
         except BadPayload as err:
             self._reply(400, {"error": str(err)})
             return
@@ -126,7 +133,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.unwatch(self.connection)
         path = self.path.split("?", 1)[0].rstrip("/")
         if path.endswith("/healthz"):
-            self._reply(200, {"ok": True})
+            # solverReady: the solver process has loaded and run its warm-up solve; until then a
+            # session's solve waits behind it (seconds) and the session is answered neutrally.
+            self._reply(200, {"ok": True, "solverReady": self.server.extender.ready(0)})
         elif path.endswith("/status"):
             self._reply(200, self.server.extender.status_view())
         else:

@@ -33,6 +33,7 @@ from solver.compile.locality import Locality, add_locality
 from solver.compile.nodes import add_configuration_choice, add_member_supply, add_member_variables
 from solver.compile.objective import Tier, objective_tiers
 from solver.compile.order import OrderVars, add_node_order
+from solver.domain.cancel import check, checked
 from solver.domain.fabric import Fabric
 from solver.domain.model import ObjectiveTier, Policy
 from solver.reduce.intranode import Configuration, configurations_for
@@ -79,16 +80,21 @@ def compile_model(problem: Normalised, policy: Policy) -> Compiled:
         c.index: configurations_for(
             c.shape, problem.shapes_json, spread, problem.conflicts, problem.shape_rails, supply
         )
-        for c in problem.classes
+        for c in checked(problem.classes)  # a class's configurations may take a while to enumerate
     }
     fabric = Fabric.of(problem.request.inventory)
 
+    # A caller gone (solver.domain.cancel) stops the build between the rule families, and inside
+    # the ones that walk every role or rule (members, locality).
     x = add_configuration_choice(model, problem, configs)
     y, s = add_member_variables(model, problem, configs)
+    check()
     add_member_supply(model, problem, configs, x, y, s)
+    check()
     placed, variant = add_gangs(model, problem, y)
+    check()
     locality = add_locality(model, problem, fabric, y, placed)
-
+    check()
     order = add_node_order(model, problem, configs, x) if ObjectiveTier.NODE_ORDER in policy.objective else {}
     tiers = objective_tiers(problem, policy, configs, x, y, s, locality, placed, variant, order)
     return Compiled(

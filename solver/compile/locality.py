@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from solver.domain.cancel import checked
 from solver.domain.fabric import Fabric
 from solver.domain.model import Requirement
 from solver.reduce.normalise import NodeClass, Normalised
@@ -117,7 +118,7 @@ def add_locality(
     y_of: dict[int, list[tuple[int, int, cp_model.IntVar]]] = {}
     for pos, ((r, c), var) in enumerate(y.items()):
         y_of.setdefault(r, []).append((pos, c, var))
-    for i, rule in enumerate(rules):
+    for i, rule in enumerate(checked(rules)):  # a caller gone stops the build here (domain.cancel)
         members = [
             (var, problem.roles[r].role.replicas, problem.classes[c])
             for _, r, c, var in sorted(

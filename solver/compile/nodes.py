@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from ortools.sat.python import cp_model
 
+from solver.domain.cancel import checked
 from solver.reduce.intranode import Configuration
 from solver.reduce.normalise import Normalised, has_preferences
 
@@ -44,7 +45,7 @@ def add_member_variables(model: cp_model.CpModel, problem: Normalised, configs: 
         for cls in problem.classes
         for shape in {ref.shape for ref in problem.roles}
     }
-    for r, ref in enumerate(problem.roles):
+    for r, ref in enumerate(checked(problem.roles)):  # roles x classes: the model's bulk
         for cls in problem.classes:
             most = most_of[cls.index, ref.shape]
             if most == 0:
@@ -65,7 +66,7 @@ def add_member_supply(
     roles_by_shape: dict[int, list[int]] = defaultdict(list)
     for r, ref in enumerate(problem.roles):
         roles_by_shape[ref.shape].append(r)
-    for cls in problem.classes:
+    for cls in checked(problem.classes):
         c = cls.index
         for shape, roles in roles_by_shape.items():
             demand = [y[r, c] for r in roles if (r, c) in y]

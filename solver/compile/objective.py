@@ -13,6 +13,7 @@ from ortools.sat.python import cp_model
 
 from solver.compile.locality import Locality
 from solver.compile.order import OrderVars, order_terms
+from solver.domain.cancel import checked
 from solver.domain.fragmentation import FreeCapacity, Profile, profile, score_loss
 from solver.domain.model import Job, MemberShape, ObjectiveTier, Packing, Policy, PriorityMode
 from solver.reduce.intranode import Configuration, free_after
@@ -77,7 +78,7 @@ def objective_tiers(
     order: OrderVars | None = None,
 ) -> tuple[Tier, ...]:
     tiers: list[Tier] = []
-    for name in policy.objective:
+    for name in checked(policy.objective):
         if name == ObjectiveTier.PLACED_WORK:
             tiers.extend(placed_work(problem, policy, y))
             jobs, upper = jobs_started(problem, y, placed)

@@ -9,14 +9,23 @@ search to it (:func:`stopping`), so a trip stops the search at once through CP-S
 The token travels in a context variable rather than through every function's arguments: a solve
 may run as many nested solves (one job at a time, several orders), and each of their searches
 must stop with the outer call. ``solve(..., cancel=token)`` sets it; nothing else needs to.
+
+Between two stage boundaries a stage may still run for seconds on a big request (validating,
+normalising and compiling 16,384 nodes and 10,000 jobs cold took about 30 s on a loaded 2-core
+machine), so the long loops inside the stages — over nodes, jobs, roles, classes, rules — iterate
+through :func:`checked`, which looks at the token at every item: a Python attribute read, a few
+milliseconds over a whole 16,384-node inventory.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class Cancelled(Exception):
@@ -93,6 +102,20 @@ def check() -> None:
     cancel = _CURRENT.get()
     if cancel is not None:
         cancel.check()
+
+
+def checked(items: Iterable[T]) -> Iterator[T]:
+    """``items`` one by one, raising :class:`Cancelled` before the next item once the current solve's
+    caller has gone; plain iteration outside a service. For a stage's long loops: the token is read
+    once, then only its ``reason`` per item."""
+    cancel = _CURRENT.get()
+    if cancel is None:
+        yield from items
+        return
+    for item in items:
+        if cancel.reason is not None:
+            raise Cancelled(cancel.reason)
+        yield item
 
 
 @contextmanager

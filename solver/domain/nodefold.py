@@ -17,17 +17,22 @@ each pinned 1.5 GB under a 65,536-entry cap). Every per-node memo of the pipelin
 in one store, :data:`NODE_MEMOS`, whose entries are nodes — each node charged once, by an estimate
 of its size (:func:`node_bytes`), whichever memos hold values for it — and which drops the least
 recently used nodes once the estimate passes its budget (:func:`set_node_memory_budget`). A node
-dropped is merely recomputed if it comes back.
+dropped is merely recomputed if it comes back. That budget, :data:`NODE_BUDGET`, is shared with the
+wire layer's cache of converted nodes, which mostly holds the same node objects: one accountant
+(:class:`CacheBudget`) charges each node once across both, so together they stay within the one
+setting rather than each within it.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
+from solver.domain.cancel import checked
 from solver.domain.model import Node
 
 T = TypeVar("T")
@@ -43,15 +48,107 @@ DEFAULT_NODE_MEMORY_BYTES = 1024 * 1024 * 1024
 OBJECT_BYTES = 800
 
 
-class BoundedLru(Generic[K, V]):
-    """A least-recently-used map bounded by the bytes its entries are charged (not their count);
-    safe for the service's concurrent solves."""
+class CacheBudget:
+    """One byte budget shared by several caches of nodes: the accountant of what they hold together.
+
+    The wire layer's cache of converted nodes and the store of per-node values hold mostly the same
+    node objects; with a budget each, the worst case was twice the operator's setting. Here a node
+    is charged once (:func:`node_bytes`) however many caches hold it, each entry is charged its own
+    extra bytes on top (the wire cache's key), and when the total passes the budget the least
+    recently used entry of *all* the caches goes first. A node's charge is released when its last
+    entry goes.
+    """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
-        self._lock = threading.Lock()
+        self.evicted = 0  # bytes released by evictions, ever: the service trims the allocator by it
+        # One lock for the budget and every cache in it: an eviction walks them all.
+        self.lock = threading.RLock()
+        self._caches: weakref.WeakSet[BoundedLru[Any, Any]] = weakref.WeakSet()
+        self._nodes: dict[int, list[Any]] = {}  # id(node) → [node, entries holding it, its bytes]
+        self._ticks = itertools.count()  # last use of an entry, comparable across the caches
+
+    def join(self, cache: BoundedLru[Any, Any]) -> None:
+        with self.lock:
+            self._caches.add(cache)
+
+    def tick(self) -> int:
+        return next(self._ticks)
+
+    def node_size(self, node: Node | None) -> tuple[int, bool]:
+        """``node``'s bytes (0 for none), and whether an entry of the budget holds it already."""
+        if node is None:
+            return 0, False
+        held = self._nodes.get(id(node))
+        if held is not None and held[0] is node:
+            return held[2], True
+        return node_bytes(node), False
+
+    def hold(self, node: Node | None, node_size: int, extra: int) -> None:
+        """Charge an entry's ``extra`` bytes, and ``node`` (of ``node_size``, from :meth:`node_size`)
+        if no entry holds it yet (lock held)."""
+        self.bytes += extra
+        if node is None:
+            return
+        held = self._nodes.get(id(node))
+        if held is not None and held[0] is node:
+            held[1] += 1
+            return
+        self._nodes[id(node)] = [node, 1, node_size]
+        self.bytes += node_size
+
+    def release(self, node: Node | None, extra: int) -> None:
+        """Undo :meth:`hold` (lock held): the node's charge goes with its last entry."""
+        self.bytes -= extra
+        if node is None:
+            return
+        held = self._nodes[id(node)]
+        held[1] -= 1
+        if held[1] == 0:
+            del self._nodes[id(node)]
+            self.bytes -= held[2]
+
+    def resize(self, max_bytes: int) -> None:
+        with self.lock:
+            self.max_bytes = max_bytes
+            self.shrink()
+
+    def shrink(self) -> None:
+        """Drop the least recently used entries of all the caches until the total fits (lock held)."""
+        before = self.bytes
+        while self.bytes > self.max_bytes:
+            oldest = min(
+                (cache for cache in self._caches if len(cache)), key=lambda c: c.oldest_tick(), default=None
+            )
+            if oldest is None:
+                break
+            oldest.pop_oldest()
+        self.evicted += before - self.bytes
+
+
+class BoundedLru(Generic[K, V]):
+    """A least-recently-used map bounded by bytes (not its count), on a :class:`CacheBudget` of its
+    own or shared with other caches; safe for the service's concurrent solves.
+
+    Each entry is charged its ``size`` plus, once per node object in the budget, the ``node`` it
+    holds. ``bytes`` is what this cache's entries are charged as if it were alone (shared nodes
+    counted in each cache); the budget's ``bytes`` counts them once and is what is bounded.
+    """
+
+    def __init__(self, max_bytes: int | None = None, *, budget: CacheBudget | None = None) -> None:
+        if budget is None:
+            budget = CacheBudget(max_bytes if max_bytes is not None else DEFAULT_NODE_MEMORY_BYTES)
+        self.budget = budget
+        self.bytes = 0
+        # key → [value, size, node, last use, the node's bytes]
+        self._entries: OrderedDict[K, list[Any]] = OrderedDict()
+        self._lock = budget.lock
+        budget.join(self)
+
+    @property
+    def max_bytes(self) -> int:
+        return self.budget.max_bytes
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -62,36 +159,47 @@ class BoundedLru(Generic[K, V]):
             if hit is None:
                 return None
             self._entries.move_to_end(key)
+            hit[3] = self.budget.tick()
             return hit[0]
 
-    def put(self, key: K, value: V, size: int) -> V:
-        """Keep ``value`` under ``key``, charged ``size`` bytes; the oldest entries go while the
-        total is over budget (an entry larger than the whole budget is not kept at all)."""
+    def put(self, key: K, value: V, size: int, node: Node | None = None) -> V:
+        """Keep ``value`` under ``key``, charged ``size`` bytes and ``node`` (once in the budget);
+        the least recently used entries of the budget's caches go while the total is over it. An
+        entry that alone would pass the budget is not kept at all."""
         with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self.bytes -= old[1]
-            if size > self.max_bytes:
+            self._drop(key)
+            budget = self.budget
+            node_size, held = budget.node_size(node)
+            if size + (0 if held else node_size) > budget.max_bytes:
                 return value
-            self._entries[key] = (value, size)
-            self.bytes += size
-            self._shrink()
+            self._entries[key] = [value, size, node, budget.tick(), node_size]
+            budget.hold(node, node_size, size)
+            self.bytes += size + node_size
+            budget.shrink()
         return value
 
     def resize(self, max_bytes: int) -> None:
-        with self._lock:
-            self.max_bytes = max_bytes
-            self._shrink()
+        """Set the budget (shared: every cache in it)."""
+        self.budget.resize(max_bytes)
 
     def clear(self) -> None:
         with self._lock:
-            self._entries.clear()
-            self.bytes = 0
+            for key in list(self._entries):
+                self._drop(key)
 
-    def _shrink(self) -> None:
-        while self.bytes > self.max_bytes and self._entries:
-            _, (_, size) = self._entries.popitem(last=False)
-            self.bytes -= size
+    def oldest_tick(self) -> int:
+        return next(iter(self._entries.values()))[3]
+
+    def pop_oldest(self) -> None:
+        self._drop(next(iter(self._entries)))
+
+    def _drop(self, key: K) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return
+        _, size, node, _, node_size = entry
+        self.budget.release(node, size)
+        self.bytes -= size + node_size
 
 
 def node_bytes(node: Node) -> int:
@@ -116,8 +224,8 @@ class NodeMemos:
     """Values of several memos per node *object*, in one byte-bounded LRU of nodes. Holding the
     node keeps its ``id`` from being reused while its values are kept."""
 
-    def __init__(self, max_bytes: int = DEFAULT_NODE_MEMORY_BYTES) -> None:
-        self.lru: BoundedLru[int, tuple[Node, dict[Hashable, Any]]] = BoundedLru(max_bytes)
+    def __init__(self, budget: CacheBudget) -> None:
+        self.lru: BoundedLru[int, tuple[Node, dict[Hashable, Any]]] = BoundedLru(budget=budget)
 
     def get(self, memo: Hashable, node: Node) -> Any | None:
         hit = self.lru.get(id(node))
@@ -130,11 +238,14 @@ class NodeMemos:
         if hit is not None and hit[0] is node:
             hit[1][memo] = value  # the node is charged already
             return value
-        self.lru.put(id(node), (node, {memo: value}), node_bytes(node))
+        self.lru.put(id(node), (node, {memo: value}), 0, node=node)  # charged: the node alone
         return value
 
 
-NODE_MEMOS = NodeMemos()
+NODE_BUDGET = CacheBudget(DEFAULT_NODE_MEMORY_BYTES)
+"""The one budget of every cache of nodes in the process: this store, and the wire layer's cache of
+converted nodes (``solver.service.wire.NODE_CACHE``). ``topoplace serve --node-cache-mib`` sets it."""
+NODE_MEMOS = NodeMemos(NODE_BUDGET)
 _FOLD_NUMBERS = itertools.count()  # a memo name per fold, never reused (ids of dropped folds are)
 """The store of every per-node memo in the process (validation, normalisation, metrics, verify)."""
 
@@ -153,8 +264,8 @@ class NodeMemo(Generic[V]):
 
 
 def set_node_memory_budget(max_bytes: int) -> None:
-    """Bound what per-node memos hold (by :func:`node_bytes`) in this process."""
-    NODE_MEMOS.lru.resize(max_bytes)
+    """Bound what every cache of nodes in this process holds together (by :func:`node_bytes`)."""
+    NODE_BUDGET.resize(max_bytes)
 
 
 class NodeFold(Generic[T]):
@@ -171,11 +282,12 @@ class NodeFold(Generic[T]):
         seen, values = self._last
         if len(seen) == len(nodes):  # the same nodes as last time, a few replaced in place
             values = list(values)
-            for i, (before, now) in enumerate(zip(seen, nodes, strict=True)):
+            # checked: a fold walks the whole inventory, cold seconds at 16,384 nodes (solver.domain.cancel)
+            for i, (before, now) in enumerate(checked(zip(seen, nodes, strict=True))):
                 if before is not now:
                     values[i] = self._of(now)
         else:  # another subset (a filter stage's): each node by its identity
-            values = [self._of(node) for node in nodes]
+            values = [self._of(node) for node in checked(nodes)]
         self._last = (nodes, values)
         return values
 

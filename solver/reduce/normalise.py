@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from functools import cached_property, lru_cache
 from types import MappingProxyType
 
+from solver.domain.cancel import checked
 from solver.domain.model import (
     Distance,
     MemberShape,
@@ -489,7 +490,7 @@ def member_shapes(request: SolveRequest, separation: Separation) -> tuple[list, 
     shapes: list[MemberShape] = []
     owners: list[int | None] = []
     roles = []
-    for j, job in enumerate(request.jobs):
+    for j, job in enumerate(checked(request.jobs)):  # a JSON dump per role (solver.domain.cancel)
         owner = j if j in separation.owned else None
         for r, role in enumerate(job.roles):
             key = role.member.model_dump_json() + ("" if owner is None else job_label(job))
@@ -543,7 +544,8 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
     candidates = 0
     owned = tuple(owners)
     fit_of: dict[int, tuple[NodeShape, bool]] = {}  # by shape object: equal shapes are one (interned)
-    for rank, node in ranked_nodes(request):
+    # checked: a node's shape costs about a millisecond cold, so a big inventory is seconds here.
+    for rank, node in checked(ranked_nodes(request)):
         if not node.schedulable:
             continue
         shape, concrete = cached_node_shape(node, selected, separation, owned, by_rails)

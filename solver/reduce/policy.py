@@ -21,6 +21,7 @@ cvxpy's sense with nothing to invert: the rewritten request is solved and verifi
 
 from __future__ import annotations
 
+from solver.domain.cancel import checked
 from solver.domain.chains import words
 from solver.domain.model import Job, MemberShape, ObjectiveTier, Packing, Policy, Requirement, SolveRequest
 
@@ -46,7 +47,7 @@ def apply_policy_chains(request: SolveRequest) -> SolveRequest:
         policy = policy.model_copy(update={"packing": Packing.SPREAD})
     elif "binpack" in node:
         policy = policy.model_copy(update={"packing": Packing.BINPACK})
-    jobs = tuple(with_member_rules(job, set(chain)) for job in request.jobs)
+    jobs = tuple(with_member_rules(job, set(chain)) for job in checked(request.jobs))
     return request.model_copy(update={"policy": policy, "jobs": jobs})
 
 

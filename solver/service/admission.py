@@ -44,6 +44,11 @@ SMALL, LARGE = "small", "large"
 NO_DEADLINE_ABOVE_S = 365 * 24 * 3600.0
 # How often a queued call looks at its deadline and its caller while it waits.
 QUEUE_POLL_S = 0.02
+# Why a call's token was tripped (``Cancel.reason``), and the metric's word for each.
+PAST_DEADLINE = "past the caller's deadline"
+ENDED_EARLY = "the call ended (cancelled by the caller or the server stopping)"
+SERVER_STOPPING = "the server is stopping"
+CANCEL_KINDS = {PAST_DEADLINE: "deadline", ENDED_EARLY: "caller", SERVER_STOPPING: "stopping"}
 
 _log = structlog.get_logger("topoplace.service")
 
@@ -286,17 +291,37 @@ class Admission(grpc.ServerInterceptor):
                 call.queued_s = time.monotonic() - arrived
                 self.metrics.stage_seconds.labels(stage="queue").observe(call.queued_s)
                 token = CURRENT_CALL.set(call)
+                failed = False
                 try:
                     # Any solve the handler runs in this thread (WhatIf runs many) stops with the call.
                     with cancelling(call.cancel):
                         return inner(request, context)
+                except Exception:
+                    failed = True  # context.abort raises; the code it set is the call's
+                    raise
                 finally:
                     CURRENT_CALL.reset(token)
+                    self._count_end(call, context, failed)
         except Refused as refused:
             self.metrics.shed.labels(method=_short(method), reason=refused.reason).inc()
             self.metrics.calls.labels(method=_short(method), code=refused.code.name).inc()
             _log.info("shed", method=_short(method), lane=call.lane, reason=refused.reason)
             context.abort(refused.code, refused.message)
+
+    def _count_end(self, call: Call, context: grpc.ServicerContext, failed: bool) -> None:
+        """Every admitted call's end, in the metrics, for every heavy method alike: its gRPC code
+        (an answer after the deadline counts as DEADLINE_EXCEEDED, and as late: nobody received
+        it), and whether its work was stopped by its token, and why."""
+        method = _short(call.method)
+        code = context.code() if failed else None  # type: ignore[attr-defined]  # grpc ≥ 1.38
+        name = code.name if code is not None else ("UNKNOWN" if failed else "OK")
+        if name == "OK" and call.late_s() > 0:
+            name = "DEADLINE_EXCEEDED"
+            self.metrics.late.labels(method=method).inc()
+        self.metrics.calls.labels(method=method, code=name).inc()
+        if failed and call.cancel.reason is not None:
+            kind = CANCEL_KINDS.get(call.cancel.reason, "other")
+            self.metrics.cancelled.labels(method=method, reason=kind).inc()
 
     def _solve_lane(self, request: Any) -> str:
         nodes, jobs = solve_size(request)
@@ -357,5 +382,5 @@ class Admission(grpc.ServerInterceptor):
 
 def _why_ended(call: Call) -> str:
     if call.deadline is not None and time.monotonic() >= call.deadline - 0.001:
-        return "past the caller's deadline"
-    return "the call ended (cancelled by the caller or the server stopping)"
+        return PAST_DEADLINE
+    return ENDED_EARLY

@@ -10,11 +10,16 @@ Names follow Prometheus conventions (``_seconds``, ``_total``); label values are
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from threading import Thread
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from solver.domain.nodefold import NODE_BUDGET
 
 # Stages run from a millisecond (a lone pod's validate) to the policy's time limit (the search).
 STAGE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -47,6 +52,35 @@ class ServiceMetrics:
             ["method", "lane"],
             registry=r,
         )
+        self.serving = Gauge(
+            "topoplace_serving",
+            "1 while the server admits calls; 0 from the start of a stop (health NOT_SERVING).",
+            registry=r,
+        )
+        self.cancelled = Counter(
+            "topoplace_cancelled_calls",
+            "Admitted calls whose work was stopped by their cancel token, by why: deadline (the "
+            "caller's passed), caller (it cancelled or went away), stopping (the server stopping).",
+            ["method", "reason"],
+            registry=r,
+        )
+        self.node_cache_bytes = Gauge(
+            "topoplace_node_cache_bytes",
+            "What the caches of nodes (per-node values, converted wire nodes) hold, by node size.",
+            registry=r,
+        )
+        self.node_cache_bytes.set_function(lambda: NODE_BUDGET.bytes)
+        self.node_cache_budget = Gauge(
+            "topoplace_node_cache_budget_bytes", "Their one budget (--node-cache-mib).", registry=r
+        )
+        self.node_cache_budget.set_function(lambda: NODE_BUDGET.max_bytes)
+        r.register(
+            _CounterOf(
+                "topoplace_node_cache_evicted_bytes",
+                "Bytes the caches of nodes evicted.",
+                lambda: {(): NODE_BUDGET.evicted},
+            )
+        )
         self.shed = Counter(
             "topoplace_shed_calls",
             "Calls refused before any work: queue_full, too_large, shutting_down, or expired/cancelled "
@@ -75,6 +109,37 @@ class ServiceMetrics:
         self.jobs = Counter(
             "topoplace_jobs", "Jobs answered, by outcome: placed or unplaced.", ["outcome"], registry=r
         )
+
+    def count_tls_reloads(self, reloads: Callable[[], int], failures: Callable[[], int]) -> None:
+        """``topoplace_tls_reloads_total{outcome}``: certificate files re-read, or failing to be."""
+        self.registry.register(
+            _CounterOf(
+                "topoplace_tls_reloads",
+                "Certificate files re-read after a change (ok), or found unreadable (failed).",
+                lambda: {("ok",): reloads(), ("failed",): failures()},
+                ("outcome",),
+            )
+        )
+
+
+class _CounterOf(Collector):
+    """A counter whose values something else keeps (the cache budget, the certificate files): read
+    at scrape time, so the hot path keeps no second count."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        values: Callable[[], dict[tuple[str, ...], float]],
+        labels: tuple[str, ...] = (),
+    ) -> None:
+        self.name, self.documentation, self.values, self.labels = name, documentation, values, labels
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=list(self.labels))
+        for label_values, value in self.values().items():
+            family.add_metric(list(label_values), value)
+        yield family
 
 
 @dataclass(frozen=True)

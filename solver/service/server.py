@@ -31,8 +31,16 @@ from solver.domain.cancel import Cancel, Cancelled
 from solver.domain.errors import InvalidRequest, VerificationFailed
 from solver.domain.model import SolveRequest, SolveResult
 from solver.domain.nodefold import set_node_memory_budget
-from solver.service import wire
-from solver.service.admission import CURRENT_CALL, SOLVE_METHOD, Admission, Call, ServiceLimits, deadline_of
+from solver.service import allocator, wire
+from solver.service.admission import (
+    CURRENT_CALL,
+    SERVER_STOPPING,
+    SOLVE_METHOD,
+    Admission,
+    Call,
+    ServiceLimits,
+    deadline_of,
+)
 from solver.service.logging import configure_logging
 from solver.service.metrics import MetricsServer, ServiceMetrics, start_metrics_server
 from solver.service.status import MAX_MESSAGE_TEXT_BYTES, invalid_argument_status, truncate
@@ -94,26 +102,23 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             response = wire.result_to_proto(result)
         except InvalidRequest as exc:
             log.info("solve_rejected", code="INVALID_ARGUMENT", problems=len(exc.problems), ms=_ms(call))
-            self._count("INVALID_ARGUMENT")
             context.abort_with_status(invalid_argument_status(exc.problems))
         except Cancelled as exc:
             # Nobody receives this status (the caller is gone); it ends the handler at once.
             code = grpc.StatusCode.DEADLINE_EXCEEDED if call.late_s() > 0 else grpc.StatusCode.CANCELLED
             log.info("solve_cancelled", code=code.name, reason=exc.reason, ms=_ms(call))
-            self._count(code.name)
             context.abort(code, str(exc))
         except VerificationFailed as exc:
             log.error("solve_failed", code="INTERNAL", violations=list(exc.violations), ms=_ms(call))
-            self._count("INTERNAL")
             context.abort(grpc.StatusCode.INTERNAL, truncate(str(exc), MAX_MESSAGE_TEXT_BYTES))
         except Exception:
             log.exception("solve_failed", code="INTERNAL", ms=_ms(call))
-            self._count("INTERNAL")
             context.abort(grpc.StatusCode.INTERNAL, "internal error")
         placed = sum(job.placed for job in result.jobs)
         late = call.late_s()
         if late > 0:
-            # An answer nobody received is not a success: said so in the log and the metrics.
+            # An answer nobody received is not a success: said so in the log, and in the metrics
+            # (the admission counts every call's end: topoplace_late_answers_total).
             log.warning(
                 "solve_late",
                 status=result.status.name,
@@ -123,11 +128,8 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
                 queued_ms=round(call.queued_s * 1000, 3),
                 stages_ms={t.stage: round(t.ms, 1) for t in result.timings},
             )
-            self._metrics.late.labels(method="Placement/Solve").inc()
-            self._count("DEADLINE_EXCEEDED")
         else:
             log.info("solve", status=result.status.name, gap=result.gap, placed_jobs=placed, ms=_ms(call))
-            self._count("OK")
         self._observe(result, call)
         return response
 
@@ -150,9 +152,6 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         if result.request_id != request_id:  # the caller matches answers to requests by this id
             result = result.model_copy(update={"request_id": request_id})
         return result
-
-    def _count(self, code: str) -> None:
-        self._metrics.calls.labels(method="Placement/Solve", code=code).inc()
 
     def _observe(self, result: SolveResult, call: Call) -> None:
         m = self._metrics
@@ -183,6 +182,7 @@ class RunningServer:
     metrics: ServiceMetrics
     metrics_server: MetricsServer | None = None
     certificates: CertificateFiles | None = None
+    trimmer: allocator.Trimmer | None = None
     _stopped: threading.Event = field(default_factory=threading.Event)
 
     def stop(self, grace_s: float | None = SHUTDOWN_GRACE_S, drain_s: float = 0.0) -> bool:
@@ -195,6 +195,7 @@ class RunningServer:
         began = time.monotonic()
         grace = 0.0 if grace_s is None else max(0.0, grace_s)
         self.health.enter_graceful_shutdown()
+        self.metrics.serving.set(0)
         self.admission.close()
         drain = min(drain_s, grace / 2)
         if drain > 0:
@@ -202,12 +203,14 @@ class RunningServer:
         left = max(0.0, grace - (time.monotonic() - began) - STOP_MARGIN_S)
         finished = self.admission.wait_idle(left)
         if not finished:
-            cancelled = self.admission.cancel_all("the server is stopping")
+            cancelled = self.admission.cancel_all(SERVER_STOPPING)
             _log.warning("stop_cancelled_calls", calls=cancelled)
         margin = max(0.0, grace - (time.monotonic() - began))
         self.server.stop(min(margin, STOP_MARGIN_S)).wait(timeout=max(margin, 0.1))
         if self.metrics_server is not None:
             self.metrics_server.stop()
+        if self.trimmer is not None:
+            self.trimmer.stop()
         self._stopped.set()
         return finished
 
@@ -232,9 +235,10 @@ def serve(
     problems = limits.problems() + (tls.problems() if tls else [])
     if problems:
         raise ValueError("; ".join(problems))
-    # Process-wide: the caches are shared by every server (and solve) of the process.
+    # Process-wide: one budget for the wire cache and the per-node memos, shared by every server
+    # (and solve) of the process.
     set_node_memory_budget(limits.node_cache_bytes)
-    wire.NODE_CACHE.resize(limits.node_cache_bytes)
+    allocator.tune()  # what the caches evict goes back to the system (solver.service.allocator)
     metrics = ServiceMetrics()
     admission = Admission(limits, metrics)
     options = (
@@ -271,7 +275,11 @@ def serve(
         raise OSError(f"cannot listen on {address}: {exc}") from None
     if bound == 0:
         raise OSError(f"cannot listen on {address}")
+    if certificates is not None:
+        certs = certificates
+        metrics.count_tls_reloads(lambda: certs.reloads, lambda: certs.failures)
     server.start()
+    metrics.serving.set(1)
     metrics_server = None
     if metrics_port is not None:
         try:
@@ -287,6 +295,7 @@ def serve(
         metrics=metrics,
         metrics_server=metrics_server,
         certificates=certificates,
+        trimmer=allocator.Trimmer().start(),
     )
 
 

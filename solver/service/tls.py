@@ -26,15 +26,60 @@ class TlsFiles:
     client_ca: Path | None = None  # CA bundle that client certificates must chain to: mTLS
 
     def problems(self) -> list[str]:
+        """What is wrong with the files, as ``--flag: reason`` lines (empty when fine)."""
+        return pem_problems(
+            (
+                ("--tls-cert", self.cert, "CERTIFICATE"),
+                ("--tls-key", self.key, "PRIVATE KEY"),
+                ("--tls-client-ca", self.client_ca, "CERTIFICATE"),
+            )
+        )
+
+
+@dataclass(frozen=True)
+class ClientTlsFiles:
+    """A client's side of TLS (``topoplace solve --server``): the flags match the server's."""
+
+    ca: Path | None = None  # CA bundle the server's certificate must chain to; None: the system's
+    cert: Path | None = None  # the client's certificate chain, for an mTLS server ...
+    key: Path | None = None  # ... and its private key
+
+    def problems(self) -> list[str]:
+        """What is wrong with the files, as ``--flag: reason`` lines (empty when fine)."""
         out = []
-        for flag, path in (
-            ("--tls-cert", self.cert),
-            ("--tls-key", self.key),
-            ("--tls-client-ca", self.client_ca),
-        ):
-            if path is not None and not path.is_file():
-                out.append(f"{flag}: {path}: no such file")
+        if (self.cert is None) != (self.key is None):
+            out.append("--tls-cert/--tls-key: a client certificate needs its key, and a key its certificate")
+        out += pem_problems(
+            (
+                ("--tls-ca", self.ca, "CERTIFICATE"),
+                ("--tls-cert", self.cert, "CERTIFICATE"),
+                ("--tls-key", self.key, "PRIVATE KEY"),
+            )
+        )
         return out
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        return channel_credentials(self.ca, self.cert, self.key)
+
+
+def pem_problems(files: tuple[tuple[str, Path | None, str], ...]) -> list[str]:
+    """``--flag: path: reason`` for each given file that is missing, unreadable, or holds no PEM
+    block of its kind ("CERTIFICATE", "PRIVATE KEY"): said at start, not as a failed handshake later."""
+    out = []
+    for flag, path, kind in files:
+        if path is None:
+            continue
+        try:
+            text = path.read_bytes()
+        except FileNotFoundError:
+            out.append(f"{flag}: {path}: no such file")
+            continue
+        except OSError as exc:
+            out.append(f"{flag}: {path}: cannot read it: {exc.strerror}")
+            continue
+        if b"-----BEGIN " not in text or kind.encode() + b"-----" not in text:
+            out.append(f"{flag}: {path}: no PEM {kind} in it")
+    return out
 
 
 class CertificateFiles:
@@ -46,6 +91,7 @@ class CertificateFiles:
         self._stamp = self._stamps()
         self.config = self._load()
         self.reloads = 0
+        self.failures = 0
 
     def _paths(self) -> list[Path]:
         return [p for p in (self.files.cert, self.files.key, self.files.client_ca) if p is not None]
@@ -69,6 +115,7 @@ class CertificateFiles:
                     return None
                 config = self._load()
             except OSError as exc:
+                self.failures += 1
                 _log.warning("tls_reload_failed", error=str(exc))
                 return None
             self._stamp, self.config = stamp, config
@@ -87,11 +134,12 @@ def server_credentials(files: TlsFiles) -> tuple[grpc.ServerCredentials, Certifi
 
 
 def channel_credentials(
-    ca: Path, cert: Path | None = None, key: Path | None = None
+    ca: Path | None, cert: Path | None = None, key: Path | None = None
 ) -> grpc.ChannelCredentials:
-    """A client's credentials: trust ``ca``; present ``cert``/``key`` to an mTLS server."""
+    """A client's credentials: trust ``ca`` (None: the system's roots); present ``cert``/``key``
+    to an mTLS server."""
     return grpc.ssl_channel_credentials(
-        root_certificates=ca.read_bytes(),
+        root_certificates=ca.read_bytes() if ca else None,
         private_key=key.read_bytes() if key else None,
         certificate_chain=cert.read_bytes() if cert else None,
     )

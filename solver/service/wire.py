@@ -36,9 +36,10 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from pydantic import BaseModel, ValidationError
 
+from solver.domain.cancel import checked
 from solver.domain.errors import InvalidRequest, Problem
 from solver.domain.model import Inventory, Node, SolveRequest, SolveResult
-from solver.domain.nodefold import DEFAULT_NODE_MEMORY_BYTES, BoundedLru, node_bytes
+from solver.domain.nodefold import NODE_BUDGET, BoundedLru
 from solver.service.protojson import parse_dict
 from topoplace.v1 import placement_pb2
 
@@ -58,7 +59,8 @@ def request_from_proto(msg: placement_pb2.SolveRequest) -> SolveRequest:
         return _from_proto(msg, SolveRequest)
     problems: list[Problem] = []
     nodes = []
-    for i, node_msg in enumerate(msg.inventory.nodes):
+    # checked: converting a big inventory cold is seconds; a caller gone stops it (solver.domain.cancel)
+    for i, node_msg in enumerate(checked(msg.inventory.nodes)):
         try:
             nodes.append(_node_from_proto(node_msg))
         except InvalidRequest as exc:
@@ -199,10 +201,10 @@ def _from_proto(msg: Message, model_cls: type[M]) -> M:
         raise InvalidRequest([_problem_from_error(err) for err in _root_causes(exc.errors())]) from None
 
 
-# Nodes by their wire bytes, least recently used dropped first, bounded by bytes: each entry is
-# charged its key and the Node made from it (issue 23: a count bound let callers pin gigabytes with
-# large labels).
-NODE_CACHE: BoundedLru[bytes, Node] = BoundedLru(DEFAULT_NODE_MEMORY_BYTES)
+# Nodes by their wire bytes, least recently used dropped first, bounded by bytes (issue 23: a count
+# bound let callers pin gigabytes with large labels): each entry is charged its key, and the Node
+# made from it once, in the budget it shares with the per-node memos (solver.domain.nodefold).
+NODE_CACHE: BoundedLru[bytes, Node] = BoundedLru(budget=NODE_BUDGET)
 
 
 def _node_from_proto(msg: placement_pb2.Node) -> Node:
@@ -210,7 +212,7 @@ def _node_from_proto(msg: placement_pb2.Node) -> Node:
     node = NODE_CACHE.get(key)
     if node is None:
         node = _from_proto(msg, Node)
-        NODE_CACHE.put(key, node, len(key) + node_bytes(node))
+        NODE_CACHE.put(key, node, len(key), node=node)
     return node
 
 

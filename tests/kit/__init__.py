@@ -10,6 +10,7 @@
   against a result's :func:`placed_work`) and the random batches they can judge
   (:func:`fabric_problems`, :func:`small_problems`, :func:`share_problems`; keep them small: the
   oracles are exponential);
+* ``pki.py``: :func:`pki`, a CA with a server and a client certificate as PEM files (TLS tests);
 * ``whatif.py``: what-if scenarios over a small busy cluster (:func:`busy_cluster`,
   :func:`scenario`, :func:`trace_scenario`) and two policies to compare (``SOLVER``, ``BESTFIT``).
 
@@ -42,6 +43,7 @@ from tests.kit.oracle import (
     share_problems,
     small_problems,
 )
+from tests.kit.pki import Pki, pki
 from tests.kit.whatif import BESTFIT, SOLVER, busy_cluster, scenario, trace_scenario
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "SMALL",
     "SOLVER",
     "Hardware",
+    "Pki",
     "all_pairs",
     "allocation",
     "best_placed_work",
@@ -66,6 +69,7 @@ __all__ = [
     "member_options",
     "metrics_for",
     "node",
+    "pki",
     "placed",
     "placed_work",
     "request",

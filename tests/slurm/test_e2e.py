@@ -232,6 +232,36 @@ def test_a_plan_slurm_did_not_follow_is_logged_and_the_allocation_exported(harne
     assert f"job {job_id} on gn16: plan stale0000000 named GPUs [7]" in log.read_text()
 
 
+def test_a_pinned_job_slurm_will_not_start_soon_is_released_to_slurms_choice(harness: Harness) -> None:
+    """A planned job pinned to a node that is busy for the next hour (a plan made before that node
+    filled): the agent sees Slurm's expected start, clears the job's node list and renames its plan
+    tag, and Slurm starts it on another node at once, with its switch-typed GRES."""
+    free = [
+        n.name
+        for n in harness.agent.inventory().inventory.nodes
+        if n.schedulable and not any(a.gpus for a in n.allocations)
+    ]
+    busy = free[-1]
+    harness.cluster.write_hook_conf({"enabled": "no"})
+    try:
+        code, blocker, err, _ = harness.sbatch("-w", busy, "--gres=gpu:8", "-t", "60")
+        assert code == 0, err
+        harness.wait_running(blocker)
+        plan = f"topoplace/v1 id=pinned000000 {busy}:gpu=0:nic="
+        code, job_id, err, _ = harness.sbatch(
+            "-w", busy, "--gres=gpu:sw0:1", "-t", "10", "--comment", f"mine {plan}"
+        )
+        assert code == 0, err
+    finally:
+        harness.cluster.write_hook_conf({"enabled": "yes"})
+    job = harness.wait_running(job_id, timeout_s=60)  # backfill's estimate, then the agent's refresh
+    assert job["ReqNodeList"] == "(null)" and job["NodeList"] != busy, job
+    assert "mine topoplace/released id=pinned000000" in str(job["Comment"]), job
+    assert not job["Plan"], job  # no longer a plan: it holds nothing, the TaskProlog ignores it
+    assert "gpu:sw0:1" in str(job["TresPerNode"]), job
+    harness.cluster.run("scancel", blocker, job_id)
+
+
 def h_gpus(h: Harness, alloc: dict[str, str], node: str) -> list[int]:
     return h.allocated(node, next(g for hl, g in alloc.items() if node in expand(hl)))[0]
 

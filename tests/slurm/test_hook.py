@@ -9,6 +9,7 @@ import json
 import stat
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -363,7 +364,7 @@ def test_stale_pending_plans_do_not_hold_devices(fixtures: Path) -> None:
     drained nodes are not counted as taken capacity; a fresh eligible one is."""
     from datetime import datetime, timedelta
 
-    from adapters.slurm.agent import held_plans
+    from adapters.slurm.pending import held_plans, parse_pending
     from adapters.slurm.scontrol import parse_show_node
 
     nodes = parse_show_node((fixtures / "scontrol-show-node-d.txt").read_text())  # gpu04 is DOWN+DRAIN
@@ -372,20 +373,20 @@ def test_stale_pending_plans_do_not_hold_devices(fixtures: Path) -> None:
     old = (now - timedelta(seconds=600)).isoformat(timespec="seconds")
 
     def plan(pid: str, node: str = "gpu01") -> str:
-        return f"my run|x topoplace/v1 id={pid} {node}:gpu=0:nic="
+        return f"N/A|(null)|my run|x topoplace/v1 id={pid} {node}:gpu=0:nic="
 
     squeue = "\n".join(
         [
-            f"{fresh}|Resources|{plan('keep')}",
-            f"{fresh}|JobHeldUser|{plan('held')}",
-            f"{fresh}|Dependency|{plan('dep')}",
-            f"{fresh}|BeginTime|{plan('later')}",
-            f"{old}|Resources|{plan('old')}",
-            f"{fresh}|Resources|{plan('drained', 'gpu04')}",
-            f"{fresh}|Resources|no plan in this comment",
+            f"1|{fresh}|Resources|{plan('keep')}",
+            f"2|{fresh}|JobHeldUser|{plan('held')}",
+            f"3|{fresh}|Dependency|{plan('dep')}",
+            f"4|{fresh}|BeginTime|{plan('later')}",
+            f"5|{old}|Resources|{plan('old')}",
+            f"6|{fresh}|Resources|{plan('drained', 'gpu04')}",
+            f"7|{fresh}|Resources|N/A|(null)|no plan in this comment",
         ]
     )
-    kept = held_plans(squeue, nodes, now.timestamp(), ttl_s=120)
+    kept = held_plans(parse_pending(squeue), nodes, now.timestamp(), ttl_s=120)
     assert [p.plan_id for p in kept] == ["keep"]
 
 
@@ -419,3 +420,134 @@ def test_refresh_reads_pending_jobs_first_and_dates_the_snapshot_by_its_start(
     agent.refresh()
     assert log.read_text().split() == ["squeue", "scontrol"]
     assert agent._snapshot is not None and agent._snapshot.taken - started < 0.5
+
+
+# --------------------------------------------------------------------------- pending jobs: promises, releases
+
+
+def test_pending_jobs_promised_nodes_and_releases() -> None:
+    """squeue's expected start and SchedNodeList say which nodes backfill keeps for earlier jobs, and
+    which planned jobs will not start soon (on the real Slurm: jobs pinned to gn28, promised to an
+    earlier gang, waited an hour while typed GRES alone started them elsewhere)."""
+    from adapters.slurm.pending import parse_pending, promised_nodes, released_comment, to_release
+
+    now = datetime(2026, 12, 4, 10, 0, 0)
+
+    def at(minutes: float) -> str:
+        return (now + timedelta(minutes=minutes)).isoformat(timespec="seconds")
+
+    squeue = "\n".join(
+        [
+            f"146|{at(-1)}|Priority|{at(56)}|gn[25-26]|",
+            f"147|{at(-1)}|Resources|{at(40)}|gn[27-28]|",
+            f"153|{at(-1)}|Priority|{at(120)}|gn28|run 3 topoplace/v1 id=abc gn28:gpu=4,5:nic=mlx5_4,mlx5_5",
+            f"154|{at(-1)}|Priority|N/A|(null)|topoplace/v1 id=new gn30:gpu=0:nic=",
+            f"155|{at(-1)}|JobHeldUser|{at(120)}|gn31|topoplace/v1 id=held gn31:gpu=0:nic=",
+            f"156|{at(-1)}|Priority|{at(0.2)}|gn32|topoplace/v1 id=soon gn32:gpu=0:nic=",
+            "not|enough|fields",
+        ]
+    )
+    jobs = parse_pending(squeue)
+    assert [j.job_id for j in jobs] == ["146", "147", "153", "154", "155", "156"]
+    promised = promised_nodes(jobs)
+    assert promised["gn25"] == promised["gn26"] == datetime.fromisoformat(at(56)).timestamp()
+    assert promised["gn28"] == datetime.fromisoformat(at(40)).timestamp()  # the earliest promise wins
+    assert "gn31" not in promised and "gn30" not in promised  # held job; start not computed yet
+    released = to_release(jobs, now.timestamp(), after_s=30)
+    assert [j.job_id for j in released] == ["153"]  # not: unplanned, not computed, held, starting soon
+    comment = released_comment(released[0].comment)
+    assert comment == "run 3 topoplace/released id=abc gn28:gpu=4,5:nic=mlx5_4,mlx5_5"
+    assert parse_pending(f"153|{at(-1)}|Priority|{at(120)}|gn28|{comment}")[0].plan is None
+
+
+@pytest.mark.needs_pipeline
+def test_agent_does_not_pin_a_job_to_nodes_promised_to_earlier_jobs(tmp_path: Path, fixtures: Path) -> None:
+    """A job that would still run when an earlier pending job is due on a node is planned elsewhere;
+    a job short enough to end before may use it, as backfill would let it."""
+    from solver.solve import solve
+
+    scontrol, _ = _fake_slurm(tmp_path, fixtures)
+    squeue = tmp_path / "squeue-promised"
+    start = (datetime.now() + timedelta(minutes=30)).isoformat(timespec="seconds")
+    squeue.write_text(f"#!/bin/sh\necho '9|{start}|Resources|{start}|gpu02|'\n")
+    squeue.chmod(0o755)
+    agent = Agent(
+        AgentConfig(
+            solver="unused",
+            topo_dir=fixtures / "topo",
+            gres_conf=fixtures / "gres.conf",
+            scontrol=scontrol,
+            squeue=str(squeue),
+        ),
+        solve_fn=lambda request, timeout: solve(request, deadline_s=timeout),
+    )
+    agent.refresh()
+
+    def node(**desc: object) -> str:
+        answer = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2", **desc})
+        assert answer["action"] == "apply", answer
+        return answer["set"]["req_nodes"]
+
+    # gpu02 (already half used) is where the solver packs a 2-GPU job; a 10-minute one may go there,
+    # as it ends before the promised start. An hour-long one or one without a limit may not.
+    assert node(time_limit=10) == "gpu02"
+    assert node(time_limit=60) == "gpu01"
+    assert node() == "gpu01"
+
+
+def test_candidate_nodes_cut_alike_nodes_keep_the_closest_misses_and_the_ruler(agent: Agent) -> None:
+    """The fast path sends only nodes that can host a member, at most one per member of each set of
+    interchangeable nodes, the nodes closest to fitting (for the solver's 'no room' reason), and one
+    node of each size (the packing tier's ruler)."""
+    from adapters.slurm.agent import candidate_nodes
+
+    base = agent.inventory().inventory.nodes
+    by_name = {n.name: n for n in base}
+    idle = by_name["gpu01"]
+    # Six copies of the idle node: alike for a one-node job; for a gang, alike only within a leaf.
+    copies = [idle.model_copy(update={"name": f"gpu9{i}", "leaf": f"x{i % 2}"}) for i in range(6)]
+    nodes = [*base, *copies]
+    keys = {n.name: "t" for n in nodes}
+
+    def names(**desc: object) -> list[str]:
+        spec = job_from_description({"tres_per_node": "gres:gpu:2", **desc}, plan_id="p", max_gpus_per_node=8)
+        assert spec is not None
+        return [n.name for n in candidate_nodes(nodes, spec, set(), keys)]
+
+    one = names()
+    # gpu01 and its copies are alike for one node: one kept; gpu02 differs (half used); gpu03 is full
+    # (kept as the closest miss); gpu04 is down (dropped; same size as the others, so no ruler).
+    assert one == ["gpu01", "gpu02", "gpu03"], one
+    gang = names(min_nodes=2, max_nodes=2)
+    assert sorted(gang) == ["gpu01", "gpu02", "gpu03", "gpu90", "gpu91", "gpu92", "gpu93"], gang
+    # Excluded or promised nodes are not sent; a bigger node size than any sent stays as a ruler.
+    big = idle.model_copy(update={"name": "big1", "cpu_milli": 10 * idle.cpu_milli, "schedulable": False})
+    nodes.append(big)
+    spec = job_from_description({"tres_per_node": "gres:gpu:2"}, plan_id="p", max_gpus_per_node=8)
+    assert spec is not None
+    sent = {n.name: n for n in candidate_nodes(nodes, spec, {"gpu01", "gpu02"}, keys | {"big1": "b"})}
+    assert "gpu01" not in sent and "gpu02" not in sent and sent["big1"].schedulable is False
+
+
+@pytest.mark.needs_pipeline
+def test_no_room_now_is_a_pass_and_never_fits_is_asked_once_per_shape(agent: Agent) -> None:
+    """The 'no room now' path (an unhashable cache key once made it an error with a traceback that
+    took 36 s to render on a loaded host, past the hook's timeout)."""
+    assert agent.place({"tres_per_node": "gres:gpu:8"})["action"] == "apply"  # gpu01, the idle one
+    second = agent.place({"tres_per_node": "gres:gpu:8"})
+    assert second["action"] == "pass" and "no room now" in second["message"], second
+    assert "never_fits" in second["stages_ms"]
+    third = agent.place({"tres_per_node": "gres:gpu:8"})
+    assert third["action"] == "pass" and "never_fits" not in third["stages_ms"], third
+
+
+def test_an_unexpected_error_is_an_error_answer_with_its_traceback_as_text(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(desc: object, plan_id: str) -> dict:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(agent, "_place_locked", broken)
+    answer = agent.place({"tres_per_node": "gres:gpu:1"})
+    assert answer["action"] == "error" and "ValueError: boom" in answer["message"], answer
+    assert 'raise ValueError("boom")' in capsys.readouterr().out  # the traceback, as plain text

@@ -297,3 +297,42 @@ def test_a_gang_with_anti_affinity_to_itself_gets_one_node_per_pod() -> None:
     assert gang.labels["app"] == "g" and [r.labels for r in gang.anti_affinity] == [{"app": "g"}]
     result = solve(made.request)
     assert len({m.node for m in result.jobs[0].members}) == 2  # binpack alone would share one node
+
+
+def test_gpus_volcano_counts_used_are_not_planned() -> None:
+    """A pod asking 4 GPUs whose device annotation names only 2 (one of two containers' devices,
+    say) leaves, by the annotations, 6 GPUs free; Volcano's Idle says 4. The difference is held (lowest-index
+    free GPUs, warned), so no plan puts work there that Volcano's resource check refuses."""
+    split_node = build.v1_node("n0", {})  # the fixture's HAMi nodes: 10 nvidia.com/gpu a GPU
+    node = copy.deepcopy(split_node)
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "8"  # one a GPU
+    stale = build.PodSpec(
+        "prod", "svc", "svc", "worker", gpus=4, node="n0",
+        annotations={ann.VGPU_IDS: "".join(f"{build.gpu_uuid('n0', i)},NVIDIA,81920,100:" for i in range(2))},
+    )  # fmt: skip
+    info = wire.node_info(build.node_info(node, [build.task_info(stale)]), "n")
+    assert info.idle.scalar("nvidia.com/gpu") == 4
+    warn = kube.NodeWarnings([])
+    converted = kube.inventory_node(info, "", warn)
+    held = {g for a in converted.allocations for g in a.gpus}
+    assert held == {"GPU0", "GPU1", "GPU2", "GPU3"}, converted.allocations
+    assert warn.items == [
+        "n0: Volcano counts 4 nvidia.com/gpu idle but the pods' device annotations leave 6 GPUs free; "
+        "GPU2, GPU3 taken as used"
+    ]
+
+    # Volcano's count and the annotations agree: nothing added.
+    agreeing = build.PodSpec(
+        "prod", "svc", "svc", "worker", gpus=4, node="n0",
+        annotations={ann.VGPU_IDS: "".join(f"{build.gpu_uuid('n0', i)},NVIDIA,81920,100:" for i in range(4))},
+    )  # fmt: skip
+    info = wire.node_info(build.node_info(node, [build.task_info(agreeing)]), "n")
+    warn = kube.NodeWarnings([])
+    converted = kube.inventory_node(info, "", warn)
+    assert [a.owner for a in converted.allocations] == ["prod/svc"] and not warn.items
+
+    # Under a device split (80 nvidia.com/gpu on 8 GPUs) the count says nothing about whole GPUs.
+    split = build.node_info(split_node, [build.task_info(stale)])
+    assert split["Idle"]["ScalarResources"]["nvidia.com/gpu"] == 76_000.0
+    converted = kube.inventory_node(wire.node_info(split, "n"), "", kube.NodeWarnings([]))
+    assert {g for a in converted.allocations for g in a.gpus} == {"GPU0", "GPU1"}

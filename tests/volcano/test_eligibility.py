@@ -103,3 +103,94 @@ def test_the_plan_keeps_off_tainted_and_unaffine_nodes(
         assert all(p.kind != "Node" for p in extender._patcher.patches)  # type: ignore[attr-defined]
     finally:
         extender.close()
+
+
+def _pod(namespace: str, name: str, labels: dict[str, str], affinity: dict[str, Any], node: str = "") -> Any:
+    from adapters.volcano import wire
+
+    spec = build.PodSpec(namespace, name, name, "worker", gpus=1, node=node, labels=labels)
+    info = build.task_info(spec)
+    info["Pod"]["spec"]["affinity"] = affinity
+    return wire.task(info, name)
+
+
+def _pod_affinity(term: dict[str, Any]) -> dict[str, Any]:
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def test_required_pod_affinity_admits_the_domains_of_matching_running_pods() -> None:
+    from adapters.volcano import wire
+    from adapters.volcano.eligibility import Eligibility
+    from adapters.volcano.kube import NotOurs
+
+    nodes = [build.v1_node(f"n{i}", {"rack": "a" if i < 2 else "b"}) for i in range(4)]
+    db = build.task_info(build.PodSpec("ml", "db-0", "db", "worker", gpus=1, node="n3", labels={"app": "db"}))
+    infos = [wire.node_info(build.node_info(n, [db] if i == 3 else []), f"n{i}") for i, n in enumerate(nodes)]
+    eligible = Eligibility(infos)
+
+    def nodes_for(task: Any) -> set[str]:
+        label = eligible.selector(task)
+        return {n for n, extra in eligible.labels.items() if label and next(iter(label)) in extra}
+
+    host = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+    assert nodes_for(_pod("ml", "p", {}, _pod_affinity(host))) == {"n3"}
+    rack = {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["db"]}]},
+            "topologyKey": "rack"}  # fmt: skip
+    assert nodes_for(_pod("ml", "q", {}, _pod_affinity(rack))) == {"n2", "n3"}
+    # Another namespace's pods do not count unless the term names it.
+    assert eligible.selector(_pod("other", "r", {}, _pod_affinity(host))) != {}
+    assert nodes_for(_pod("other", "s", {}, _pod_affinity({**host, "namespaces": ["ml"]}))) == {"n3"}
+    # A group's affinity to itself with none of it running, and a namespaceSelector: left to Volcano.
+    own = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    with pytest.raises(NotOurs, match="own group"):
+        eligible.selector(_pod("ml", "w", {"app": "web"}, _pod_affinity(own)))
+    with pytest.raises(NotOurs, match="namespaceSelector"):
+        eligible.selector(_pod("ml", "x", {}, _pod_affinity({**host, "namespaceSelector": {}})))
+
+
+def test_preferred_node_affinity_orders_nodes_last() -> None:
+    from adapters.volcano import wire
+    from adapters.volcano.batch import preferring
+    from adapters.volcano.eligibility import Eligibility
+    from solver.domain.model import ObjectiveTier, Policy
+
+    nodes = [build.v1_node(f"n{i}", {"rack": "a" if i < 2 else "b", "gen": str(i)}) for i in range(4)]
+    eligible = Eligibility([wire.node_info(build.node_info(n), f"n{i}") for i, n in enumerate(nodes)])
+    rack_b = {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["b"]}]}
+    gen_3 = {"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["2"]}]}
+    terms = [{"weight": 10, "preference": rack_b}, {"weight": 5, "preference": gen_3}]
+    prefer = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms}}
+    eligible.prefer(_pod("ml", "p", {}, prefer))
+    assert eligible.preference == {"n3": 15, "n2": 10}
+    policy = preferring(Policy(), eligible.preference)
+    assert policy.node_order == ("n3", "n2") and policy.objective[-1] == ObjectiveTier.NODE_ORDER
+    assert preferring(Policy(), {}) == Policy()
+
+
+def test_a_running_pods_anti_affinity_keeps_matching_pods_out_of_its_domain() -> None:
+    """Kubernetes checks existing pods' required anti-affinity too: a pod it matches may not join
+    that pod's topology domain; Volcano's predicates refuse it, so the plan must not put it there."""
+    from adapters.volcano import wire
+    from adapters.volcano.eligibility import Eligibility
+
+    nodes = [build.v1_node(f"n{i}", {"rack": "a" if i < 2 else "b"}) for i in range(4)]
+
+    def eligible_for(key: str, labels: dict[str, str]) -> set[str]:
+        guard = build.task_info(build.PodSpec("ml", "guard-0", "guard", "worker", gpus=1, node="n1"))
+        term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": key}
+        guard["Pod"]["spec"]["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
+        infos = [
+            wire.node_info(build.node_info(n, [guard] if i == 1 else []), f"n{i}")
+            for i, n in enumerate(nodes)
+        ]
+        eligible = Eligibility(infos)
+        label = eligible.selector(_pod("ml", "p", labels, {}))
+        if not label:
+            return {f"n{i}" for i in range(4)}
+        return {n for n, extra in eligible.labels.items() if next(iter(label)) in extra}
+
+    assert eligible_for("kubernetes.io/hostname", {"app": "web"}) == {"n0", "n2", "n3"}
+    assert eligible_for("rack", {"app": "web"}) == {"n2", "n3"}
+    assert eligible_for("rack", {"app": "db"}) == {"n0", "n1", "n2", "n3"}, "a pod it does not match is free"

@@ -108,7 +108,7 @@ def test_a_slow_client_is_cut_off_at_the_read_deadline(small: RunningServer) -> 
     writer.start()
     assert closed.wait(3), "the slow client was not cut off"
     slow.close()
-    assert Client(small.url).get("healthz") == {"ok": True}
+    assert Client(small.url).get("healthz") == {"ok": True, "solverReady": True}
 
 
 def test_a_stalled_body_is_cut_off(small: RunningServer) -> None:

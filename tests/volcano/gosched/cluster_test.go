@@ -183,6 +183,9 @@ type gang struct {
 	annotations map[string]string               // PodGroup annotations (network topology)
 	runningOn   []string                        // already running there (one pod per entry)
 	podNotes    []map[string]string             // per running pod: its device annotations
+	affinity    *v1.Affinity                    // on its pending pods
+	runAffinity *v1.Affinity                    // on its running pods
+	runningGPUs []int                           // per running pod: GPUs it asks for (default gpus)
 }
 
 func (g gang) objects() ([]*v1.Pod, *schedulingv1beta1.PodGroup) {
@@ -211,7 +214,17 @@ func (g gang) objects() ([]*v1.Pod, *schedulingv1beta1.PodGroup) {
 		if i < len(g.runningOn) {
 			node, podPhase = g.runningOn[i], v1.PodRunning
 		}
-		pod := util.BuildPod(testNamespace, fmt.Sprintf("%s-%d", g.name, i), node, podPhase, req, g.name, map[string]string{"job": g.name}, nil)
+		podReq := req
+		if i < len(g.runningGPUs) {
+			podReq = req.DeepCopy()
+			podReq[gpuResource] = *resource.NewQuantity(int64(g.runningGPUs[i]), resource.DecimalSI)
+		}
+		pod := util.BuildPod(testNamespace, fmt.Sprintf("%s-%d", g.name, i), node, podPhase, podReq, g.name, map[string]string{"job": g.name}, nil)
+		if node == "" {
+			pod.Spec.Affinity = g.affinity
+		} else {
+			pod.Spec.Affinity = g.runAffinity
+		}
 		// As Volcano's job controller creates a vcjob's pods: the task (role) they belong to. It also
 		// turns on the allocate action's per-role predicate error cache.
 		pod.Annotations[taskSpecKey] = "worker"

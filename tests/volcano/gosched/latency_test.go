@@ -50,7 +50,10 @@ func TestSessionLatency(t *testing.T) {
 		nodes = n
 	}
 	cluster, leaves, gangs := benchCluster(nodes, 16)
-	const repeats = 5
+	repeats := 5
+	if n, err := strconv.Atoi(os.Getenv("GOSCHED_BENCH_REPEATS")); err == nil && n > 0 {
+		repeats = n
+	}
 	var alone []time.Duration
 	for i := 0; i < repeats; i++ {
 		alone = append(alone, runSession(t, extenderSettings{without: true}, cluster, gangs).duration)
@@ -61,12 +64,17 @@ func TestSessionLatency(t *testing.T) {
 	firstStatus := tp.status()
 	var warm []time.Duration
 	var bound int
+	var s status
 	for i := 0; i < repeats; i++ {
 		r := runSession(t, settings, cluster, gangs)
 		warm = append(warm, r.duration)
 		bound = len(r.binds)
+		s = tp.status() // read before the next session's open resets the counts
+		fmt.Printf("session %d: %v, predicate calls %d, server time %.0f ms (%.3f ms a call), open %.0f ms\n",
+			i+1, r.duration.Round(time.Millisecond), s.Calls["predicate"], s.CallMs["predicate"],
+			s.CallMs["predicate"]/float64(max(1, s.Calls["predicate"])), s.OpenMs)
 	}
-	s := tp.status()
+	fmt.Printf("predicate bodies not in Go's form (read in full): %d\n", s.FullReads)
 	fmt.Printf("nodes %d, pending pods %d (jobs %d)\n", nodes, s.GpuTasks, s.Jobs)
 	fmt.Printf("Volcano alone: session median %v (min %v)\n", median(alone).Round(time.Millisecond), minOf(alone).Round(time.Millisecond))
 	fmt.Printf("with topoplace, first session: %v, topoplace openMs %.0f, placed %d, error %q\n",

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 )
@@ -217,6 +219,100 @@ func TestNodeLosingGPUsIsNotPlanned(t *testing.T) {
 	r = runPlanned(t, tp, settings, nodes, []gang{job})
 	if got := requireBound(t, tp, r, job); got[0] == "n0" {
 		t.Fatalf("every GPU of n0 is unhealthy, yet the job was bound there")
+	}
+	requirePlanned(t, tp, job)
+}
+
+// TestGPUsVolcanoCountsUsedAreNotPlanned: a running pod asks for 4 GPUs but its device annotation
+// names only 2 of them (one of two containers' devices, say). By the annotations n0 has 6 free GPUs
+// and binpack would put a 6-GPU job beside the running pod; Volcano's own ledger (NodeInfo.Idle:
+// allocatable minus what its tasks ask) says 4, and its resource check refuses n0. topoplace reads
+// Idle and plans the job elsewhere, so Volcano binds it in this session.
+func TestGPUsVolcanoCountsUsedAreNotPlanned(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
+	running := gang{name: "running", members: 1, gpus: 4, runningOn: []string{"n0"},
+		podNotes: []map[string]string{holding("n0", 0, 1)}}
+	job := gang{name: "job", members: 1, gpus: 6}
+	r := runPlanned(t, tp, settings, fourNodes(), []gang{running, job})
+	if got := requireBound(t, tp, r, job); got[0] == "n0" {
+		t.Fatalf("Volcano counts 4 GPUs idle on n0, yet the 6-GPU job was bound there")
+	}
+	requirePlanned(t, tp, job)
+	warned := false
+	for _, w := range tp.status().Warnings {
+		warned = warned || strings.Contains(w, "n0: Volcano counts 4 nvidia.com/gpu idle")
+	}
+	if !warned {
+		t.Fatalf("topoplace did not say why n0's GPUs were taken as used: %v", tp.status().Warnings)
+	}
+}
+
+// TestPreferredNodeAffinityIsAPreference: on four empty nodes every placement of an 8-GPU pod is
+// equal by binpack; the pod prefers rack b (weight 50). Volcano's nodeorder plugin would score
+// that, but topoplace's predicate admits only the planned node, so the plan must carry it.
+func TestPreferredNodeAffinityIsAPreference(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
+	job := gang{name: "job", members: 1, gpus: 8, affinity: &v1.Affinity{NodeAffinity: &v1.NodeAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []v1.PreferredSchedulingTerm{{Weight: 50,
+			Preference: v1.NodeSelectorTerm{MatchExpressions: []v1.NodeSelectorRequirement{
+				{Key: "rack", Operator: v1.NodeSelectorOpIn, Values: []string{"b"}}}}}}}}}
+	r := runPlanned(t, tp, settings, fourNodes(), []gang{job})
+	if got := requireBound(t, tp, r, job); leafOf(got[0]) != "leaf-b" {
+		t.Fatalf("the pod prefers rack b and every node is free, yet it was bound on %v", got)
+	}
+	requirePlanned(t, tp, job)
+}
+
+// podAffinity is a required pod-affinity term to the running pods of gang "db" at topologyKey key.
+func podAffinity(key string) *v1.Affinity {
+	return &v1.Affinity{PodAffinity: &v1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"job": "db"}}, TopologyKey: key}}}}
+}
+
+// TestRequiredPodAffinityFollowsRunningPods: n0 runs a 6-GPU pod, so binpack wants a 2-GPU job
+// there; the job requires pod affinity to "db", which runs on n3. Volcano's predicates plugin
+// (InterPodAffinity) admits only n3 at the hostname key, only rack b (n2, n3) at the rack key; a
+// plan on n0 would bind nothing. topoplace plans within the nodes the term admits.
+func TestRequiredPodAffinityFollowsRunningPods(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
+	packed := gang{name: "packed", members: 1, gpus: 6, runningOn: []string{"n0"},
+		podNotes: []map[string]string{holding("n0", 0, 1, 2, 3, 4, 5)}}
+	db := gang{name: "db", members: 1, gpus: 1, runningOn: []string{"n3"},
+		podNotes: []map[string]string{holding("n3", 0)}}
+	for _, c := range []struct {
+		key  string
+		want func(string) bool
+	}{
+		{"kubernetes.io/hostname", func(n string) bool { return n == "n3" }},
+		{"rack", func(n string) bool { return leafOf(n) == "leaf-b" }},
+	} {
+		job := gang{name: "job", members: 1, gpus: 2, affinity: podAffinity(c.key)}
+		r := runPlanned(t, tp, settings, fourNodes(), []gang{packed, db, job})
+		if got := requireBound(t, tp, r, job); !c.want(got[0]) {
+			t.Fatalf("pod affinity to db at %s, yet bound on %v", c.key, got)
+		}
+		requirePlanned(t, tp, job)
+	}
+}
+
+// TestRunningPodsAntiAffinityKeepsThePlanAway: "guard" runs 4 GPUs on n0 (binpack's choice for a
+// 2-GPU job) and requires that no pod labelled job=job share its node. Kubernetes (and Volcano's
+// predicates plugin) checks an existing pod's anti-affinity against a new pod: n0 is refused, so a
+// plan there would bind nothing. topoplace keeps the job off n0.
+func TestRunningPodsAntiAffinityKeepsThePlanAway(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
+	guard := gang{name: "guard", members: 1, gpus: 4, runningOn: []string{"n0"},
+		podNotes: []map[string]string{holding("n0", 0, 1, 2, 3)},
+		runAffinity: &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"job": "job"}}, TopologyKey: "kubernetes.io/hostname"}}}}}
+	job := gang{name: "job", members: 1, gpus: 2}
+	r := runPlanned(t, tp, settings, fourNodes(), []gang{guard, job})
+	if got := requireBound(t, tp, r, job); got[0] == "n0" {
+		t.Fatalf("guard's anti-affinity forbids n0, yet the job was bound there")
 	}
 	requirePlanned(t, tp, job)
 }

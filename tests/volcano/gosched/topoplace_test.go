@@ -224,18 +224,21 @@ func (tp *topoplace) log() string {
 
 // status is topoplace's GET /status: what its last session planned.
 type status struct {
-	SessionOpen  bool              `json:"sessionOpen"`
-	Jobs         int               `json:"jobs"`
-	GpuTasks     int               `json:"gpuTasks"`
-	Solved       bool              `json:"solved"`
-	SolverStatus string            `json:"solverStatus"`
-	PlacedJobs   []string          `json:"placedJobs"`
-	UnplacedJobs map[string]string `json:"unplacedJobs"`
-	Error        string            `json:"error"`
-	Warnings     []string          `json:"warnings"`
-	OffPlan      []string          `json:"offPlan"`
-	OpenMs       float64           `json:"openMs"`
-	Reused       bool              `json:"reused"`
+	SessionOpen  bool               `json:"sessionOpen"`
+	Jobs         int                `json:"jobs"`
+	GpuTasks     int                `json:"gpuTasks"`
+	Solved       bool               `json:"solved"`
+	SolverStatus string             `json:"solverStatus"`
+	PlacedJobs   []string           `json:"placedJobs"`
+	UnplacedJobs map[string]string  `json:"unplacedJobs"`
+	Error        string             `json:"error"`
+	Warnings     []string           `json:"warnings"`
+	OffPlan      []string           `json:"offPlan"`
+	OpenMs       float64            `json:"openMs"`
+	Reused       bool               `json:"reused"`
+	Calls        map[string]int     `json:"calls"`  // this session's calls, by verb
+	CallMs       map[string]float64 `json:"callMs"` // their server time
+	FullReads    int                `json:"predicateFullReads"`
 }
 
 func (tp *topoplace) status() status {

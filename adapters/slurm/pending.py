@@ -1,0 +1,135 @@
+"""Pending jobs as the agent reads them from ``squeue``, and what they mean for the next plan.
+
+Three questions, all about jobs that wait:
+
+* :func:`held_plans` — which plans of pending jobs still hold their devices (the job will start on
+  them soon), so the next submit is not planned onto the same GPUs;
+* :func:`promised_nodes` — which nodes Slurm's backfill scheduler has promised to an earlier pending
+  job (its ``SchedNodeList`` and expected start): a lower-priority job is started there only if it ends
+  before that start, so a plan pinning a job there makes it wait although Slurm would have started
+  it elsewhere (seen on the real Slurm: three jobs of one bench run pinned to nodes reserved for
+  earlier gangs, all three started elsewhere without the hook);
+* :func:`to_release` — which planned jobs Slurm expects to start only later: their plan no longer
+  steers anything useful, so their node list is cleared and Slurm chooses (their switch-typed GRES
+  stay, and with them GPU↔NIC alignment).
+
+The lines are ``squeue -h -t PD -o "%i|%V|%r|%S|%Y|%k"``: job id, submit time, pending reason,
+expected start, scheduled nodes, comment (last: a comment may hold anything, "|" included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import structlog
+
+from adapters.slurm.hostlist import HostlistError, expand
+from adapters.slurm.plancomment import PLAN_TAG, ParsedPlan, parse_plan_comment
+from adapters.slurm.scontrol import SlurmNode
+
+_log = structlog.get_logger("topoplace.slurm.pending")
+
+SQUEUE_FORMAT = "%i|%V|%r|%S|%Y|%k"
+RELEASED_TAG = "topoplace/released"  # what a released plan's tag becomes in the comment
+# Pending reasons that mean "cannot start now whatever is free": such a job's plan holds nothing.
+NOT_ELIGIBLE = ("JobHeld", "Dependency", "BeginTime", "DependencyNeverSatisfied", "PartitionDown")
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    job_id: str
+    submitted: float | None  # epoch seconds; None: unreadable
+    reason: str
+    start: float | None  # Slurm's expected start (epoch), None: not computed yet ("N/A", "Unknown")
+    sched_nodes: tuple[str, ...]  # backfill's planned nodes for it ("SchedNodeList")
+    comment: str
+    plan: ParsedPlan | None
+
+    @property
+    def eligible(self) -> bool:
+        return not self.reason.startswith(NOT_ELIGIBLE)
+
+
+def _epoch(text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def parse_pending(text: str) -> list[PendingJob]:
+    """Lines of :data:`SQUEUE_FORMAT`; a line that does not have its six fields is skipped (logged)."""
+    jobs = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        fields = line.split("|", 5)
+        if len(fields) != 6 or not fields[0].strip():
+            if line.strip():
+                _log.warning("squeue line not understood", line=number, text=line[:200])
+            continue
+        job_id, submitted, reason, start, sched, comment = fields
+        try:
+            nodes = tuple(expand(sched)) if sched and sched not in ("(null)", "N/A") else ()
+        except HostlistError:
+            nodes = ()
+        jobs.append(
+            PendingJob(
+                job_id=job_id.strip(),
+                submitted=_epoch(submitted),
+                reason=reason,
+                start=_epoch(start),
+                sched_nodes=nodes,
+                comment=comment,
+                plan=parse_plan_comment(comment),
+            )
+        )
+    return jobs
+
+
+def held_plans(jobs: list[PendingJob], nodes: list[SlurmNode], now: float, ttl_s: float) -> list[ParsedPlan]:
+    """The plans of pending jobs that still reserve their devices: not older than ``ttl_s`` (a job
+    that has not started by then will not start on its plan soon), eligible to run (not held, not
+    waiting for a dependency or a begin time), and on nodes that still take jobs."""
+    up = {n.name for n in nodes if n.schedulable}
+    kept = []
+    for job in jobs:
+        if job.plan is None:
+            continue
+        age = now - job.submitted if job.submitted is not None else 0.0  # unreadable: keep (safe side)
+        if age > ttl_s or not job.eligible or not set(job.plan.nodes) <= up:
+            _log.info(
+                "pending plan not reserved", plan_id=job.plan.plan_id, reason=job.reason, age_s=round(age)
+            )
+            continue
+        kept.append(job.plan)
+    return kept
+
+
+def promised_nodes(jobs: list[PendingJob]) -> dict[str, float]:
+    """Node → the earliest expected start of an eligible pending job that backfill will start there.
+    Backfill keeps such a node for that job: a later job may use it only if it ends before then."""
+    promised: dict[str, float] = {}
+    for job in jobs:
+        if not job.eligible or job.start is None:
+            continue
+        for node in job.sched_nodes:
+            promised[node] = min(job.start, promised.get(node, job.start))
+    return promised
+
+
+def to_release(jobs: list[PendingJob], now: float, after_s: float) -> list[PendingJob]:
+    """Planned, eligible pending jobs that Slurm expects to start more than ``after_s`` from now: the
+    nodes their plan pins them to are busy or promised to earlier jobs, and without the pin Slurm
+    might start them elsewhere sooner. Jobs whose start Slurm has not computed yet are left alone."""
+    return [
+        job
+        for job in jobs
+        if job.plan is not None and job.eligible and job.start is not None and job.start - now > after_s
+    ]
+
+
+def released_comment(comment: str) -> str:
+    """The comment with its (last) plan tag renamed: the plan no longer holds devices (held_plans)
+    and the TaskProlog no longer compares the allocation with it; its id stays for the logs."""
+    at = comment.rindex(PLAN_TAG)
+    return comment[:at] + RELEASED_TAG + comment[at + len(PLAN_TAG) :]

@@ -1,0 +1,201 @@
+"""What makes a session cheap must never make it wrong: the node cache, the HyperNode tree reuse,
+the solver process's node table and the predicate reader each give what a full conversion gives,
+and convert again exactly when something they read changed."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from adapters.volcano import batch as batch_mod
+from adapters.volcano import hypernodes as hn
+from adapters.volcano import wire
+from adapters.volcano.extender import NodesUnknown, fingerprint, local_solve, solve_shipped
+from solver.domain.model import Policy
+
+from .conftest import Service
+
+
+def build(body: dict[str, Any], hypernodes: Any, cache: batch_mod.NodeCache) -> batch_mod.Batch:
+    snapshot = wire.snapshot(json.loads(json.dumps(body)))  # fresh dicts, as a new session's
+    fabric = hn.resolve(hypernodes, {n.name: n.labels for n in snapshot.nodes})
+    return batch_mod.build(snapshot, fabric, Policy(time_limit_s=1), cache=cache)
+
+
+def test_unchanged_nodes_are_reused_and_changed_ones_converted(body: dict[str, Any], hypernodes: Any) -> None:
+    cache = batch_mod.NodeCache()
+    first = build(body, hypernodes, cache)
+    assert cache.converted == len(body["Nodes"])
+    again = build(body, hypernodes, cache)
+    assert cache.converted == 0
+    assert all(again.nodes[n] is first.nodes[n] for n in first.nodes), (
+        "the same objects, for the core's memos"
+    )
+    assert fingerprint(again.request, cache) == fingerprint(first.request, cache)
+
+    # A write to one node (its resourceVersion moves) and a task finishing on another (Volcano's
+    # Used/Idle and the pod's version move): exactly those two are converted again.
+    name, other = sorted(body["Nodes"])[:2]
+    changed = copy.deepcopy(body)
+    meta = changed["Nodes"][name]["Node"]["metadata"]
+    meta["resourceVersion"] += "1"
+    meta["annotations"]["volcano.sh/gpu-unhealthy-ids"] = "0"
+    changed["Nodes"][other]["Idle"]["MilliCPU"] -= 1000
+    third = build(changed, hypernodes, cache)
+    assert cache.converted == 2
+    assert not third.nodes[name].gpus[0].healthy, "the change is read, not the cached node"
+    assert third.nodes[sorted(body["Nodes"])[2]] is first.nodes[sorted(body["Nodes"])[2]]
+    assert fingerprint(third.request, cache) != fingerprint(first.request, cache)
+
+
+def test_without_resource_versions_the_whole_node_is_the_key(body: dict[str, Any], hypernodes: Any) -> None:
+    """Hand-made bodies (and the Go harness's objects) carry no resourceVersion: a change anywhere
+    in the NodeInfo still converts the node again."""
+    for info in body["Nodes"].values():
+        info["Node"]["metadata"].pop("resourceVersion", None)
+    cache = batch_mod.NodeCache()
+    build(body, hypernodes, cache)
+    name = sorted(body["Nodes"])[0]
+    body["Nodes"][name]["Node"]["metadata"]["annotations"]["volcano.sh/gpu-unhealthy-ids"] = "0"
+    again = build(body, hypernodes, cache)
+    assert cache.converted == 1
+    assert not again.nodes[name].gpus[0].healthy
+
+
+def test_the_solver_process_table_puts_held_nodes_back(body: dict[str, Any], hypernodes: Any) -> None:
+    """solve_shipped (run here in process, as the solver process runs it): nodes sent once are
+    held; a token it does not hold is refused, never solved without the node."""
+    work = build(body, hypernodes, batch_mod.NodeCache())
+    nodes = work.request.inventory.nodes
+    bare = work.request.model_copy(
+        update={"inventory": work.request.inventory.model_copy(update={"nodes": ()})}
+    )
+    seen: list[Any] = []
+
+    def solve(request: Any, deadline_s: float) -> Any:
+        seen.append(request)
+        return local_solve(request, deadline_s)
+
+    solve_shipped(solve, bare, tuple((id(n), n.model_copy()) for n in nodes), 20.0)
+    result = solve_shipped(solve, bare, tuple((id(n), None) for n in nodes), 20.0)
+    assert seen[1] == work.request, "the request the solver gets is the extender's"
+    assert all(a is b for a, b in zip(seen[0].inventory.nodes, seen[1].inventory.nodes, strict=True)), (
+        "the held node objects themselves, so the core's per-node memos hit"
+    )
+    assert any(j.placed for j in result.jobs)
+    with pytest.raises(NodesUnknown):
+        solve_shipped(local_solve, bare, ((12345, None),), 20.0)
+
+
+def go_order(node: dict[str, Any]) -> dict[str, Any]:
+    """A NodeInfo's keys in Go's field order as far as the reader cares: Name first (the fixture
+    keeps them sorted)."""
+    return {"Name": node["Name"], **{k: v for k, v in node.items() if k != "Name"}}
+
+
+def predicate_body(task: dict[str, Any], node: dict[str, Any]) -> bytes:
+    """As Go's encoding/json writes a PredicateRequest: compact, task first, NodeInfo's Name first."""
+    return json.dumps({"task": task, "node": go_order(node)}, separators=(",", ":")).encode()
+
+
+def test_predicate_reader_reads_what_a_full_parse_reads(body: dict[str, Any]) -> None:
+    reader = wire.PredicateReader()
+    job = body["Jobs"]["team-a/train-16"]
+    tasks = list(job["Tasks"].values())[:3]
+    nodes = list(body["Nodes"].values())[:3]
+    nodes[1] = dict(nodes[1], Tasks={tasks[0]["UID"]: tasks[0]})
+    for task in tasks:
+        for node in nodes:
+            raw = predicate_body(task, node)
+            read = reader.read(raw)
+            assert read is not None
+            parsed = json.loads(raw)
+            assert read == (
+                wire.body_task(parsed),
+                wire.body_node_name(parsed),
+                wire.body_node_task_uids(parsed),
+            )
+    # What it keeps is bounded in bytes: past the bound it starts again, and still reads right.
+    small = wire.PredicateReader()
+    small._KEPT_BYTES = 40_000
+    for task in tasks:
+        for node in nodes:
+            assert small.read(predicate_body(task, node)) == reader.read(predicate_body(task, node))
+            assert small._bytes <= 40_000
+    # Another form (spaces, node first) is left to the full parse.
+    assert reader.read(json.dumps({"task": tasks[0], "node": nodes[0]}).encode()) is None
+    node_first = json.dumps({"node": go_order(nodes[0]), "task": tasks[0]}, separators=(",", ":")).encode()
+    assert reader.read(node_first) is None
+    # The split text inside a string (escaped there) does not fool it.
+    tricky = copy.deepcopy(tasks[0])
+    tricky["Pod"]["metadata"]["annotations"]["note"] = ',"node":{"Name":"gpu-99"}'
+    read = reader.read(predicate_body(tricky, nodes[0]))
+    assert read is not None and read[1] == nodes[0]["Name"]
+
+
+def test_predicate_over_http_same_answers_both_ways(service: Service, body: dict[str, Any]) -> None:
+    """The extender answers a Go-form body (the reader) and a spaced one (full parse) alike, and a
+    broken Go-form body still gets 400 with the reason."""
+    client = service.client
+    client.ok("onSessionOpen", body)
+    assert service.extender.wait_for_solver(120)
+    client.ok("onSessionOpen", body)
+    assert service.extender.plan is not None
+    job = body["Jobs"]["team-a/train-16"]
+    task = next(iter(job["Tasks"].values()))
+    answers = set()
+    for node in body["Nodes"].values():
+        compact = client.post("predicate", None, raw=predicate_body(task, node))
+        spaced = client.post("predicate", None, raw=json.dumps({"task": task, "node": node}).encode())
+        assert compact == spaced and compact[0] == 200
+        answers.add(compact[1]["code"])
+    assert len(answers) == 2, "some nodes admitted, some refused: the test can tell them apart"
+    status, reply = client.post("predicate", None, raw=b'{"task":{"UID":1},"node":{"Name":"x"}}')
+    assert status == 400 and "UID" in reply["error"]
+    calls = client.get("status")["calls"]
+    assert calls["predicate"] == 2 * len(body["Nodes"]) and calls["onSessionOpen"] == 1
+    assert client.get("status")["predicateFullReads"] == len(body["Nodes"]) + 1, (
+        "the spaced bodies and the broken one"
+    )
+
+
+def test_an_open_that_outlasts_the_session_answers_in_time_and_serves_the_next(
+    body: dict[str, Any], hypernodes: Any
+) -> None:
+    """The first open of a large cluster converts every node; when that outlasts Volcano's
+    httpTimeout the open still answers within it (neutrally: no plan), the conversion goes on, and
+    a later session of the same snapshot has the plan. Slowness is a real sleep in the HyperNode
+    source, which the open calls while converting."""
+    import time
+
+    from adapters.volcano.extender import Config, Extender
+    from adapters.volcano.patcher import RecordingPatcher
+
+    slow = [1.5]
+
+    def source() -> Any:
+        time.sleep(slow.pop() if slow else 0)
+        return hypernodes
+
+    extender = Extender(
+        solve=local_solve, patcher=RecordingPatcher(), hypernodes=source, config=Config(http_timeout_s=0.5)
+    )
+    try:
+        started = time.perf_counter()
+        assert extender.on_session_open(copy.deepcopy(body)) == {}
+        assert time.perf_counter() - started < 0.5, "answered within Volcano's timeout"
+        assert extender.plan is None and "took longer than the session" in extender.status.error
+        placed = False
+        for _ in range(20):  # the late conversion, then the solve, finish; a later session plans
+            time.sleep(0.5)
+            extender.on_session_close({})
+            extender.on_session_open(copy.deepcopy(body))
+            if extender.plan is not None and extender.status.placed_jobs:
+                placed = True
+                break
+        assert placed, extender.status
+    finally:
+        extender.close()
