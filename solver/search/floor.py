@@ -463,9 +463,15 @@ def portfolio(
     no answer is worse than it. ``floor``: the indexes of an earlier pass over the same problem."""
     floor = floor or Floor(problem, compiled)
     out: list[Candidate] = []
+    tried: set[tuple[int, ...]] = set()
     for name, order in orders(problem, floor, passes, seed):
         if out and time.perf_counter() >= deadline:
             break
+        if tuple(order) in tried:
+            # The same order places the same plan: a one-job step of a replay window ran 36 of
+            # them, half its time (bench/RESULTS-replay.md, session 9).
+            continue
+        tried.add(tuple(order))
         cancellation.check()  # a caller gone stops the floor between placers (solver.domain.cancel)
         plan = complete(problem, compiled, greedy_hint(problem, compiled, jobs=order, floor=floor))
         out.append(Candidate(name, plan, tuple(t.value_of(plan) for t in compiled.tiers)))
