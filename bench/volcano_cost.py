@@ -47,7 +47,6 @@ from typing import Any
 
 import yaml
 
-from adapters.volcano import annotations as ann
 from bench.provenance import commit, machine
 from fixtures.volcano import build
 
@@ -99,22 +98,7 @@ def jobs(scale: float) -> list[tuple[build.GroupSpec, list[build.PodSpec]]]:
 def cluster(nodes: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(onSessionOpen body, HyperNode objects) for ``nodes`` nodes."""
     objects = build.hypernodes_2tier(nodes // PER_LEAF, PER_LEAF, LEAVES_PER_SPINE, WIDTH)
-    running = []
-    for i in range(0, nodes, 3):
-        name = build.node_name(i, WIDTH)
-        held = 2 + (i % 5)
-        ids = "".join(f"{build.gpu_uuid(name, g)},NVIDIA,{build.GPU_MEM},100:" for g in range(held))
-        running.append(
-            build.PodSpec(
-                "prod",
-                f"svc-{i}",
-                f"svc-{i}",
-                "worker",
-                gpus=held,
-                node=name,
-                annotations={ann.VGPU_IDS: ids},
-            )
-        )
+    running = build.running_on_every_third(nodes, WIDTH)
     body = build.session(jobs(nodes / 1024), build.cluster_nodes(nodes, PER_LEAF, WIDTH), running)
     return body, objects
 

@@ -22,7 +22,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from adapters.volcano import annotations as ann
 from adapters.volcano import hypernodes as hn
 from adapters.volcano.extender import Config, Extender, local_solve
 from adapters.volcano.patcher import RecordingPatcher
@@ -40,22 +39,7 @@ def cluster() -> tuple[dict[str, Any], tuple[hn.HyperNode, ...]]:
     problems: list[Any] = []
     hypernodes = tuple(h for h in (hn.parse(o, "bench", problems) for o in objects) if h is not None)
     assert not problems, problems
-    running = []
-    for i in range(0, NODES, 3):
-        name = build.node_name(i, WIDTH)
-        held = 2 + (i % 5)
-        ids = "".join(f"{build.gpu_uuid(name, g)},NVIDIA,{build.GPU_MEM},100:" for g in range(held))
-        running.append(
-            build.PodSpec(
-                "prod",
-                f"svc-{i}",
-                f"svc-{i}",
-                "worker",
-                gpus=held,
-                node=name,
-                annotations={ann.VGPU_IDS: ids},
-            )
-        )
+    running = build.running_on_every_third(NODES, WIDTH)
     return build.session(jobs(), nodes, running), hypernodes
 
 
