@@ -19,7 +19,7 @@ from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import normalise
 from solver.reduce.pools import pool
 from solver.reduce.rails import expand_rails
-from solver.search.floor import portfolio
+from solver.search.floor import Floor, portfolio
 from solver.solve import solve
 from tests import kit
 
@@ -110,3 +110,15 @@ def test_an_order_already_tried_is_not_run_again() -> None:
     # Two jobs of different sizes have two orders: largest first, and the queue's (smallest first).
     _, candidates = floor_of(kit.request([kit.node("n0")], [kit.job("a", 1), kit.job("b", 2)]))
     assert sorted(c.placer for c in candidates) == ["largest-first", "queue"]
+
+
+def test_the_searchs_repack_runs_only_when_its_passes_fit_the_time_left() -> None:
+    req = kit.request([kit.node("n0"), kit.node("n1")], [kit.job("a", 1), kit.job("b", 2)])
+    pooled, pools = pool(req)
+    problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
+    compiled = compile_model(problem, req.policy)
+    floor = Floor(problem, compiled)
+    plan = portfolio(problem, compiled, time.perf_counter() + 60, floor=floor)[0].plan
+    assert solver.solve.repack_in_time(problem, compiled, plan, floor, time.perf_counter()) is None
+    repacked = solver.solve.repack_in_time(problem, compiled, plan, floor, time.perf_counter() + 60)
+    assert repacked is not None and all(t.value_of(repacked) >= t.value_of(plan) for t in compiled.tiers[:2])
