@@ -8,7 +8,7 @@ from ortools.sat.python import cp_model
 
 from solver.compile import Tier
 from solver.compile.objective import is_placed_work
-from solver.domain.model import ObjectiveTier, PriorityMode, SolveStatus, TierValue
+from solver.domain.model import ObjectiveTier, PriorityMode, ReasonCode, SolveStatus, TierValue
 from solver.domain.validate import validate
 from solver.search import tiers
 from solver.search.tiers import TierOutcome
@@ -34,12 +34,17 @@ def test_strict_priority_is_the_default_and_never_trades_a_higher_priority_gpu_a
     names = [v.name for v in result.objectives][:2]
     assert names == ["placed_work.priority_1", "placed_work.priority_0"]
     assert kit.placed_work(result) == (1000, 0) and result.status == SolveStatus.OPTIMAL
+    low = next(jr for jr in result.jobs if jr.job_id == "low")
+    assert low.reason.code == ReasonCode.OUTPRIORITISED
+    assert "jobs of higher priority (high) took the room" in low.reason.message
 
 
 def test_weighted_priority_places_more_lower_priority_work_when_it_weighs_more() -> None:
     result = solve(trade_off(priority_mode=PriorityMode.WEIGHTED))
     assert placed(result) == {"low"}
     assert result.objectives[0].name == "placed_work" and kit.placed_work(result) == (3000,)
+    high = next(jr for jr in result.jobs if jr.job_id == "high")
+    assert "the batch's other jobs (low) are worth more under the objective" in high.reason.message
 
 
 def test_one_priority_level_has_one_placed_work_tier_in_either_mode() -> None:

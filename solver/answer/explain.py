@@ -36,6 +36,7 @@ from solver.domain.model import (
     MemberShape,
     NicMode,
     NicRequest,
+    PriorityMode,
     Reason,
     ReasonCode,
     Requirement,
@@ -78,6 +79,11 @@ def explain(
     return tuple(out)
 
 
+def listed(ids: Sequence[str]) -> str:
+    """The first three job ids, and how many more."""
+    return ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+
+
 def why_unplaced(
     problem: Normalised,
     compiled: Compiled,
@@ -99,11 +105,21 @@ def why_unplaced(
 
     alone = ask(job)
     others = sorted(placed - {job.id})
-    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    priority = {other.id: other.priority for other in problem.request.jobs}
+    higher = [o for o in others if priority.get(o, 0) > job.priority]
+    if higher and problem.request.policy.priority_mode != PriorityMode.WEIGHTED:
+        # Under STRICT priority that is the whole reason: no lower level's work counts against it.
+        message = (
+            f"it fits on the free cluster alone, but jobs of higher priority ({listed(higher)}) took the room"
+        )
+    else:
+        message = (
+            f"it fits on the free cluster alone, but the batch's other jobs ({listed(others)}) are worth "
+            "more under the objective and took the room"
+        )
     outprioritised = Reason(
         code=ReasonCode.OUTPRIORITISED,
-        message=f"it fits on the free cluster alone, but the batch's other jobs ({shown}) are worth "
-        "more under the objective and took the room",
+        message=message,
         relaxation="raise its priority, or submit it again when capacity frees up",
     )
     if alone:
