@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, assume, given, settings
 from ortools.sat.python import cp_model
 
-from solver.compile import Tier
+from solver.compile import Compiled, Tier
 from solver.compile.objective import is_placed_work
 from solver.domain.model import ObjectiveTier, PriorityMode, ReasonCode, SolveStatus, TierValue
 from solver.domain.validate import validate
@@ -96,12 +96,16 @@ def test_a_block_not_proven_bounds_its_first_level_by_what_the_merged_bound_leav
     a, b = model.new_int_var(0, 5, "a"), model.new_int_var(0, 7, "b")
     high = Tier.of(ObjectiveTier.PLACED_WORK, "placed_work.priority_1", [(1000, a)], 5000)
     low = Tier.of(ObjectiveTier.PLACED_WORK, "placed_work.priority_0", [(1000, b)], 7000)
-    merged = tiers.block_tier(model, [high, low])
+    # Only the model and its tiers are read by the search's steps.
+    compiled = Compiled(model, {}, {}, {}, {}, {}, {}, None, None, (high, low))  # type: ignore[arg-type]
+    (step,) = tiers.steps(compiled)
+    merged = step.merged
+    assert merged is not None and step.tiers == (high, low)
     assert [c for c, _ in merged.terms] == [8, 1]  # in GPUs (gcd 1000), a unit of `a` outweighs all b
     found = TierOutcome(
         TierValue(tier=ObjectiveTier.PLACED_WORK, value=8 * 2 + 3, bound=8 * 4 + 7, optimal=False),
         {"a": 2, "b": 3},
     )
-    first, second = tiers.block_outcomes([high, low], merged, found)
+    first, second = tiers.block_outcomes(step, found)
     assert (first.value.value, first.value.bound) == (2000, 4000)  # 39 // 8 = 4 GPUs at most
     assert (second.value.value, second.value.bound) == (3000, 7000) and not second.value.optimal

@@ -75,9 +75,8 @@ def solve_lexicographic(
             return merged
         hint = found or hint  # not proven in its share of the time: tier by tier, from what it found
     tried_repack = False
-    for first, block in steps(compiled):
-        i = first
-        tier = block[0] if len(block) == 1 else block_tier(model, block)
+    for step in steps(compiled):
+        i, block, tier = step.first, step.tiers, step.tier
         remaining = deadline - time.perf_counter()
         # Each tier gets its weight's part of what is left; time a tier does not use flows down.
         weight = sum(weights[i : i + len(block)])
@@ -113,7 +112,7 @@ def solve_lexicographic(
             outcome = TierOutcome(kept, hint)
         ms = (time.perf_counter() - started) * 1000
         outcome = TierOutcome(outcome.value.model_copy(update={"ms": ms}), outcome.solution)
-        parts = [outcome] if len(block) == 1 else block_outcomes(block, tier, outcome)
+        parts = [outcome] if step.merged is None else block_outcomes(step, outcome)
         outcomes += parts
         if outcome.solution is not None:
             hint = polish(outcome.solution) if polish else outcome.solution
@@ -123,66 +122,74 @@ def solve_lexicographic(
     return outcomes
 
 
-def steps(compiled: Compiled) -> list[tuple[int, tuple[Tier, ...]]]:
-    """The tiers as the search takes them, each with the index of its first tier: one at a time,
-    except a STRICT batch's priority levels (consecutive placed-work tiers), searched as one
-    lexicographic sum (:func:`block_tier`) where its weights stay exact — one search instead of one
-    a level: on 4,096 nodes x 500 jobs each level's search alone spent its time in presolve and
-    proved nothing."""
-    out: list[tuple[int, tuple[Tier, ...]]] = []
+@dataclass(frozen=True)
+class Step:
+    """Tiers the search takes together: one tier, or a STRICT batch's priority levels as ``merged``,
+    one sum in which a GPU of a level outweighs everything below it."""
+
+    first: int  # the index of its first tier
+    tiers: tuple[Tier, ...]
+    merged: Tier | None = None
+    top_weight: int = 1  # what one unit of the first tier's scaled terms weighs in ``merged``
+    top_unit: int = 1  # that unit in the first tier's own terms (their gcd)
+
+    @property
+    def tier(self) -> Tier:
+        return self.merged or self.tiers[0]
+
+
+def steps(compiled: Compiled) -> list[Step]:
+    """The tiers as the search takes them: one at a time, except a STRICT batch's priority levels
+    (consecutive placed-work tiers), searched as one lexicographic sum where its weights stay exact
+    (:func:`merged_weights` of the tiers scaled by their gcd, spans from each level's own bound,
+    which holds in every plan: its terms are non-negative) — one search instead of one a level: on
+    4,096 nodes x 500 jobs each level's search alone spent its time in presolve and proved nothing."""
+    out: list[Step] = []
     tiers = compiled.tiers
     i = 0
     while i < len(tiers):
         j = i + 1
-        if is_placed_work(tiers[i].name):
-            while j < len(tiers) and is_placed_work(tiers[j].name):
-                j += 1
-            if (
-                j - i > 1
-                and merged_weights(compiled.model, [scaled(t) for t in tiers[i:j]], bounded=True) is None
-            ):
-                j = i + 1  # weights would not stay exact: one level at a time
-        out.append((i, tuple(tiers[i:j])))
+        while is_placed_work(tiers[i].name) and j < len(tiers) and is_placed_work(tiers[j].name):
+            j += 1
+        block = tiers[i:j]
+        units = [unit(t) for t in block]
+        parts = [
+            Tier(t.tier, t.name, tuple((c // g, v) for c, v in t.terms), t.upper // g)
+            for t, g in zip(block, units, strict=True)
+        ]
+        weights = merged_weights(compiled.model, parts, bounded=True) if len(block) > 1 else None
+        if weights is None:
+            out.append(Step(i, (tiers[i],)))  # one tier, or weights that would not stay exact
+            i += 1
+            continue
+        terms = tuple((w * c, v) for w, t in zip(weights, parts, strict=True) for c, v in t.terms)
+        upper = sum(w * t.upper for w, t in zip(weights, parts, strict=True))
+        merged = Tier(block[0].tier, "+".join(t.name for t in block), terms, upper)
+        out.append(Step(i, tuple(block), merged, weights[0], units[0]))
         i = j
     return out
 
 
-def scaled(tier: Tier) -> Tier:
-    """The tier with its coefficients divided by their greatest common divisor (milli-GPU work of
-    whole GPUs counts in thousands): the same optimum, spans a thousand times smaller, so more
+def unit(tier: Tier) -> int:
+    """The greatest common divisor of a tier's coefficients (1,000 for milli-GPU work of whole
+    GPUs): dividing by it keeps the optimum and makes the spans a thousand times smaller, so more
     tiers fit under exact lexicographic weights."""
-    g = gcd(*(c for c, _ in tier.terms)) or 1
-    return Tier(tier.tier, tier.name, tuple((c // g, v) for c, v in tier.terms), tier.upper // g)
+    return gcd(*(c for c, _ in tier.terms)) or 1
 
 
-def block_tier(model: cp_model.CpModel, block: Sequence[Tier]) -> Tier:
-    """Placed-work tiers (non-negative terms, each bounded by its ``upper`` in every plan) as one sum
-    in which a unit of a tier outweighs everything below it (:func:`merged_weights` of the
-    :func:`scaled` tiers)."""
-    parts = [scaled(t) for t in block]
-    weights = merged_weights(model, parts, bounded=True)
-    assert weights is not None  # steps() keeps a block only where they are exact
-    terms = tuple((w * c, v) for w, t in zip(weights, parts, strict=True) for c, v in t.terms)
-    upper = sum(w * t.upper for w, t in zip(weights, parts, strict=True))
-    return Tier(block[0].tier, "+".join(t.name for t in block), terms, upper)
-
-
-def block_outcomes(block: Sequence[Tier], merged: Tier, outcome: TierOutcome) -> list[TierOutcome]:
-    """One outcome per tier of a block searched as ``merged``: each tier's value in the plan and the
-    block's search time; proven optimal all together, or else the first tier bounded by what the
+def block_outcomes(step: Step, outcome: TierOutcome) -> list[TierOutcome]:
+    """One outcome per tier of a block searched as ``step.merged``: each tier's value in the plan and
+    the block's search time; proven optimal all together, or else the first tier bounded by what the
     merged bound leaves it (the tiers below add nothing negative) and the rest by their trivial
     bounds."""
     plan = outcome.solution
-    first = scaled(block[0])
-    weight = merged.terms[0][0] // first.terms[0][0] if first.terms else 1
-    g = block[0].terms[0][0] // first.terms[0][0] if first.terms else 1
     out = []
-    for k, tier in enumerate(block):
+    for k, tier in enumerate(step.tiers):
         value = float(tier.value_of(plan)) if plan else 0.0
         if outcome.value.optimal:
             bound = value
         elif k == 0:
-            bound = min(float(tier.upper), (outcome.value.bound // weight) * g)
+            bound = min(float(tier.upper), (outcome.value.bound // step.top_weight) * step.top_unit)
         else:
             bound = float(tier.upper)
         # Every level was searched, together, for the block's time.
