@@ -61,6 +61,7 @@ from adapters.slurm.pending import (
     to_release,
 )
 from adapters.slurm.place_client import peer_uid
+from adapters.slurm.place_client import render as render_lines
 from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, to_slurm_plan
 from adapters.slurm.scontrol import SlurmNode, parse_show_node
 from adapters.slurm.topology_conf import SlurmTopology, parse_topology_conf, parse_topology_yaml
@@ -693,9 +694,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(200, self.agent.place(desc))
 
     def _reply(self, code: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
+        # job_submit.lua talking to the socket itself asks for the client's line format, so that
+        # slurmctld's Lua needs no JSON parser (place_client.render is the one writer of that format).
+        lines = "text/plain" in (self.headers.get("Accept") or "") if self.headers else False
+        data = render_lines(body).encode() if lines else json.dumps(body).encode()
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/plain" if lines else "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
