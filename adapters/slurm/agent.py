@@ -195,7 +195,7 @@ class Agent:
         pending = parse_pending(self._run([self.config.squeue, "-h", "-t", "PD", "-o", SQUEUE_FORMAT]))
         nodes = parse_show_node(self._run([self.config.scontrol, "-o", "show", "node", "-d"]))
         now = time.time()
-        released = self._release(pending, now)
+        released = self._release(pending, now, nodes)
         kept = [job for job in pending if job.job_id not in released]
         held = held_plans(kept, nodes, now, self.config.plan_ttl_s)
         with self._refresh_lock:  # the node cache is not for two builders at once
@@ -256,7 +256,7 @@ class Agent:
         except InvalidRequest as err:
             return None, err  # said at the next submit ("bad site data"), as the files are read
 
-    def _release(self, pending: list[PendingJob], now: float) -> set[str]:
+    def _release(self, pending: list[PendingJob], now: float, nodes: list[SlurmNode]) -> set[str]:
         """Clear the node list of planned jobs Slurm will not start soon (:func:`to_release`): the
         plan only steers while its nodes are free; after that Slurm's own choice is as good or
         better. Their comment's plan tag is renamed in the same update, so the plan stops holding
@@ -264,7 +264,7 @@ class Agent:
         if self.config.release_after_s <= 0:
             return set()
         released = set()
-        for job in to_release(pending, now, self.config.release_after_s):
+        for job, why in to_release(pending, now, self.config.release_after_s, nodes):
             try:
                 self._run(
                     [
@@ -285,7 +285,7 @@ class Agent:
                 plan_id=job.plan.plan_id if job.plan else "",
                 nodes=sorted(job.plan.nodes) if job.plan else [],
                 reason=job.reason,
-                expected_start_in_s=round((job.start or now) - now),
+                why=why,
             )
         return released
 
