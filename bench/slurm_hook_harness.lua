@@ -22,7 +22,7 @@ slurm = {
   log_info = log("info"), log_error = log("error"), log_user = log("user"), log_debug = log("debug"),
 }
 dofile(script)
-local numbers = { min_nodes = true, max_nodes = true, num_tasks = true, time_limit = true }
+local numbers = { min_nodes = true, max_nodes = true, num_tasks = true, time_limit = true, het_job_offset = true }
 for line in io.stdin:lines() do
   local job = { environment = {} }
   for key, value in line:gmatch("([%w_]+)=(%S*)") do

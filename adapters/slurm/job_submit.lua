@@ -285,6 +285,19 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   load_config()
   if config.enabled ~= "yes" or not wants_gpus(job_desc) then return slurm.SUCCESS end
   job_desc_being_submitted = job_desc
+  -- A heterogeneous job reaches this hook one component at a time (Slurm 22.05: het_job_offset 0, 1,
+  -- …; NO_VAL for other jobs) with no count of components, so it cannot be planned whole here: it is
+  -- left to Slurm, said to the user and the log (a gpu:<model> request still gets the model rewrite).
+  local het_offset = tonumber(job_desc.het_job_offset)
+  if het_offset ~= nil and het_offset < 4294967294 then
+    local model = untype_models(job_desc)
+    local extra = model and ("; gpu:" .. model .. " asked as untyped GPUs with feature " .. model) or ""
+    slurm.log_info("topoplace: heterogeneous job component %d left to Slurm (components are not planned together)%s",
+      het_offset, extra)
+    slurm.log_user("topoplace: heterogeneous job component %d is not planned (components are not planned together); Slurm places it as submitted%s",
+      het_offset, extra)
+    return slurm.SUCCESS
+  end
   local answer, err = ask_topoplace(job_desc, submit_uid)
   if answer == nil then return failed(err) end
   local message = answer.message or ""

@@ -287,6 +287,22 @@ def test_a_held_job_whose_planned_node_drains_is_released_and_runs_elsewhere(har
         harness.cluster.run("scancel", job_id)
 
 
+def test_a_heterogeneous_job_is_left_to_slurm_and_said_so(harness: Harness) -> None:
+    """Each component of ``sbatch … : …`` reaches job_submit.lua on its own (het_job_offset 0, 1):
+    not planned (no component count to plan them whole), the user and slurmctld's log are told, and
+    Slurm runs the job as submitted."""
+    code, job_id, err, _ = harness.sbatch("--gres=gpu:1", "-t", "5", ":", "--gres=gpu:2", "-t", "5")
+    assert code == 0, err
+    assert "heterogeneous job component 0 is not planned" in err, err
+    assert "heterogeneous job component 1 is not planned" in err, err
+    job_id = job_id.split("+")[0].split(";")[0]
+    job = harness.wait_running(job_id, timeout_s=60)
+    assert not job["Plan"] and job["ReqNodeList"] == "(null)", job
+    log = (harness.cluster.root / "log" / "slurmctld.log").read_text()
+    assert "heterogeneous job component 1 left to Slurm" in log
+    harness.cluster.run("scancel", job_id)
+
+
 def h_gpus(h: Harness, alloc: dict[str, str], node: str) -> list[int]:
     return h.allocated(node, next(g for hl, g in alloc.items() if node in expand(hl)))[0]
 

@@ -186,3 +186,22 @@ def test_direct_no_uses_the_client_process(hookdir: Path) -> None:
         agent.close()
     assert (rc, req_nodes, comment) == (0, "gn07", "topoplace/v1 plan")
     assert b"Accept: text/plain" not in agent.requests[0]  # the client asks for JSON
+
+
+def test_heterogeneous_job_components_are_left_to_slurm_with_a_message(hookdir: Path) -> None:
+    """Slurm 22.05 hands each component of ``sbatch … : …`` to the hook on its own, with
+    ``het_job_offset`` 0, 1, … (NO_VAL = 4294967294 for other jobs; checked on the emulated cluster):
+    no component count, so no whole plan. Each is left to Slurm, said to the user and the log; the
+    agent is not asked. A plain job (NO_VAL) is planned as usual."""
+    agent = FakeAgent(hookdir / "agent.sock", ANSWER)
+    conf = f"agent = unix:{hookdir / 'agent.sock'}\n"
+    try:
+        het = "het_job_offset=1 min_nodes=1 max_nodes=1 tres_per_node=gres:gpu:2"
+        _, rc, req_nodes, _, log = submit(hookdir, conf, het)
+        assert (rc, req_nodes) == (0, "")
+        assert "heterogeneous job component 1 is not planned" in log and agent.requests == []
+        plain = "het_job_offset=4294967294 min_nodes=1 max_nodes=1 tres_per_node=gres:gpu:2"
+        _, rc, req_nodes, _, _ = submit(hookdir, conf, plain)
+        assert (rc, req_nodes) == (0, "gn07") and len(agent.requests) == 1
+    finally:
+        agent.close()
