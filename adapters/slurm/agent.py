@@ -54,7 +54,6 @@ from adapters.slurm.nodetypes import TopoDir
 from adapters.slurm.pending import (
     SQUEUE_FORMAT,
     PendingJob,
-    awaiting_backfill,
     held_plans,
     parse_pending,
     promised_nodes,
@@ -100,9 +99,6 @@ class AgentConfig:
     # A planned job Slurm expects to start later than this from now has its node list cleared (Slurm
     # chooses; the switch-typed GRES stay). 0 turns releasing off.
     release_after_s: float = 30.0
-    # Do not pin a job while an earlier job left to Slurm has no backfill start yet (pending.py's
-    # awaiting_backfill): the pin could land on the nodes backfill is about to promise it.
-    wait_for_backfill: bool = True
     command_timeout_s: float = 5.0
     debug_dir: Path | None = None  # when set, every solve request is written there (for bug reports)
 
@@ -119,7 +115,6 @@ class _Snapshot:
     error: InvalidRequest | None = None
     models: tuple[str, ...] = ()  # GPU models present
     features: frozenset[str] = frozenset()
-    awaiting_backfill: tuple[str, ...] = ()  # job ids: earlier jobs whose nodes backfill has yet to choose
 
 
 @dataclass
@@ -162,7 +157,6 @@ class Agent:
     _node_cache: NodeCache = field(default_factory=NodeCache)
     _topo: tuple[int, TopoDir] | None = None
     _refresh_lock: threading.Lock = field(default_factory=threading.Lock)
-    _left_to_queue_at: float = float("-inf")  # monotonic time of the last "no room now" answer
 
     # ----------------------------------------------------------------- inputs
 
@@ -219,7 +213,6 @@ class Agent:
                 else ()
             ),
             features=frozenset(f for n in nodes for f in n.features),
-            awaiting_backfill=tuple(awaiting_backfill(kept, now)),
         )
 
     def warm(self) -> None:
@@ -453,14 +446,6 @@ class Agent:
             answer["message"] = f"{answer.get('message', '')}; {note}".lstrip("; ")
             answer["notice"] = answer["message"]
 
-    def _awaiting_backfill(self, snapshot: _Snapshot) -> str:
-        """Earlier jobs left to Slurm whose nodes backfill has not chosen yet: those the snapshot
-        shows, and a "no room now" answer given after the snapshot was read (not in it yet)."""
-        ids = list(snapshot.awaiting_backfill)
-        if self._left_to_queue_at > snapshot.taken:
-            ids.append("just submitted")
-        return ", ".join(ids)
-
     def _stage(self, name: str, since: float) -> float:
         now = time.perf_counter()
         self._stages[name] = self._stages.get(name, 0.0) + (now - since) * 1000
@@ -496,14 +481,6 @@ class Agent:
                 "message": "topoplace: this job can never fit this cluster: it needs "
                 f"{spec.nodes} distinct nodes with {spec.gpus_per_node} GPUs each, and only {hosts} exist",
             }
-        if self.config.wait_for_backfill and (waiting := self._awaiting_backfill(snapshot)):
-            # Not pinned: an earlier job waits for backfill to choose its nodes, and a pin onto one
-            # of them would make this job wait too; Slurm's own choice avoids them.
-            return {
-                "action": "pass",
-                "message": f"topoplace: not pinned: Slurm's backfill has yet to choose nodes for earlier "
-                f"job(s) {waiting}; left to Slurm",
-            }
         request = self._request(inventory.inventory, spec)
         self._stage("job", mark)
         if self.config.debug_dir is not None:
@@ -527,7 +504,6 @@ class Agent:
                     "action": "never_fits",
                     "message": f"topoplace: this job can never fit this cluster: {reason}",
                 }
-            self._left_to_queue_at = time.monotonic()
             return {"action": "pass", "message": f"topoplace: no room now ({reason}); left to Slurm's queue"}
         try:
             plan = to_slurm_plan(job, spec, inventory)

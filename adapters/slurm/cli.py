@@ -77,12 +77,6 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         help="seconds: a planned job Slurm expects to start later than this is released to Slurm's "
         "choice of nodes (0: never)",
     )
-    agent.add_argument(
-        "--pin-before-backfill",
-        action="store_true",
-        help="pin jobs even while an earlier job left to Slurm has no backfill start yet (default: "
-        "such jobs are left to Slurm, since the pin may land on nodes backfill is about to promise)",
-    )
     agent.set_defaults(run=run_agent)
 
     place = commands.add_parser("place", help="job description JSON on stdin → hook instructions")
@@ -213,7 +207,6 @@ def run_agent(args: argparse.Namespace) -> int:
         time_limit_s=args.time_limit,
         alignment=Requirement[args.alignment.upper()],
         release_after_s=args.release_after,
-        wait_for_backfill=not args.pin_before_backfill,
     )
     try:
         running = serve_agent(

@@ -166,29 +166,6 @@ def to_release(
     return out
 
 
-# How long an unplanned pending job without a start estimate counts as "backfill has not chosen its
-# nodes yet" (bounded: a job backfill never reaches must not stop every plan).
-AWAITING_BACKFILL_S = 30.0
-
-
-def awaiting_backfill(jobs: list[PendingJob], now: float) -> list[str]:
-    """Eligible pending jobs left to Slurm (no plan) that backfill has not scheduled yet (no expected
-    start), submitted in the last :data:`AWAITING_BACKFILL_S`: backfill is about to promise them
-    nodes, and which ones is not known yet. A job pinned now may land on one of them and then wait
-    for it (seen on the real Slurm, bench seed 1: two 1-GPU jobs pinned to gn28 a moment before
-    backfill promised gn28 to a just-submitted gang; typed GRES alone started both elsewhere)."""
-    return [
-        job.job_id
-        for job in jobs
-        if job.eligible
-        and job.plan is None
-        and RELEASED_TAG not in job.comment
-        and job.start is None
-        and job.submitted is not None
-        and now - job.submitted < AWAITING_BACKFILL_S
-    ]
-
-
 def released_comment(comment: str) -> str:
     """The comment with its (last) plan tag renamed: the plan no longer holds devices (held_plans)
     and the TaskProlog no longer compares the allocation with it; its id stays for the logs."""

@@ -460,29 +460,6 @@ def test_pending_jobs_promised_nodes_and_releases() -> None:
     assert parse_pending(f"153|{at(-1)}|Priority|{at(120)}|gn28|{comment}")[0].plan is None
 
 
-def test_jobs_awaiting_backfill_are_the_recent_unplanned_eligible_ones_without_a_start() -> None:
-    from adapters.slurm.pending import awaiting_backfill, parse_pending
-
-    now = datetime(2026, 12, 4, 10, 0, 0)
-
-    def ago(seconds: float) -> str:
-        return (now - timedelta(seconds=seconds)).isoformat(timespec="seconds")
-
-    jobs = parse_pending(
-        "\n".join(
-            [
-                f"301|{ago(2)}|Priority|N/A|(null)|",  # the gang just left to Slurm: awaiting
-                f"302|{ago(2)}|Priority|{ago(-60)}|gn[01-02]|",  # backfill chose its nodes
-                f"303|{ago(120)}|Priority|N/A|(null)|",  # never reached by backfill: not forever
-                f"304|{ago(2)}|JobHeldUser|N/A|(null)|",  # held: backfill does not plan it
-                f"305|{ago(2)}|Priority|N/A|(null)|topoplace/v1 id=x gn03:gpu=0:nic=",  # pinned by us
-                f"306|{ago(2)}|Priority|N/A|(null)|topoplace/released id=y gn04:gpu=0:nic=",
-            ]
-        )
-    )
-    assert awaiting_backfill(jobs, now.timestamp()) == ["301"]
-
-
 def test_plans_gone_stale_are_released_at_once_with_the_reason() -> None:
     """A plan stays true or is let go: a held job pinned to a node that is then drained, or an
     eligible job whose planned node others filled, is released now (not 30 s after Slurm's start
@@ -559,45 +536,6 @@ def test_agent_does_not_pin_a_job_to_nodes_promised_to_earlier_jobs(tmp_path: Pa
     assert node(time_limit=10) == "gpu02"
     assert node(time_limit=60) == "gpu01"
     assert node() == "gpu01"
-
-
-@pytest.mark.needs_pipeline
-def test_agent_does_not_pin_while_an_earlier_job_awaits_backfill(tmp_path: Path, fixtures: Path) -> None:
-    """A job left to Slurm a moment ago has no backfill start yet: the next job is not pinned (the
-    pin could land on the nodes backfill is about to promise it) and the answer says why; once
-    backfill has scheduled it, jobs are planned again. ``--pin-before-backfill`` keeps pinning."""
-    from solver.solve import solve
-
-    scontrol, _ = _fake_slurm(tmp_path, fixtures)
-    squeue = tmp_path / "squeue-awaiting"
-    submitted = (datetime.now() - timedelta(seconds=3)).isoformat(timespec="seconds")
-    squeue.write_text(f"#!/bin/sh\necho '9|{submitted}|Priority|N/A|(null)|'\n")
-    squeue.chmod(0o755)
-
-    def agent_with(**config: object) -> Agent:
-        agent = Agent(
-            AgentConfig(
-                solver="unused",
-                topo_dir=fixtures / "topo",
-                gres_conf=fixtures / "gres.conf",
-                scontrol=scontrol,
-                squeue=str(squeue),
-                **config,  # type: ignore[arg-type]
-            ),
-            solve_fn=lambda request, timeout: solve(request, deadline_s=timeout),
-        )
-        agent.refresh()
-        return agent
-
-    job = {"min_nodes": 1, "tres_per_node": "gres:gpu:2", "time_limit": 10}
-    answer = agent_with().place(job)
-    assert answer["action"] == "pass" and "backfill has yet to choose nodes for earlier job(s) 9" in (
-        answer["message"]
-    ), answer
-    assert agent_with(wait_for_backfill=False).place(job)["action"] == "apply"
-    start = (datetime.now() + timedelta(minutes=30)).isoformat(timespec="seconds")
-    squeue.write_text(f"#!/bin/sh\necho '9|{submitted}|Resources|{start}|gpu02|'\n")
-    assert agent_with().place(job)["action"] == "apply"
 
 
 def test_candidate_nodes_cut_alike_nodes_keep_the_closest_misses_and_the_ruler(agent: Agent) -> None:
