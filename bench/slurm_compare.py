@@ -240,7 +240,9 @@ def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = N
                     topology=etc / "topology.conf",
                 )
             )
-            running = serve_agent(agent)
+            # The documented form: a unix socket, which job_submit.lua asks itself (luaposix) when
+            # installed — no client process per submit (runs before session 10's end used TCP).
+            running = serve_agent(agent, unix=workdir / "agent.sock")
             cluster.write_hook_conf({"agent": running.address, "enabled": "yes"})
             agent.refresh()
         ids = []
