@@ -18,7 +18,7 @@ from solver.answer.explain import explain
 from solver.answer.measures import cluster_metrics
 from solver.answer.unpool import unpool
 from solver.answer.verify import verify
-from solver.compile import Compiled, compile_model
+from solver.compile import Compiled, compile_model, cost
 from solver.compile.objective import is_placed_work, priority_levels
 from solver.domain import cancel as cancellation
 from solver.domain.cancel import Cancel
@@ -38,6 +38,7 @@ from solver.domain.model import (
     TierValue,
 )
 from solver.domain.validate import unfit_jobs, validate
+from solver.fallback import unsearched
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import Normalised, normalise
 from solver.reduce.policy import apply_policy_chains
@@ -140,6 +141,9 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
         problem = expand_rails(normalise(pooled, hosts_some_member))
         problem = replace(problem, pooled_from=pools.members_of)
     cancellation.check()
+    estimate = cost.estimate(problem)
+    if not estimate.fits(deadline - time.perf_counter()):  # answer in time, unsearched (solver.fallback)
+        return unsearched(request, clock, deadline, estimate, model_size(problem, None))
     with clock.stage("compile"):
         compiled = compile_model(problem, request.policy)
     cancellation.check()
@@ -377,7 +381,10 @@ def floor_passes(compiled: Compiled, time_limit_s: float) -> int:
     return max(0, min(MAX_SHUFFLES, int(FLOOR_SHARE * time_limit_s / per_pass) - NAMED_ORDERS))
 
 
-def model_size(problem: Normalised, compiled: Compiled) -> ModelSize:
+def model_size(problem: Normalised, compiled: Compiled | None) -> ModelSize:
+    """The model's size; without a model (``solver.fallback``), what normalise found."""
+    if compiled is None:
+        return ModelSize(node_classes=len(problem.classes), candidate_nodes=problem.candidate_nodes)
     proto = compiled.model.proto
     return ModelSize(
         variables=len(proto.variables),
