@@ -52,11 +52,6 @@ SERVICE_NAME = placement_pb2.DESCRIPTOR.services_by_name["Placement"].full_name
 # How long a stopping server lets calls in flight finish, unless told otherwise.
 SHUTDOWN_GRACE_S = ServiceLimits.grace_s
 # What a stop keeps of its grace for gRPC to close the port and the cancelled calls to unwind.
-# What a Solve's answer needs after the pipeline ends, kept back from the caller's deadline: its
-# conversion to a message and the reply on the wire (bench/deadlines.py: at 1,024 nodes x 200 jobs
-# under a 1 s deadline, an answer the server finished 12 ms before the deadline reached the client
-# 3 ms after it).
-REPLY_MARGIN_S = 0.05
 STOP_MARGIN_S = 0.5
 
 SolveFn = Callable[..., SolveResult]
@@ -153,9 +148,8 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         if update:
             domain = domain.model_copy(update=update)
         call.cancel.check()  # gone while its request was converted: no search for nobody
-        remaining = call.remaining_s()
-        deadline_s = None if remaining is None else max(0.0, remaining - REPLY_MARGIN_S)
-        result = self._solve(domain, deadline_s=deadline_s, cancel=call.cancel)
+        # The call's deadline already keeps the reply's margin back (admission.REPLY_MARGIN_S).
+        result = self._solve(domain, deadline_s=call.remaining_s(), cancel=call.cancel)
         if result.request_id != request_id:  # the caller matches answers to requests by this id
             result = result.model_copy(update={"request_id": request_id})
         return result
