@@ -9,6 +9,7 @@ from dataclasses import replace
 from unittest.mock import patch
 
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import solver.solve
 from solver.cli import render_table
@@ -19,7 +20,7 @@ from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import normalise
 from solver.reduce.pools import pool
 from solver.reduce.rails import expand_rails
-from solver.search.floor import Floor, portfolio
+from solver.search.floor import Floor, NodeStates, best_move, portfolio
 from solver.solve import solve
 from tests import kit
 
@@ -122,3 +123,39 @@ def test_the_searchs_repack_runs_only_when_its_passes_fit_the_time_left() -> Non
     assert solver.solve.repack_in_time(problem, compiled, plan, floor, time.perf_counter()) is None
     repacked = solver.solve.repack_in_time(problem, compiled, plan, floor, time.perf_counter() + 60)
     assert repacked is not None and all(t.value_of(repacked) >= t.value_of(plan) for t in compiled.tiers[:2])
+
+
+def scanned_move(floor: Floor, state, allowed, shape: int, r: int):
+    """best_move's rule by a plain scan of every host class's configurations, nothing remembered:
+    a node holding work before an empty one, the fullest, then the lowest class and configuration."""
+    moves = [
+        ((k == 0, -floor.size[c][k], c, k), (c, k, grown))
+        for c in floor.hosts.get(r, ())
+        if allowed is None or c in allowed
+        for k in state[c]
+        if (grown := floor.grown(c, k, shape)) is not None
+    ]
+    return min(moves)[1] if moves else None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kit.fabric_problems(max_nodes=8, max_jobs=5, spines=2), st.randoms(use_true_random=False))
+def test_the_remembered_best_move_is_the_move_a_full_scan_picks(req, rng) -> None:
+    """The floor remembers each class's best move until a node of the class moves (NodeStates).
+    Through random moves, every role's best move equals the one a scan of the whole state picks."""
+    assume(not validate(req))
+    pooled, pools = pool(req)
+    problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
+    compiled = compile_model(problem, req.policy)
+    floor = Floor(problem, compiled)
+    state = NodeStates(problem)
+    shapes = {r: ref.shape for r, ref in enumerate(problem.roles)}
+    assume(shapes and state)
+    for _ in range(12):
+        for r, shape in shapes.items():  # asked (and remembered) between moves
+            assert best_move(floor, state, None, shape, r) == scanned_move(floor, state, None, shape, r)
+        c = rng.choice(sorted(state))
+        k = rng.choice(sorted(state[c]))
+        grown = floor.grown(c, k, rng.choice(list(shapes.values())))
+        if grown is not None:
+            state.move(c, k, grown)

@@ -204,14 +204,13 @@ def add_within(
 ) -> tuple[cp_model.LinearExprT, dict[str, cp_model.IntVar]]:
     """All ``members`` inside one domain of the level: always when ``hard`` (if placed), else when
     the returned flag is true. Also returns the level's domain-use booleans."""
-    outside = [
-        (var, ub)
-        for var, ub, cls in members
-        if not place_of(cls, partition) or not domain(place_of(cls, partition))
-    ]
+    # Each place's domain, asked once: members are a rule's roles times their classes, places few.
+    places = {place_of(cls, partition) for _, _, cls in members} | set(base)
+    domains = {place: domain(place) if place else None for place in places}
+    outside = [(var, ub) for var, ub, cls in members if not domains[place_of(cls, partition)]]
     by_domain: dict[str, list[cp_model.IntVar]] = {}
     for place, var in base.items():
-        d = domain(place)
+        d = domains[place]
         if d is not None:
             by_domain.setdefault(d, []).append(var)
     if len(by_domain) <= 1 and not outside:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from ortools.sat.python import cp_model
 
@@ -46,8 +46,15 @@ class Tier:
     def expr(self) -> cp_model.LinearExprT:
         return cp_model.LinearExpr.weighted_sum([v for _, v in self.terms], [c for c, _ in self.terms])
 
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        """The terms' variable names, read once: a name is read from the model's C++ side each time,
+        and the floor values every tier of every candidate plan (a million reads at 16,384 nodes)."""
+        return tuple(v.name for _, v in self.terms)
+
     def value_of(self, solution: dict[str, int]) -> int:
-        return sum(c * solution.get(v.name, 0) for c, v in self.terms)
+        get = solution.get
+        return sum(c * get(name, 0) for (c, _), name in zip(self.terms, self.names, strict=True))
 
 
 def member_work(shape: MemberShape) -> int:
