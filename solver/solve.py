@@ -228,7 +228,9 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
     with clock.stage("explain"):
         # Relaxations are checked by searches of the relaxed job alone (on the pooled request the
         # explanation's job indexes refer to): a small budget of its own, within the call's deadline.
-        explain_s = min(explain_s, max(0.0, deadline - 0.25 * before_search - time.perf_counter()))
+        # What verify and the measures after it need is kept back (solver.compile.cost).
+        after = max(0.25 * before_search, 0.5 * estimate.answer_s)
+        explain_s = min(explain_s, max(0.0, deadline - after - time.perf_counter()))
         probe = AloneProbe(problem.request, explain_s, request.policy.deterministic)
         jobs = explain(problem, compiled, jobs, timed_out=not outcomes, probe=probe)
         jobs = unpool(pools, request, jobs)
