@@ -109,3 +109,12 @@ def test_a_block_not_proven_bounds_its_first_level_by_what_the_merged_bound_leav
     first, second = tiers.block_outcomes(step, found)
     assert (first.value.value, first.value.bound) == (2000, 4000)  # 39 // 8 = 4 GPUs at most
     assert (second.value.value, second.value.bound) == (3000, 7000) and not second.value.optimal
+    # The first level proven (21 // 8 = 2 GPUs at most, as found): the second is bounded by what
+    # the merged bound leaves once the first takes its 2 x 8, 21 - 16 = 5 GPUs, not by its 7.
+    found = TierOutcome(found.value.model_copy(update={"bound": 8 * 2 + 5}), found.solution)
+    first, second = tiers.block_outcomes(step, found)
+    assert (first.value.value, first.value.bound, first.value.optimal) == (2000, 2000, True)
+    assert (second.value.value, second.value.bound, second.value.optimal) == (3000, 5000, False)
+    # Both proven when the bound leaves the second nothing more than it has.
+    found = TierOutcome(found.value.model_copy(update={"bound": 8 * 2 + 3}), found.solution)
+    assert all(o.value.optimal for o in tiers.block_outcomes(step, found))

@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from math import gcd
+from math import floor, gcd
 
 from ortools.sat.python import cp_model
 
@@ -130,8 +130,8 @@ class Step:
     first: int  # the index of its first tier
     tiers: tuple[Tier, ...]
     merged: Tier | None = None
-    top_weight: int = 1  # what one unit of the first tier's scaled terms weighs in ``merged``
-    top_unit: int = 1  # that unit in the first tier's own terms (their gcd)
+    weights: tuple[int, ...] = (1,)  # what one unit of each tier's scaled terms weighs in ``merged``
+    units: tuple[int, ...] = (1,)  # that unit in each tier's own terms (their gcd)
 
     @property
     def tier(self) -> Tier:
@@ -165,7 +165,7 @@ def steps(compiled: Compiled) -> list[Step]:
         terms = tuple((w * c, v) for w, t in zip(weights, parts, strict=True) for c, v in t.terms)
         upper = sum(w * t.upper for w, t in zip(weights, parts, strict=True))
         merged = Tier(block[0].tier, "+".join(t.name for t in block), terms, upper)
-        out.append(Step(i, tuple(block), merged, weights[0], units[0]))
+        out.append(Step(i, tuple(block), merged, tuple(weights), tuple(units)))
         i = j
     return out
 
@@ -179,21 +179,25 @@ def unit(tier: Tier) -> int:
 
 def block_outcomes(step: Step, outcome: TierOutcome) -> list[TierOutcome]:
     """One outcome per tier of a block searched as ``step.merged``: each tier's value in the plan and
-    the block's search time; proven optimal all together, or else the first tier bounded by what the
-    merged bound leaves it (the tiers below add nothing negative) and the rest by their trivial
-    bounds."""
+    the block's search time; proven optimal all together, or else each tier bounded by what the
+    merged bound leaves it once the tiers above it take their values — which holds while every
+    tier above is proven (an optimal plan has exactly those values there, and the tiers below add
+    nothing negative); below the first tier not proven, the trivial bound."""
     plan = outcome.solution
+    left: int | None = floor(outcome.value.bound)  # of the merged sum, in scaled units
     out = []
-    for k, tier in enumerate(step.tiers):
+    for tier, weight, unit_ in zip(step.tiers, step.weights, step.units, strict=True):
         value = float(tier.value_of(plan)) if plan else 0.0
         if outcome.value.optimal:
             bound = value
-        elif k == 0:
-            bound = min(float(tier.upper), (outcome.value.bound // step.top_weight) * step.top_unit)
+        elif left is not None:
+            bound = max(value, min(float(tier.upper), (left // weight) * unit_))
+            # The next tier's share: what is left once this one takes its value, if that is proven.
+            left = left - weight * (int(value) // unit_) if bound <= value else None
         else:
             bound = float(tier.upper)
         # Every level was searched, together, for the block's time.
-        out.append(outcome_of(tier, value, max(bound, value), outcome.value.ms, plan if k == 0 else None))
+        out.append(outcome_of(tier, value, max(bound, value), outcome.value.ms, plan if not out else None))
     return out
 
 
