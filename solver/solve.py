@@ -48,6 +48,7 @@ from solver.reduce.pools import pool
 from solver.reduce.rails import expand_rails
 from solver.search.alone import AloneProbe
 from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, Floor, complete, portfolio, repack
+from solver.search.previous import from_previous
 from solver.search.sequence import arrival_steps, candidate_orders, solve_in_order, step_size
 from solver.search.tiers import MERGE_MAX_VARIABLES, settle, solve_lexicographic
 
@@ -200,6 +201,11 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
             seed=request.policy.seed,
             floor=floor,
         )
+        if request.previous:
+            held = from_previous(problem, compiled, floor, request.previous, [job.id for job in request.jobs])
+            if held is not None:
+                # First among equals: a scheduler's plan stays as it was unless something is better.
+                candidates = sorted([held, *candidates], key=lambda c: c.values, reverse=True)
     cancellation.check()
     best = candidates[0]
     with clock.stage("solve"):

@@ -370,6 +370,10 @@ class SolveRequest(Frozen):
     inventory: Inventory
     jobs: tuple[Job, ...] = ()
     policy: Policy = Policy()
+    # A plan the caller holds for some of these jobs, e.g. the last answer on this cluster: where it
+    # still holds, the floor starts from it and the answer is never worse (solver.search.previous).
+    # Jobs it names that are not in the batch are passed over: they have started or gone since.
+    previous: tuple[JobResult, ...] = ()
 
 
 # --------------------------------------------------------------------------- result
@@ -411,6 +415,9 @@ class JobResult(Frozen):
     nvlink_domains_spanned: int = 0
     rails: tuple[int, ...] = ()
     rules_held: bool = True  # every PREFERRED locality rule held as well
+
+
+SolveRequest.model_rebuild()  # its ``previous`` plan is made of the results defined above
 
 
 class TierValue(Frozen):

@@ -141,6 +141,22 @@ class Floor:
         return self._domains[key]
 
 
+@dataclass
+class Pass:
+    """A greedy pass's plan so far: its nodes' configurations, the members placed per (role, class),
+    the jobs placed and the role variants chosen. A pass may start from a plan made elsewhere
+    (:mod:`solver.search.previous`) and place the rest of the batch after it."""
+
+    state: NodeStates
+    members: Counter[tuple[int, int]]
+    placed: set[int]
+    variants: set[int]
+
+    @classmethod
+    def empty(cls, problem: Normalised) -> Pass:
+        return cls(NodeStates(problem), Counter(), set(), set())
+
+
 def greedy_hint(
     problem: Normalised,
     compiled: Compiled,
@@ -151,17 +167,20 @@ def greedy_hint(
     """The greedy plan; ``jobs`` (default: all, in :func:`job_order`) and, per role group, how many
     members to place (``counts``; default: the role's minimum)."""
     floor = floor or Floor(problem, compiled)
-    counts = counts or {}
-    state = NodeStates(problem)
-    members: Counter[tuple[int, int]] = Counter()  # (role, class) → members
-    placed: set[int] = set()
-    chosen_variants: set[int] = set()
+    done = Pass.empty(problem)
+    place_jobs(floor, done, job_order(problem) if jobs is None else jobs, counts or {})
+    return hint_of(compiled, done)
+
+
+def place_jobs(floor: Floor, done: Pass, jobs: Sequence[int], counts: dict[int, int]) -> None:
+    """Add ``jobs`` to the pass ``done`` in turn, each whole or not at all."""
+    problem = floor.problem
     # A caller gone stops the pass between jobs (a pass is seconds at 16,384 nodes).
-    for j in cancellation.checked(job_order(problem) if jobs is None else jobs):
+    for j in cancellation.checked(jobs):
         for allowed in floor.scopes(j):
             # Moves are journalled and undone when the job does not fit whole: copying the state of
             # every class for every try cost more than the whole search on a 1,000-node cluster.
-            journal: list[tuple[int, int, int]] = []
+            journal: list[Move] = []
             taken: Counter[tuple[int, int]] = Counter()
             chosen: list[int] = []
             for variants in floor.roles.get(j, ()):
@@ -169,28 +188,33 @@ def greedy_hint(
                 # each time one member (its minimum) is placed.
                 want = counts.get(problem.group_of(variants[0]), problem.roles[variants[0]].minimum)
                 fitted = next(
-                    (v for v in variants if place_role(floor, state, allowed, journal, taken, v, want)), None
+                    (v for v in variants if place_role(floor, done.state, allowed, journal, taken, v, want)),
+                    None,
                 )
                 if fitted is None:
                     break
                 chosen.append(fitted)
             else:
-                placed.add(j)
-                members.update(taken)
-                chosen_variants.update(chosen)
+                done.placed.add(j)
+                done.members.update(taken)
+                done.variants.update(chosen)
                 break
-            undo(state, journal)
+            undo(done.state, journal)
+
+
+def hint_of(compiled: Compiled, done: Pass) -> dict[str, int]:
+    """The pass's plan as a value of every placement variable of the model."""
     hint = {var.name: 0 for var in compiled.x.values()} | {var.name: 0 for var in compiled.y.values()}
-    for c, counter in state.items():
+    for c, counter in done.state.items():
         for k, n in counter.items():
             if (c, k) in compiled.x:
                 hint[compiled.x[c, k].name] = n
-    for (r, c), n in members.items():
+    for (r, c), n in done.members.items():
         hint[compiled.y[r, c].name] = n
     for j, var in compiled.placed.items():
-        hint[var.name] = int(j in placed)
+        hint[var.name] = int(j in done.placed)
     for r, var in compiled.variant.items():
-        hint[var.name] = int(r in chosen_variants)
+        hint[var.name] = int(r in done.variants)
     return hint
 
 

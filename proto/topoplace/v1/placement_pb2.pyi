@@ -486,16 +486,18 @@ class WorkloadShape(_message.Message):
     def __init__(self, gpus: _Optional[int] = ..., milli: _Optional[int] = ..., popularity: _Optional[float] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpu_models: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SolveRequest(_message.Message):
-    __slots__ = ("request_id", "inventory", "jobs", "policy")
+    __slots__ = ("request_id", "inventory", "jobs", "policy", "previous")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     INVENTORY_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     inventory: Inventory
     jobs: _containers.RepeatedCompositeFieldContainer[Job]
     policy: Policy
-    def __init__(self, request_id: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ...) -> None: ...
+    previous: _containers.RepeatedCompositeFieldContainer[JobResult]
+    def __init__(self, request_id: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., previous: _Optional[_Iterable[_Union[JobResult, _Mapping]]] = ...) -> None: ...
 
 class MemberPlacement(_message.Message):
     __slots__ = ("role", "index", "node", "gpus", "nics", "numa", "aligned", "gpu_shares", "pairs")
