@@ -2,7 +2,8 @@
 
 The solver's answer is never handed out unchecked, so this package is the last line of defence
 against a bug in normalise/compile/decode. To be worth anything it must not share their mistakes:
-it imports nothing from the pipeline or ``solver.domain.topology`` (only the domain types), computes PCIe
+it imports nothing from the pipeline or ``solver.domain.topology`` (only the domain types, and the
+call's cancel token, which can stop a check but never change its verdict), computes PCIe
 distances, matchings and capacities itself, in the plainest way that is still linear-ish, and each
 module is short enough to audit in one sitting.
 
