@@ -30,7 +30,7 @@ from typing import Protocol
 from solver.answer.verify import verify
 from solver.baselines import volcano
 from solver.baselines.topology import Greedy, first_aligned_pick
-from solver.compile.cost import Estimate, answer_s
+from solver.compile.cost import Estimate
 from solver.compile.objective import member_work, priority_levels, priority_weight
 from solver.domain.errors import VerificationFailed
 from solver.domain.model import (
@@ -58,6 +58,11 @@ class Clock(Protocol):
 # The placer's indexes of free devices and of the fabric, built before it places anything: 0.08 s
 # at 4,096 nodes (the development machine of solver.compile.cost, idle, caches warm).
 PLACER_SETUP_S_PER_NODE = 2e-5
+# What this answer needs after the placer: its tiers, and the verifier, which walks the nodes the plan
+# uses and every node's measures once (0.03 s at 1,024 nodes, 0.1 s at 16,384, same machine), twice
+# over. Not solver.compile.cost's answer estimate: there is no decode, explain or model here, and at
+# 16,384 nodes that estimate (1.3 s) left a 5 s call's greedy a quarter of its time unused.
+ANSWER_S, ANSWER_S_PER_NODE = 0.05, 1.2e-5
 
 FIRST_FIT = Greedy(
     name="first-fit",
@@ -82,7 +87,7 @@ def unsearched(
     why = estimate.why(deadline - time.perf_counter())
     with clock.stage("fallback"):
         nodes = len(request.inventory.nodes)
-        ends = deadline - answer_s(nodes)
+        ends = deadline - max(ANSWER_S, ANSWER_S_PER_NODE * nodes)
         if ends - time.perf_counter() < PLACER_SETUP_S_PER_NODE * nodes:
             ends = 0.0  # no time even for the placer's indexes: it hands back every job untried
         greedy = FIRST_FIT.place(request, ends)
