@@ -58,11 +58,13 @@ class Clock(Protocol):
 # The placer's indexes of free devices and of the fabric, built before it places anything: 0.08 s
 # at 4,096 nodes (the development machine of solver.compile.cost, idle, caches warm).
 PLACER_SETUP_S_PER_NODE = 2e-5
-# What this answer needs after the placer: its tiers, and the verifier, which walks the nodes the plan
-# uses and every node's measures once (0.03 s at 1,024 nodes, 0.1 s at 16,384, same machine), twice
-# over. Not solver.compile.cost's answer estimate: there is no decode, explain or model here, and at
-# 16,384 nodes that estimate (1.3 s) left a 5 s call's greedy a quarter of its time unused.
-ANSWER_S, ANSWER_S_PER_NODE = 0.05, 1.2e-5
+# What this answer needs after the placer's deadline: the job in hand when it passes (the placer
+# looks at the clock per member and per domain, but a job's domains are summed over every node),
+# the placer's measures, the tiers and the verifier: 0.03 s at 1,024 nodes; at 16,384 the verifier
+# alone took 0.1-0.18 s and the whole 0.35 s (same machine). Not solver.compile.cost's answer
+# estimate: there is no decode, explain or model here, and at 16,384 nodes that estimate (1.3 s)
+# left a 5 s call's greedy a quarter of its time unused; 1.2e-5 s a node (0.2 s) answered 0.1 s late.
+ANSWER_S, ANSWER_S_PER_NODE = 0.05, 4e-5
 
 FIRST_FIT = Greedy(
     name="first-fit",
