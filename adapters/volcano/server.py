@@ -35,8 +35,8 @@ from typing import Any
 
 import structlog
 
-from adapters.volcano.extender import Extender
 from adapters.volcano import wire
+from adapters.volcano.extender import Extender
 from adapters.volcano.wire import BadPayload
 
 

@@ -344,7 +344,9 @@ def test_malformed_bodies_get_400_with_a_reason(service: Service, body: dict[str
         code, reply = service.client.post(verb, None, raw=raw)
         assert code == 400 and reason in reply["error"], (verb, raw[:40], reply)
     # prioritize never fails (Volcano v1.10.0 would crash on it): neutral, the reason logged
-    code, reply = service.client.post("prioritize", None, raw=json.dumps({"task": task, "nodes": {"a": 1}}).encode())
+    code, reply = service.client.post(
+        "prioritize", None, raw=json.dumps({"task": task, "nodes": {"a": 1}}).encode()
+    )
     assert code == 200 and reply == {"nodeScore": {}, "errorMessage": ""}
     code, reply = service.client.post("bind", {}, raw=b"{}")
     assert code == 404 and "unknown verb" in reply["error"]
