@@ -560,7 +560,10 @@ class PrioritizeReader:
 
     _HEAD = b'{"task":'
     _NODES = b',"nodes":['
-    _NAME = re.compile(rb'[\[,]\{"Name":"([^"\\]*)","Node":')
+    # Literal first: Python's re then skips ahead with a fast search (8x the speed of a pattern
+    # opening with a class); the byte before each match is checked to be ``[`` or ``,``.
+    _NAME = re.compile(rb'\{"Name":"([^"\\]*)","Node":')
+    _OPENERS = frozenset(b"[,")
     _KEPT_TASKS = 4096  # a session's pending tasks; past it the table starts again
 
     def __init__(self) -> None:
@@ -573,7 +576,11 @@ class PrioritizeReader:
             self.full_reads += 1
             return None
         task_text = raw[len(self._HEAD) : split]
-        names = [m.decode() for m in self._NAME.findall(raw, split + len(self._NODES) - 1)]
+        names = [
+            m.group(1).decode()
+            for m in self._NAME.finditer(raw, split + len(self._NODES))
+            if raw[m.start() - 1] in self._OPENERS
+        ]
         if not names and raw[split + len(self._NODES) :] != b"]}":
             self.full_reads += 1  # nodes there, none in Go's form
             return None

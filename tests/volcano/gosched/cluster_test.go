@@ -254,7 +254,7 @@ type extenderSettings struct {
 	conf string
 	// percentageNodesToFind is vc-scheduler's --percentage-nodes-to-find (0: its default, adaptive).
 	percentageNodesToFind int32
-	afterOpen   func()            // runs between OnSessionOpen and the actions (e.g. stop topoplace)
+	afterOpen             func() // runs between OnSessionOpen and the actions (e.g. stop topoplace)
 	// afterActions runs before the session closes (topoplace still holds the session's plan).
 	afterActions func(ssn *framework.Session)
 }
