@@ -86,6 +86,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="prioritize score of the planned node (default 1e6: above the sum of the other plugins')",
     )
+    serve.add_argument(
+        "--decline-without-plan",
+        action="store_true",
+        help="answer onSessionOpen 503 when the session has no plan, so that Volcano's extender plugin "
+        "(ignorable: false) registers no verb and schedules alone without a call per task "
+        "(recommended with deploy/volcano/volcano-scheduler-large.conf)",
+    )
     # A newly submitted PodGroup is Pending when the session opens; the enqueue action admits it and
     # allocate places it in that same session, so leaving Pending out would let Volcano place every
     # new job on its own first.
@@ -235,6 +242,7 @@ def run_serve(args: argparse.Namespace) -> int:
             http_timeout_s=args.http_timeout,
             **({} if args.planned_score is None else {"planned_score": args.planned_score}),
             plan_pending=args.plan_pending,
+            decline_without_plan=args.decline_without_plan,
             packing=Packing[args.packing.upper()],
             batch_order=BatchOrder[args.batch_order.upper().replace("-", "_")],
             order_shuffles=args.order_shuffles,

@@ -50,6 +50,11 @@ class Config:
     # ready a session later beats a slightly better one ten seconds later: every session without a
     # plan is one Volcano schedules alone, and the snapshot has usually changed by then.
     background_limit_s: float = 0.0
+    # Answer onSessionOpen 503 when the session has no plan (the first snapshot of a large cluster,
+    # a solve still running, a batch refused): with extender.ignorable false Volcano's extender
+    # plugin then registers no verb for the session, so it schedules alone without one predicate
+    # or prioritize call per task for answers that would all be neutral anyway.
+    decline_without_plan: bool = False
 
 
 @dataclass
@@ -72,6 +77,7 @@ class SessionStatus:
     patch_failures: list[str] = field(default_factory=list)  # annotations that could not be written
     verb_calls: dict[str, int] = field(default_factory=dict)  # calls answered this session, by verb
     verb_ms: dict[str, float] = field(default_factory=dict)  # their server time
+    declined: bool = False  # onSessionOpen answered 503 (decline_without_plan): no verb registered
 
 
 _KEPT = 50  # off-plan notes and patch failures kept per session for /status
@@ -183,6 +189,16 @@ class Extender:
     @property
     def plan(self) -> Plan | None:
         return self._plan
+
+    def declined(self) -> str:
+        """Why this session's onSessionOpen is answered 503 so that Volcano registers no verb
+        (``decline_without_plan`` and no plan); empty to answer 200."""
+        if not self.config.decline_without_plan or self._plan is not None:
+            return ""
+        with self._lock:
+            self.status.declined = True
+            why = self.status.error or "no plan"
+        return f"topoplace has no plan for this session ({why}); Volcano schedules alone"
 
     # ------------------------------------------------------------------ session
 
@@ -569,6 +585,7 @@ class Extender:
             "patchFailures": s.patch_failures,
             "calls": dict(s.verb_calls),
             "callMs": {k: round(v, 1) for k, v in s.verb_ms.items()},
+            "declined": s.declined,
             "predicateFullReads": self._predicates.full_reads,  # since start: not in Go's form
             "prioritizeFullReads": self._prioritizes.full_reads,
         }

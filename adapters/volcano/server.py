@@ -107,6 +107,11 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = extender.reopen(digest)
                 if reply is None:
                     reply = extender.on_session_open(_parse(raw), digest, received=started)
+                declined = extender.declined()
+                if declined:  # Volcano's plugin registers nothing on a non-200 open: it schedules alone
+                    extender.count("onSessionOpen", time.perf_counter() - started)
+                    self._reply(503, {"error": declined})
+                    return
             elif handler is Extender.predicate:
                 reply = extender.predicate_raw(raw)  # once per task and node: the parts are cached
                 if reply is None:

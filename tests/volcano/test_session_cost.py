@@ -13,7 +13,7 @@ import pytest
 from adapters.volcano import batch as batch_mod
 from adapters.volcano import hypernodes as hn
 from adapters.volcano import wire
-from adapters.volcano.extender import NodesUnknown, fingerprint, local_solve, solve_shipped
+from adapters.volcano.extender import Config, NodesUnknown, fingerprint, local_solve, solve_shipped
 from solver.domain.model import Policy
 
 from .conftest import Service
@@ -254,3 +254,22 @@ def test_an_open_that_outlasts_the_session_answers_in_time_and_serves_the_next(
         assert placed, extender.status
     finally:
         extender.close()
+
+
+@pytest.mark.parametrize(
+    "config", [Config(http_timeout_s=0.3, margin_s=0.25, decline_without_plan=True)], indirect=True
+)
+def test_a_session_without_a_plan_is_declined(service: Service, body: dict[str, Any]) -> None:
+    """``decline_without_plan``: an onSessionOpen with no plan behind it answers 503, so Volcano's
+    extender plugin (ignorable false) registers no verb and makes no call per task for answers that
+    would all be neutral; once the plan is there, 200."""
+    code, reply = service.client.post("onSessionOpen", body)  # the first snapshot: not in 0.3 s
+    assert code == 503 and "no plan" in reply["error"] and "Volcano schedules alone" in reply["error"]
+    assert service.extender.status_view()["declined"]
+    assert service.extender.wait_for_solver(120)
+    for _ in range(5):  # the finished solve is reused; a loaded machine may still miss 0.3 s once
+        code, reply = service.client.post("onSessionOpen", body)
+        if code == 200:
+            break
+    assert code == 200 and service.extender.plan is not None
+    assert not service.extender.status_view()["declined"]

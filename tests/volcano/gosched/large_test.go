@@ -104,3 +104,21 @@ func TestLargeConfTopoplaceDownOrHungVolcanoSchedulesByItsOwnRules(t *testing.T)
 	r = runSession(t, largeSettings(url, "1s"), nodes, gangs)
 	requireOwnRules(t, "large configuration, topoplace down", r, g)
 }
+
+// With --decline-without-plan, a session topoplace has no plan for (here: it refuses the batch)
+// gets a 503 from onSessionOpen, so Volcano's plugin registers no verb: Volcano's own rules, and
+// not one prioritize call for answers that would all have been neutral.
+func TestLargeConfSessionWithoutAPlanMakesNoCalls(t *testing.T) {
+	tp := startTopoplace(t, "", "--http-timeout", planTimeout, "--decline-without-plan")
+	nodes, gangs, g := ownRulesCluster()
+	nodes[0].badTopology = true
+	r := runSession(t, largeSettings(tp.url(), planTimeout), nodes, gangs)
+	requireOwnRules(t, "large configuration, no plan, declined", r, g)
+	s := tp.status()
+	if !strings.Contains(s.Error, "refused the batch") || !s.Declined {
+		t.Fatalf("topoplace should have refused the batch and declined the session: %v", s)
+	}
+	if s.Calls["prioritize"] != 0 {
+		t.Fatalf("a declined session registers no verb, yet Volcano made %d prioritize calls", s.Calls["prioritize"])
+	}
+}
