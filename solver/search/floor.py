@@ -141,6 +141,38 @@ class Floor:
         return self._domains[key]
 
 
+Move = tuple[int, int, int]  # (class, from configuration, to configuration)
+
+
+class NodeStates(dict[int, Counter]):
+    """One greedy pass's nodes: per class, how many nodes are in each configuration (index → nodes;
+    a configuration no node is in is dropped). It also remembers, per class and member shape, the
+    move :func:`best_move` would pick there, until a node of the class moves: a pass asks that of
+    the same unchanged classes for member after member (1.9 million configurations tried at 4,096
+    nodes x 500 jobs before this)."""
+
+    def __init__(self, problem: Normalised) -> None:
+        super().__init__({cls.index: Counter({0: cls.count}) for cls in problem.classes})
+        self.best: dict[int, dict[int, tuple[tuple[bool, int, int], Move] | None]] = {}
+
+    def move(self, c: int, k: int, to: int) -> None:
+        """One node of class ``c`` from configuration ``k`` to ``to``."""
+        nodes = self[c]
+        if nodes[k] == 1:
+            del nodes[k]
+        else:
+            nodes[k] -= 1
+        nodes[to] += 1
+        self.best.pop(c, None)
+
+
+def undo(state: NodeStates, journal: list[Move]) -> None:
+    """Take back the moves of ``journal``, latest first."""
+    for c, k, grown in reversed(journal):
+        state.move(c, grown, k)
+    journal.clear()
+
+
 @dataclass
 class Pass:
     """A greedy pass's plan so far: its nodes' configurations, the members placed per (role, class),
@@ -253,38 +285,6 @@ def roles_by_job(problem: Normalised) -> dict[int, list[tuple[int, ...]]]:
     for g, variants in problem.groups().items():
         out.setdefault(problem.roles[g].job_index, []).append(variants)
     return out
-
-
-Move = tuple[int, int, int]  # (class, from configuration, to configuration)
-
-
-class NodeStates(dict[int, Counter]):
-    """One greedy pass's nodes: per class, how many nodes are in each configuration (index → nodes;
-    a configuration no node is in is dropped). It also remembers, per class and member shape, the
-    move :func:`best_move` would pick there, until a node of the class moves: a pass asks that of
-    the same unchanged classes for member after member (1.9 million configurations tried at 4,096
-    nodes x 500 jobs before this)."""
-
-    def __init__(self, problem: Normalised) -> None:
-        super().__init__({cls.index: Counter({0: cls.count}) for cls in problem.classes})
-        self.best: dict[int, dict[int, tuple[tuple[bool, int, int], Move] | None]] = {}
-
-    def move(self, c: int, k: int, to: int) -> None:
-        """One node of class ``c`` from configuration ``k`` to ``to``."""
-        nodes = self[c]
-        if nodes[k] == 1:
-            del nodes[k]
-        else:
-            nodes[k] -= 1
-        nodes[to] += 1
-        self.best.pop(c, None)
-
-
-def undo(state: NodeStates, journal: list[Move]) -> None:
-    """Take back the moves of ``journal``, latest first."""
-    for c, k, grown in reversed(journal):
-        state.move(c, grown, k)
-    journal.clear()
 
 
 def place_role(
