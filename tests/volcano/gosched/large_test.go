@@ -122,3 +122,20 @@ func TestLargeConfSessionWithoutAPlanMakesNoCalls(t *testing.T) {
 		t.Fatalf("a declined session registers no verb, yet Volcano made %d prioritize calls", s.Calls["prioritize"])
 	}
 }
+
+// What the large configuration gives up, shown so that docs/volcano.md is revisited if it changes:
+// prioritize can only rank, so a hard-tier gang the plan leaves unplaced (no leaf has room) is
+// bound by Volcano's own rules across leaves; volcano-scheduler.conf's predicate holds it
+// (TestHardTierWithoutRoomBindsNothingSoftSpreads).
+func TestLargeConfCannotHoldAGangThePlanLeavesUnplaced(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	hard := gang{name: "hard", members: 2, gpus: 8, annotations: map[string]string{modeKey: "hard", tierKey: "1"}}
+	r := runPlanned(t, tp, largeSettings(tp.url(), planTimeout), fourNodes(), []gang{busy("busy", "n0", "n3"), hard})
+	if s := tp.status(); len(s.UnplacedJobs) != 1 {
+		t.Fatalf("topoplace should leave the hard gang unplaced: %v", s)
+	}
+	if nodes := boundNodes(t, r, hard); strings.Join(nodes, ",") != "n1,n2" {
+		t.Fatalf("expected Volcano to bind the gang the plan left unplaced on n1,n2 (prioritize cannot "+
+			"refuse); it bound %v — revisit docs/volcano.md, Two configurations", nodes)
+	}
+}
