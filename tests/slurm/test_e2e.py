@@ -291,7 +291,11 @@ def test_a_heterogeneous_job_is_left_to_slurm_and_said_so(harness: Harness) -> N
     """Each component of ``sbatch … : …`` reaches job_submit.lua on its own (het_job_offset 0, 1):
     not planned (no component count to plan them whole), the user and slurmctld's log are told, and
     Slurm runs the job as submitted."""
-    code, job_id, err, _ = harness.sbatch("--gres=gpu:1", "-t", "5", ":", "--gres=gpu:2", "-t", "5")
+    # Each component's own output file: the harness's -o reaches only the last one, and the first
+    # would write slurm-<id>.out into the directory the tests run from.
+    first_out = str(harness.cluster.root / "out" / "%j-0.out")
+    first = ("--gres=gpu:1", "-t", "5", "-o", first_out)
+    code, job_id, err, _ = harness.sbatch(*first, ":", "--gres=gpu:2", "-t", "5")
     assert code == 0, err
     assert "heterogeneous job component 0 is not planned" in err, err
     assert "heterogeneous job component 1 is not planned" in err, err
