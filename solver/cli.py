@@ -426,6 +426,13 @@ def render_table(request: SolveRequest, result: SolveResult) -> str:
         # Said plainly: no search bettered a greedy placer's plan; bounds say how far it could be.
         placer = result.plan_source.removeprefix("floor:")
         lines.append(f"plan: the floor's {placer} placer (no search found better in the time limit)")
+    elif result.plan_source.startswith("unsearched:"):
+        # Said plainly: the time could not pay for building the model (solver.fallback).
+        placer = result.plan_source.removeprefix("unsearched:")
+        lines.append(
+            f"plan: the {placer} greedy alone; nothing was searched (the time limit was too short "
+            "to build the model; see each unplaced job)"
+        )
     lines.append("ms: " + ", ".join(f"{t.stage} {t.ms:.1f}" for t in result.timings))
     for job in result.jobs:
         if not job.placed and job.reason is not None:

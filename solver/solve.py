@@ -20,7 +20,7 @@ from solver.answer.explain import explain
 from solver.answer.measures import cluster_metrics
 from solver.answer.unpool import unpool
 from solver.answer.verify import verify
-from solver.compile import Compiled, compile_model
+from solver.compile import Compiled, compile_model, cost
 from solver.compile.objective import is_placed_work, priority_levels
 from solver.domain import cancel as cancellation
 from solver.domain.cancel import Cancel
@@ -40,6 +40,7 @@ from solver.domain.model import (
     TierValue,
 )
 from solver.domain.validate import unfit_jobs, validate
+from solver.fallback import unsearched
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import Normalised, normalise
 from solver.reduce.policy import apply_policy_chains
@@ -173,6 +174,9 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
         problem = expand_rails(normalise(pooled, hosts_some_member))
         problem = replace(problem, pooled_from=pools.members_of)
     cancellation.check()
+    estimate = cost.estimate(problem)
+    if not estimate.fits(deadline - time.perf_counter()):  # answer in time, unsearched (solver.fallback)
+        return unsearched(request, clock, deadline, estimate, model_size(problem, None))
     with clock.stage("compile"):
         compiled = compile_model(problem, request.policy)
     cancellation.check()
@@ -230,7 +234,9 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
     with clock.stage("explain"):
         # Relaxations are checked by searches of the relaxed job alone (on the pooled request the
         # explanation's job indexes refer to): a small budget of its own, within the call's deadline.
-        explain_s = min(explain_s, max(0.0, deadline - 0.25 * before_search - time.perf_counter()))
+        # What verify and the measures after it need is kept back (solver.compile.cost).
+        after = max(0.25 * before_search, 0.5 * estimate.answer_s)
+        explain_s = min(explain_s, max(0.0, deadline - after - time.perf_counter()))
         probe = AloneProbe(problem.request, explain_s, request.policy.deterministic)
         jobs = explain(problem, compiled, jobs, timed_out=not outcomes, probe=probe)
         jobs = unpool(pools, request, jobs)
@@ -415,7 +421,10 @@ def floor_passes(compiled: Compiled, time_limit_s: float) -> int:
     return max(0, min(MAX_SHUFFLES, int(FLOOR_SHARE * time_limit_s / per_pass) - NAMED_ORDERS))
 
 
-def model_size(problem: Normalised, compiled: Compiled) -> ModelSize:
+def model_size(problem: Normalised, compiled: Compiled | None) -> ModelSize:
+    """The model's size; without a model (``solver.fallback``), what normalise found."""
+    if compiled is None:
+        return ModelSize(node_classes=len(problem.classes), candidate_nodes=problem.candidate_nodes)
     proto = compiled.model.proto
     return ModelSize(
         variables=len(proto.variables),

@@ -1,10 +1,13 @@
-"""A cancelled or expired call stops inside the long stages before the search too (issue 23, item 2).
+"""A cancelled or expired call stops inside the long stages before and after the search too (issue
+23, item 2).
 
 Converting, validating, normalising and compiling a big request cold takes seconds (a 4,096-node
 inventory with 2,500 pods: about 4.4 s converting, 0.6 s validating, 0.5 s normalising on a loaded
 2-core machine); the pipeline's checks between stages left a cancel landing inside them to run
 until the stage ended. The loops of those stages now look at the call's token
-(``solver.domain.cancel.checked``).
+(``solver.domain.cancel.checked``); so do decode, explain (before each unplaced job: an
+explanation may compile and search relaxed copies of it, and those probes' searches stop on a trip
+as the batch's search does) and the verifier, after the search.
 
 Two kinds of test. Deterministic ones trip the token from inside a stage's per-item work and count
 how much of the stage still ran. A timed one cancels a real big call on a real server at several
@@ -20,7 +23,12 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
+from bench import quality
 from bench.scenario import cluster
+from solver.answer import decode as decoding
+from solver.answer import explain as explaining
+from solver.answer import verify as verifying
+from solver.compile import cost
 from solver.domain import validate as validation
 from solver.domain.cancel import Cancel, Cancelled, cancelling
 from solver.domain.errors import Problem
@@ -146,6 +154,65 @@ def test_a_trip_inside_the_wire_conversion_stops_it_at_the_next_node(monkeypatch
     with cancelling(cancel), pytest.raises(Cancelled):
         wire.request_from_proto(message)
     assert trip.calls == 5
+
+
+# --------------------------------------------------------------------------- deterministic: after the search
+
+
+@pytest.fixture(scope="module")
+def big() -> SolveRequest:
+    """1,024 HGX nodes, half busy, 200 pending pods and gangs (bench.quality's generator): about
+    130 jobs placed, 70 explained, 200 members verified. A search of 2 s: the answer stages run."""
+    return quality.request(1024, 0.5, 200, seed=1, time_limit_s=2)
+
+
+def trip_inside(
+    monkeypatch: pytest.MonkeyPatch, module: object, name: str, request: SolveRequest, after: int
+) -> TripAfter:
+    """Solve ``request`` under a token tripped as the ``after``-th call of ``module.name`` (a
+    stage's per-item work) returns; the solve must raise Cancelled, and no further item start.
+    The counter, to see how far it went."""
+    cancel = Cancel()
+    trip = TripAfter(cancel, after)
+    real = getattr(module, name)
+    # The model is built whatever the clock says: these stages run only after a built model, and on
+    # a loaded machine a cold first call could otherwise leave too little time and be answered by
+    # solver.fallback (tested in test_fallback.py), with no decode to trip in.
+    monkeypatch.setattr(cost, "SMALL_BUILD_S", float("inf"))
+
+    def counting(*args: object, **kwargs: object) -> object:
+        try:
+            return real(*args, **kwargs)
+        finally:
+            trip.tick()
+
+    monkeypatch.setattr(module, name, counting)
+    with pytest.raises(Cancelled):
+        solve(request, cancel=cancel)
+    return trip
+
+
+def test_a_trip_inside_decode_stops_it_before_the_next_class(
+    monkeypatch: pytest.MonkeyPatch, big: SolveRequest
+) -> None:
+    trip = trip_inside(monkeypatch, decoding, "_class_slots", big, after=3)
+    assert trip.calls == 3, f"decode went on through {trip.calls} node classes after the trip"
+
+
+def test_a_trip_inside_explain_stops_it_before_the_next_unplaced_job(
+    monkeypatch: pytest.MonkeyPatch, big: SolveRequest
+) -> None:
+    """Each unplaced job's explanation may compile and search relaxed copies of it: before, a
+    cancel there let every other unplaced job be explained, then verified and answered late."""
+    trip = trip_inside(monkeypatch, explaining, "why_unplaced", big, after=3)
+    assert trip.calls == 3, f"explain went on through {trip.calls} unplaced jobs after the trip"
+
+
+def test_a_trip_inside_verify_stops_it_at_the_next_member(
+    monkeypatch: pytest.MonkeyPatch, big: SolveRequest
+) -> None:
+    trip = trip_inside(monkeypatch, verifying, "member", big, after=5)
+    assert trip.calls == 5, f"the verifier went on through {trip.calls} placed members after the trip"
 
 
 def test_without_a_token_the_stages_run_as_before() -> None:

@@ -869,8 +869,15 @@ def _solver_imports(module: object) -> set[str]:
 def test_verify_shares_no_code_with_the_pipeline() -> None:
     """The verifier is only worth running if the solver's bugs cannot leak into it. It shares the
     domain types and the definition of fragmentation (a function of one node's free capacity, which
-    itself depends on nothing but the domain types); the state it measures it derives itself."""
-    assert _solver_imports(solver.answer.verify) == {"solver.domain.model", "solver.domain.fragmentation"}
+    itself depends on nothing but the domain types); the state it measures it derives itself. And
+    the call's cancel token (issue 23): it can stop a check when the caller has gone, never change
+    its verdict."""
+    assert _solver_imports(solver.answer.verify) == {
+        "solver.domain.model",
+        "solver.domain.fragmentation",
+        "solver.domain.cancel",
+    }
+    assert _solver_imports(solver.domain.cancel) == set()
     assert _solver_imports(solver.domain.fragmentation) == {"solver.domain.model"}
 
 

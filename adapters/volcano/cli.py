@@ -81,7 +81,17 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         help="Volcano's extender.httpTimeout, e.g. 1s or 500ms (default 1s)",
     )
     serve.add_argument(
-        "--planned-score", type=float, default=100.0, help="prioritize score of the planned node"
+        "--planned-score",
+        type=float,
+        default=None,
+        help="prioritize score of the planned node (default 1e6: above the sum of the other plugins')",
+    )
+    serve.add_argument(
+        "--decline-without-plan",
+        action="store_true",
+        help="answer onSessionOpen 503 when the session has no plan, so that Volcano's extender plugin "
+        "(ignorable: false) registers no verb and schedules alone without a call per task "
+        "(recommended with deploy/volcano/volcano-scheduler-large.conf)",
     )
     # A newly submitted PodGroup is Pending when the session opens; the enqueue action admits it and
     # allocate places it in that same session, so leaving Pending out would let Volcano place every
@@ -230,8 +240,9 @@ def run_serve(args: argparse.Namespace) -> int:
         solver_process=not args.solver,
         config=Config(
             http_timeout_s=args.http_timeout,
-            planned_score=args.planned_score,
+            **({} if args.planned_score is None else {"planned_score": args.planned_score}),
             plan_pending=args.plan_pending,
+            decline_without_plan=args.decline_without_plan,
             packing=Packing[args.packing.upper()],
             batch_order=BatchOrder[args.batch_order.upper().replace("-", "_")],
             order_shuffles=args.order_shuffles,

@@ -25,7 +25,7 @@ from adapters.volcano import batch as batch_mod
 from adapters.volcano import hypernodes as hn
 from adapters.volcano import wire
 from adapters.volcano.patcher import PatchError, PodPatcher
-from adapters.volcano.plan import Plan
+from adapters.volcano.plan import PLANNED_SCORE, Plan
 from solver.domain.errors import InvalidRequest, VerificationFailed
 from solver.domain.model import BatchOrder, Node, Packing, Policy, SolveRequest, SolveResult, SolveStatus
 
@@ -39,7 +39,7 @@ _log = structlog.get_logger("topoplace.volcano")
 class Config:
     http_timeout_s: float = 1.0  # Volcano's extender.httpTimeout
     margin_s: float = 0.25  # kept back for parsing, the reply and the network
-    planned_score: float = 100.0
+    planned_score: float = PLANNED_SCORE
     plan_pending: bool = True  # also plan PodGroups still in phase Pending (enqueued in this session)
     packing: Packing = Packing.BINPACK
     batch_order: BatchOrder = BatchOrder.JOINT  # the session's PodGroups as one model, or one at a time
@@ -50,6 +50,11 @@ class Config:
     # ready a session later beats a slightly better one ten seconds later: every session without a
     # plan is one Volcano schedules alone, and the snapshot has usually changed by then.
     background_limit_s: float = 0.0
+    # Answer onSessionOpen 503 when the session has no plan (the first snapshot of a large cluster,
+    # a solve still running, a batch refused): with extender.ignorable false Volcano's extender
+    # plugin then registers no verb for the session, so it schedules alone without one predicate
+    # or prioritize call per task for answers that would all be neutral anyway.
+    decline_without_plan: bool = False
 
 
 @dataclass
@@ -72,6 +77,7 @@ class SessionStatus:
     patch_failures: list[str] = field(default_factory=list)  # annotations that could not be written
     verb_calls: dict[str, int] = field(default_factory=dict)  # calls answered this session, by verb
     verb_ms: dict[str, float] = field(default_factory=dict)  # their server time
+    declined: bool = False  # onSessionOpen answered 503 (decline_without_plan): no verb registered
 
 
 _KEPT = 50  # off-plan notes and patch failures kept per session for /status
@@ -176,12 +182,23 @@ class Extender:
         self._solver_process = solver_process
         self._shipped: dict[int, Node] = {}  # nodes the solver process holds, by token (their id here)
         self._predicates = wire.PredicateReader()
+        self._prioritizes = wire.PrioritizeReader()
         # One open converts at a time (the node cache is shared); it may outlive its session.
         self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topoplace-open")
 
     @property
     def plan(self) -> Plan | None:
         return self._plan
+
+    def declined(self) -> str:
+        """Why this session's onSessionOpen is answered 503 so that Volcano registers no verb
+        (``decline_without_plan`` and no plan); empty to answer 200."""
+        if not self.config.decline_without_plan or self._plan is not None:
+            return ""
+        with self._lock:
+            self.status.declined = True
+            why = self.status.error or "no plan"
+        return f"topoplace has no plan for this session ({why}); Volcano schedules alone"
 
     # ------------------------------------------------------------------ session
 
@@ -469,8 +486,15 @@ class Extender:
             status.verb_ms[verb] = status.verb_ms.get(verb, 0.0) + seconds * 1000
 
     def prioritize(self, body: Any) -> dict[str, Any]:
-        task = wire.body_task(body)
-        nodes = wire.body_node_names(body)
+        return self._prioritize(wire.body_task(body), wire.body_node_names(body))
+
+    def prioritize_raw(self, raw: bytes) -> dict[str, Any] | None:
+        """``prioritize`` on the raw body (the task parsed once, node names found by a scan); None
+        when the body is not in Go's form (the caller parses it in full)."""
+        read = self._prioritizes.read(raw)
+        return None if read is None else self._prioritize(*read)
+
+    def _prioritize(self, task: wire.Task, nodes: list[str]) -> dict[str, Any]:
         plan = self._plan
         if plan is None:
             return wire.prioritize_reply(dict.fromkeys(nodes, 0.0))
@@ -561,7 +585,9 @@ class Extender:
             "patchFailures": s.patch_failures,
             "calls": dict(s.verb_calls),
             "callMs": {k: round(v, 1) for k, v in s.verb_ms.items()},
+            "declined": s.declined,
             "predicateFullReads": self._predicates.full_reads,  # since start: not in Go's form
+            "prioritizeFullReads": self._prioritizes.full_reads,
         }
 
 

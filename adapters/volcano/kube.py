@@ -120,15 +120,31 @@ def _unseen(
     that (an annotation naming another node's GPUs, or fewer GPUs than its pod asks for), a plan on
     the difference would pin a task where Volcano refuses it, every session. So many of the
     lowest-index free GPUs are taken as used (as for a GPU pod without annotation; which GPUs is not
-    visible), and warned. Under a device split (``nvidia.com/gpu`` = GPUs x split) the count says
-    nothing about whole GPUs and is not read."""
+    visible), and warned.
+
+    Under a device split (HAMi, volcano-vgpu: ``nvidia.com/gpu`` = GPUs x split, one unit a vGPU) the
+    count is of vGPUs: Volcano counts ``allocatable - idle`` of them used, the annotations account
+    for one per whole GPU and one per share they name. Each vGPU left unaccounted sits on some GPU
+    (which is not visible), and a GPU with any vGPU on it is no longer whole: so many of the
+    lowest-index free GPUs are taken as used (at most one per unaccounted vGPU, which may
+    over-reserve when several sit on one GPU, never under-reserve), and warned."""
     if GPU not in info.idle.scalars or GPU not in info.allocatable.scalars:
-        return ()
-    if int(info.allocatable.scalar(GPU)) > len(node.gpus):
         return ()
     held = {g for a in allocations for g in a.gpus} | {s.gpu for a in allocations for s in a.gpu_shares}
     free = [g.id for g in sorted(node.gpus, key=lambda g: g.index) if g.healthy and g.id not in held]
+    allocatable = int(info.allocatable.scalar(GPU) + 1e-9)
     idle = max(0, int(info.idle.scalar(GPU) + 1e-9))
+    if allocatable > len(node.gpus):  # a device split: units are vGPUs
+        accounted = sum(len(a.gpus) + len(a.gpu_shares) for a in allocations)
+        unaccounted = allocatable - idle - accounted
+        if unaccounted <= 0 or not free:
+            return ()
+        taken = free[:unaccounted]
+        warn.add(
+            f"{node.name}: Volcano counts {allocatable - idle} {GPU} (vGPUs) used but the pods' device "
+            f"annotations account for {accounted}; {', '.join(taken)} taken as used"
+        )
+        return (Allocation(owner=f"{node.name}/used-by-volcano-count", gpus=tuple(taken)),)
     if len(free) <= idle:
         return ()
     taken = free[: len(free) - idle]

@@ -29,6 +29,12 @@ from adapters.volcano.wire import (
 )
 from solver.domain.model import JobResult, MemberPlacement, Node, SolveResult, SolveStatus
 
+# The planned node's prioritize score. Volcano adds every plugin's score for a node (nodeorder's
+# plugins and binpack each give at most 100 times their weight, a few hundred in all with the
+# default weights), so the plan's choice must outweigh the sum of theirs: with prioritize as the
+# only steering (deploy/volcano/volcano-scheduler-large.conf), 100 let binpack override the plan.
+PLANNED_SCORE = 1_000_000.0
+
 
 @dataclass(frozen=True)
 class Assignment:
@@ -48,7 +54,7 @@ class Plan:
     batch: Batch
     result: SolveResult | None
     fabric: HyperNodeTree
-    planned_score: float = 100.0
+    planned_score: float = PLANNED_SCORE
     assignments: dict[str, Assignment] = field(default_factory=dict)  # task uid → planned devices
     job_results: dict[str, list[JobResult]] = field(default_factory=dict)  # Volcano job → solver results
     hypernode: dict[str, str] = field(default_factory=dict)  # Volcano job → lowest HyperNode of its nodes
@@ -59,7 +65,7 @@ class Plan:
 
     @staticmethod
     def of(
-        batch: Batch, result: SolveResult | None, fabric: HyperNodeTree, planned_score: float = 100.0
+        batch: Batch, result: SolveResult | None, fabric: HyperNodeTree, planned_score: float = PLANNED_SCORE
     ) -> Plan:
         plan = Plan(batch=batch, result=result, fabric=fabric, planned_score=planned_score)
         if result is not None:

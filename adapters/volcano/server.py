@@ -35,6 +35,7 @@ from typing import Any
 
 import structlog
 
+from adapters.volcano import wire
 from adapters.volcano.extender import Extender
 from adapters.volcano.wire import BadPayload
 
@@ -92,8 +93,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._drain()
             self._reply(404, {"error": f"unknown verb {verb!r}; known: {', '.join(VERBS)}"})
             return
+        # Volcano v1.10's allocate action dereferences a nil node when prioritize fails with
+        # extender.ignorable false (the shipped setting): every prioritize answer is a 200 with a
+        # node score object, neutral (no scores) when the body cannot be read, with the reason logged.
+        neutral = wire.prioritize_reply({}) if handler is Extender.prioritize else None
         try:
-            raw = self._read_body()
+            raw = self._read_body(wait=neutral is not None)
             self.server.unwatch(self.connection)  # read in time; the verb has its own budget
             extender = self.server.extender
             started = time.perf_counter()
@@ -102,21 +107,30 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = extender.reopen(digest)
                 if reply is None:
                     reply = extender.on_session_open(_parse(raw), digest, received=started)
+                declined = extender.declined()
+                if declined:  # Volcano's plugin registers nothing on a non-200 open: it schedules alone
+                    extender.count("onSessionOpen", time.perf_counter() - started)
+                    self._reply(503, {"error": declined})
+                    return
             elif handler is Extender.predicate:
                 reply = extender.predicate_raw(raw)  # once per task and node: the parts are cached
                 if reply is None:
                     reply = extender.predicate(_parse(raw))
+            elif handler is Extender.prioritize:
+                reply = extender.prioritize_raw(raw)  # the names are scanned, not parsed
+                if reply is None:
+                    reply = extender.prioritize(_parse(raw))
             else:
                 reply = handler(extender, _parse(raw))
             extender.count(self.server.aliases.get(verb, verb), time.perf_counter() - started)
         except BadPayload as err:
-            self._reply(400, {"error": str(err)})
+            self._refuse(400, str(err), verb, neutral)
             return
         except _TooLarge as err:
-            self._reply(413, {"error": str(err)})
+            self._refuse(413, str(err), verb, neutral)
             return
         except _Busy as err:
-            self._reply(503, {"error": str(err)})
+            self._refuse(503, str(err), verb, neutral)
             return
         except OSError:  # the client went away or the watchdog closed a slow one: nobody to answer
             self.close_connection = True
@@ -125,9 +139,18 @@ class _Handler(BaseHTTPRequestHandler):
             # A plain traceback, never a rendering of the frames' locals (which hold the whole
             # snapshot and took seconds per request).
             _log.error("internal error", verb=verb, traceback=traceback.format_exc(limit=20))
-            self._reply(500, {"error": "internal error"})
+            self._refuse(500, "internal error", verb, neutral)
             return
         self._reply(200, reply)
+
+    def _refuse(self, code: int, reason: str, verb: str, neutral: dict[str, Any] | None) -> None:
+        """Answer a request that could not be served: ``code`` with the reason, or, for a verb whose
+        failure Volcano cannot take (``neutral`` given), a 200 with the neutral answer."""
+        if neutral is None:
+            self._reply(code, {"error": reason})
+            return
+        _log.warning("answered neutrally", verb=verb, status=code, reason=reason)
+        self._reply(200, neutral)
 
     def do_GET(self) -> None:
         self.server.unwatch(self.connection)
@@ -141,7 +164,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._reply(404, {"error": "GET serves /healthz and /status"})
 
-    def _read_body(self) -> bytes:
+    def _read_body(self, wait: bool = False) -> bytes:
+        """The request body. ``wait``: a large body waits its turn instead of being refused busy
+        (prioritize carries every candidate node and must never fail)."""
         limits = self.server.limits
         length = self._length()
         if length > limits.max_body_bytes:
@@ -149,7 +174,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise _TooLarge(f"body of {length} bytes is over the {limits.max_body_bytes}-byte cap")
         if length > limits.large_body_bytes:
             # Volcano sends one snapshot per session: a second large body at once is not Volcano.
-            if not self.server.large.acquire(blocking=False):
+            large = self.server.large
+            if not (large.acquire(timeout=limits.read_timeout_s) if wait else large.acquire(blocking=False)):
                 self.close_connection = True
                 raise _Busy("another large request is being read; try again")
             try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -544,6 +545,56 @@ class PredicateReader:
             self._bytes = 0
         table[key] = value
         self._bytes += len(key)
+
+
+class PrioritizeReader:
+    """``prioritize`` bodies read for what the answer needs: the task and the candidate nodes' names.
+
+    Volcano calls prioritize once per task with every candidate node's whole ``NodeInfo`` (~12 KB
+    each, so ~12 MiB at 1,000 nodes); parsing that as JSON took longer than the rest of the call.
+    Go writes ``PrioritizeRequest`` as ``{"task":<TaskInfo>,"nodes":[<NodeInfo>,...]}``, compact,
+    each ``NodeInfo`` opening with ``{"Name":"<node>","Node":`` — no other object in it does
+    (``TaskInfo`` opens with ``UID``, Kubernetes objects use lower-case keys, and a quote inside a
+    string is escaped), so the names are found by one scan of the bytes. The task is parsed once
+    per distinct text. A body of any other form is read in full by the caller (``None``)."""
+
+    _HEAD = b'{"task":'
+    _NODES = b',"nodes":['
+    # Literal first: Python's re then skips ahead with a fast search (8x the speed of a pattern
+    # opening with a class); the byte before each match is checked to be ``[`` or ``,``.
+    _NAME = re.compile(rb'\{"Name":"([^"\\]*)","Node":')
+    _OPENERS = frozenset(b"[,")
+    _KEPT_TASKS = 4096  # a session's pending tasks; past it the table starts again
+
+    def __init__(self) -> None:
+        self._tasks: dict[bytes, Task] = {}
+        self.full_reads = 0
+
+    def read(self, raw: bytes) -> tuple[Task, list[str]] | None:
+        split = raw.find(self._NODES)
+        if split < 0 or not raw.startswith(self._HEAD) or not raw.endswith(b"]}"):
+            self.full_reads += 1
+            return None
+        task_text = raw[len(self._HEAD) : split]
+        names = [
+            m.group(1).decode()
+            for m in self._NAME.finditer(raw, split + len(self._NODES))
+            if raw[m.start() - 1] in self._OPENERS
+        ]
+        if not names and raw[split + len(self._NODES) :] != b"]}":
+            self.full_reads += 1  # nodes there, none in Go's form
+            return None
+        found = self._tasks.get(task_text)
+        if found is None:
+            try:
+                found = task(json.loads(task_text), "task")
+            except (ValueError, RecursionError):  # JSON errors, BadPayload: the full read says why
+                self.full_reads += 1
+                return None
+            if len(self._tasks) >= self._KEPT_TASKS:
+                self._tasks.clear()
+            self._tasks[task_text] = found
+        return found, names
 
 
 def body_node_names(body: Any) -> list[str]:

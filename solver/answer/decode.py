@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from solver.compile import Compiled
 from solver.compile.locality import NVLINK, Rule, locality_rules
+from solver.domain.cancel import checked
 from solver.domain.fabric import Fabric
 from solver.domain.model import (
     Distance,
@@ -33,14 +34,16 @@ def decode(problem: Normalised, compiled: Compiled, solution: dict[str, int] | N
     """One ``JobResult`` per job in request order; unplaced jobs carry no reason yet (see explain)."""
     members: dict[int, list[MemberPlacement]] = defaultdict(list)  # by role index
     if solution is not None:
-        for cls in problem.classes:
+        # checked: a cancelled or expired call stops here within one class (solver.domain.cancel);
+        # decoding 16,384 nodes' classes takes a good part of a second.
+        for cls in checked(problem.classes):
             slots = _class_slots(cls.index, problem, compiled, solution)
             _fill(cls.index, cls.shape, slots, problem, compiled, solution, members)
     results = []
     nodes = {n.name: n for n in problem.request.inventory.nodes}
     fabric = Fabric.of(problem.request.inventory)
     rules = locality_rules(problem)
-    for j, job in enumerate(problem.request.jobs):
+    for j, job in checked(enumerate(problem.request.jobs)):
         placed = solution is not None and solution.get(compiled.placed[j].name, 0) == 1
         job_members: list[MemberPlacement] = []
         if placed:

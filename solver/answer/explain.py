@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from solver.compile import Compiled
 from solver.compile.locality import NVLINK, Rule, domain_of
+from solver.domain.cancel import checked
 from solver.domain.fabric import Fabric
 from solver.domain.model import (
     Alignment,
@@ -70,7 +71,9 @@ def explain(
 ) -> tuple[JobResult, ...]:
     placed_ids = {r.job_id for r in jobs if r.placed}
     out = []
-    for j, result in enumerate(jobs):
+    # checked: each unplaced job's explanation may compile and search relaxed copies of it; a
+    # cancelled or expired call stops before the next one (solver.domain.cancel).
+    for j, result in checked(enumerate(jobs)):
         if result.placed:
             out.append(result)
             continue

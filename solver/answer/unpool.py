@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from solver.domain.cancel import checked
 from solver.domain.model import Job, JobResult, MemberPlacement, Node, Reason, ReasonCode, SolveRequest
 from solver.reduce.pools import Pools
 
@@ -22,7 +23,7 @@ def unpool(pools: Pools, request: SolveRequest, jobs: Sequence[JobResult]) -> tu
         return tuple(jobs)
     nodes = {n.name: n for n in request.inventory.nodes}
     out: dict[int, JobResult] = {}
-    for result, batch in zip(jobs, pools.members_of, strict=True):
+    for result, batch in checked(zip(jobs, pools.members_of, strict=True)):
         if len(batch) == 1:
             out[batch[0]] = result
             continue

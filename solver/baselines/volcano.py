@@ -73,6 +73,7 @@ VOLCANO = Greedy(
 )
 
 
-def place(request: SolveRequest) -> SolveResult:
-    """Volcano-like greedy placement of the request's jobs (see the module docstring)."""
-    return VOLCANO.place(request)
+def place(request: SolveRequest, deadline: float | None = None) -> SolveResult:
+    """Volcano-like greedy placement of the request's jobs (see the module docstring); jobs not
+    placed by ``deadline`` (``time.perf_counter()``) are left unplaced, TIME_LIMIT."""
+    return VOLCANO.place(request, deadline)

@@ -469,5 +469,6 @@ class SolveResult(Frozen):
     model_size: ModelSize = ModelSize()
     metrics: ClusterMetrics = ClusterMetrics()
     # Who made the returned plan: "search" (CP-SAT, from the floor's best plan), "floor:<placer>"
-    # (a greedy placer's plan, no search bettered it), or a baseline's name.
+    # (a greedy placer's plan, no search bettered it), "unsearched:<placer>" (no time to build the
+    # model: ``solver.fallback``'s greedy plan, nothing searched), or a baseline's name.
     plan_source: str = ""

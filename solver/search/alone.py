@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from solver.compile import compile_model
+from solver.domain import cancel as cancellation
 from solver.domain.model import Job, ObjectiveTier, SolveRequest
 from solver.domain.validate import validate
 from solver.reduce.intranode import hosts_some_member
@@ -82,7 +83,8 @@ def places_alone(request: SolveRequest, job: Job, seconds: float, deterministic:
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
     if deterministic:
         solver.parameters.max_deterministic_time = max(0.01, seconds)
-    status = solver.solve(compiled.model)
+    with cancellation.stopping(solver.stop_search):  # a cancelled call stops the probe at once
+        status = solver.solve(compiled.model)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return True
     if status == cp_model.INFEASIBLE:

@@ -134,6 +134,16 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         return response
 
     def _run(self, request: placement_pb2.SolveRequest, request_id: str, call: Call) -> SolveResult:
+        from solver.solve import rare_full_collections  # OR-Tools on first use, as _pipeline_solve
+
+        # The conversion too: a full collection during a 16,384-node conversion took 1.4-1.7 s of
+        # warm calls whose solve then kept its deadline (bench/RESULTS.md, session 10).
+        with rare_full_collections():
+            return self._converted_and_solved(request, request_id, call)
+
+    def _converted_and_solved(
+        self, request: placement_pb2.SolveRequest, request_id: str, call: Call
+    ) -> SolveResult:
         started = time.perf_counter()
         domain = wire.request_from_proto(request)
         self._metrics.stage_seconds.labels(stage="convert").observe(time.perf_counter() - started)
@@ -148,6 +158,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         if update:
             domain = domain.model_copy(update=update)
         call.cancel.check()  # gone while its request was converted: no search for nobody
+        # The call's deadline already keeps the reply's margin back (admission.REPLY_MARGIN_S).
         result = self._solve(domain, deadline_s=call.remaining_s(), cancel=call.cancel)
         if result.request_id != request_id:  # the caller matches answers to requests by this id
             result = result.model_copy(update={"request_id": request_id})

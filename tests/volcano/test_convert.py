@@ -331,8 +331,24 @@ def test_gpus_volcano_counts_used_are_not_planned() -> None:
     converted = kube.inventory_node(info, "", warn)
     assert [a.owner for a in converted.allocations] == ["prod/svc"] and not warn.items
 
-    # Under a device split (80 nvidia.com/gpu on 8 GPUs) the count says nothing about whole GPUs.
+    # Under a device split (80 nvidia.com/gpu on 8 GPUs) the units are vGPUs: Volcano counts 4 used,
+    # the annotation accounts for 2; the other 2 sit on GPUs not visible, so two free GPUs are held.
     split = build.node_info(split_node, [build.task_info(stale)])
     assert split["Idle"]["ScalarResources"]["nvidia.com/gpu"] == 76_000.0
-    converted = kube.inventory_node(wire.node_info(split, "n"), "", kube.NodeWarnings([]))
-    assert {g for a in converted.allocations for g in a.gpus} == {"GPU0", "GPU1"}
+    warn = kube.NodeWarnings([])
+    converted = kube.inventory_node(wire.node_info(split, "n"), "", warn)
+    assert {g for a in converted.allocations for g in a.gpus} == {"GPU0", "GPU1", "GPU2", "GPU3"}
+    assert warn.items == [
+        "n0: Volcano counts 4 nvidia.com/gpu (vGPUs) used but the pods' device annotations account for 2; "
+        "GPU2, GPU3 taken as used"
+    ]
+    # ... and where they agree (a share counts one vGPU), nothing is added.
+    share = build.PodSpec(
+        "prod", "inf", "inf", "worker", gpus=1, node="n0",
+        annotations={ann.VGPU_IDS: f"{build.gpu_uuid('n0', 5)},NVIDIA,20000,30:"},
+    )  # fmt: skip
+    split = build.node_info(split_node, [build.task_info(agreeing), build.task_info(share)])
+    warn = kube.NodeWarnings([])
+    converted = kube.inventory_node(wire.node_info(split, "n"), "", warn)
+    assert {g for a in converted.allocations for g in a.gpus} == {"GPU0", "GPU1", "GPU2", "GPU3"}
+    assert not warn.items

@@ -13,7 +13,7 @@ import pytest
 from adapters.volcano import batch as batch_mod
 from adapters.volcano import hypernodes as hn
 from adapters.volcano import wire
-from adapters.volcano.extender import NodesUnknown, fingerprint, local_solve, solve_shipped
+from adapters.volcano.extender import Config, NodesUnknown, fingerprint, local_solve, solve_shipped
 from solver.domain.model import Policy
 
 from .conftest import Service
@@ -91,9 +91,10 @@ def test_the_solver_process_table_puts_held_nodes_back(body: dict[str, Any], hyp
 
 
 def go_order(node: dict[str, Any]) -> dict[str, Any]:
-    """A NodeInfo's keys in Go's field order as far as the reader cares: Name first (the fixture
+    """A NodeInfo's keys in Go's field order as far as the reader cares: Name, then Node (the fixture
     keeps them sorted)."""
-    return {"Name": node["Name"], **{k: v for k, v in node.items() if k != "Name"}}
+    first = {k: node[k] for k in ("Name", "Node") if k in node}  # NodeInfo's first two fields
+    return {**first, **{k: v for k, v in node.items() if k not in first}}
 
 
 def predicate_body(task: dict[str, Any], node: dict[str, Any]) -> bytes:
@@ -134,6 +135,60 @@ def test_predicate_reader_reads_what_a_full_parse_reads(body: dict[str, Any]) ->
     tricky["Pod"]["metadata"]["annotations"]["note"] = ',"node":{"Name":"gpu-99"}'
     read = reader.read(predicate_body(tricky, nodes[0]))
     assert read is not None and read[1] == nodes[0]["Name"]
+
+
+def prioritize_body(task: dict[str, Any], nodes: list[dict[str, Any]]) -> bytes:
+    """As Go's encoding/json writes a PrioritizeRequest: compact, task first, each NodeInfo's Name first."""
+    return json.dumps({"task": task, "nodes": [go_order(n) for n in nodes]}, separators=(",", ":")).encode()
+
+
+def test_prioritize_reader_reads_what_a_full_parse_reads(body: dict[str, Any]) -> None:
+    reader = wire.PrioritizeReader()
+    tasks = list(body["Jobs"]["team-a/train-16"]["Tasks"].values())[:2]
+    nodes = list(body["Nodes"].values())[:5]
+    # A node holding tasks (their TaskInfo has a Name too) and a name-like text inside an annotation.
+    nodes[1] = dict(nodes[1], Tasks={tasks[0]["UID"]: tasks[0]})
+    tricky = copy.deepcopy(tasks[1])
+    tricky["Pod"]["metadata"]["annotations"]["note"] = '[{"Name":"gpu-99","Node":{}}]'
+    for task in (tasks[0], tricky):
+        for chosen in (nodes, nodes[2:3], []):
+            raw = prioritize_body(task, chosen)
+            parsed = json.loads(raw)
+            assert reader.read(raw) == (wire.body_task(parsed), wire.body_node_names(parsed))
+    assert reader.full_reads == 0
+    # Another form (spaces; nodes first) is left to the full parse.
+    assert reader.read(json.dumps({"task": tasks[0], "nodes": nodes}).encode()) is None
+    nodes_first = json.dumps({"nodes": [go_order(nodes[0])], "task": tasks[0]}, separators=(",", ":"))
+    assert reader.read(nodes_first.encode()) is None
+    # Nodes there but none opening with Name: not Go's NodeInfo, read in full.
+    odd = json.dumps({"task": tasks[0], "nodes": [{"Node": {}, "Name": "gpu-01"}]}, separators=(",", ":"))
+    assert reader.read(odd.encode()) is None
+
+
+def test_prioritize_never_fails_over_http(service: Service, body: dict[str, Any]) -> None:
+    """A failed prioritize makes Volcano v1.10.0's allocate action dereference a nil node with
+    extender.ignorable false: bad bodies get a 200 with an empty score object, and a Go-form body
+    (the scan) scores as the full parse does."""
+    for raw in (b"{not json", b"[]", b'{"task":{"UID":7},"nodes":[]}', b'{"nodes":{"a":1}}'):
+        code, reply = service.client.post("prioritize", None, raw=raw)
+        assert code == 200 and reply == {"nodeScore": {}, "errorMessage": ""}, raw
+    service.client.ok("onSessionOpen", body)
+    if service.extender.plan is None:  # a loaded machine: the solve ends in the background
+        assert service.extender.wait_for_solver(120)
+        service.client.ok("onSessionOpen", body)
+    plan = service.extender.plan
+    assert plan is not None and plan.assignments
+    nodes = [body["Nodes"][n] for n in sorted(body["Nodes"])]
+    tasks = {t["UID"]: t for j in body["Jobs"].values() for t in j["Tasks"].values()}
+    before = service.extender.status_view()["prioritizeFullReads"]
+    for uid, planned in list(plan.assignments.items())[:4]:
+        code, go_form = service.client.post("prioritize", None, raw=prioritize_body(tasks[uid], nodes))
+        assert code == 200
+        spaced = service.client.ok("prioritize", {"task": tasks[uid], "nodes": nodes})
+        assert go_form == spaced
+        scores = go_form["nodeScore"]
+        assert len(scores) == len(nodes) and max(scores, key=scores.get) == planned.node
+    assert service.extender.status_view()["prioritizeFullReads"] == before + 4  # the spaced ones
 
 
 def test_predicate_over_http_same_answers_both_ways(service: Service, body: dict[str, Any]) -> None:
@@ -199,3 +254,22 @@ def test_an_open_that_outlasts_the_session_answers_in_time_and_serves_the_next(
         assert placed, extender.status
     finally:
         extender.close()
+
+
+@pytest.mark.parametrize(
+    "config", [Config(http_timeout_s=0.3, margin_s=0.25, decline_without_plan=True)], indirect=True
+)
+def test_a_session_without_a_plan_is_declined(service: Service, body: dict[str, Any]) -> None:
+    """``decline_without_plan``: an onSessionOpen with no plan behind it answers 503, so Volcano's
+    extender plugin (ignorable false) registers no verb and makes no call per task for answers that
+    would all be neutral; once the plan is there, 200."""
+    code, reply = service.client.post("onSessionOpen", body)  # the first snapshot: not in 0.3 s
+    assert code == 503 and "no plan" in reply["error"] and "Volcano schedules alone" in reply["error"]
+    assert service.extender.status_view()["declined"]
+    assert service.extender.wait_for_solver(120)
+    for _ in range(5):  # the finished solve is reused; a loaded machine may still miss 0.3 s once
+        code, reply = service.client.post("onSessionOpen", body)
+        if code == 200:
+            break
+    assert code == 200 and service.extender.plan is not None
+    assert not service.extender.status_view()["declined"]

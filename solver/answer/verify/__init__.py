@@ -2,7 +2,8 @@
 
 The solver's answer is never handed out unchecked, so this package is the last line of defence
 against a bug in normalise/compile/decode. To be worth anything it must not share their mistakes:
-it imports nothing from the pipeline or ``solver.domain.topology`` (only the domain types), computes PCIe
+it imports nothing from the pipeline or ``solver.domain.topology`` (only the domain types, and the
+call's cancel token, which can stop a check but never change its verdict), computes PCIe
 distances, matchings and capacities itself, in the plainest way that is still linear-ish, and each
 module is short enough to audit in one sitting.
 
@@ -55,6 +56,7 @@ from solver.answer.verify.pairs import pairs
 from solver.answer.verify.separation import separation
 from solver.answer.verify.shares import gpu_shares, shared_devices
 from solver.answer.verify.view import NodeView, Placed
+from solver.domain.cancel import checked
 from solver.domain.model import SolveRequest, SolveResult
 
 __all__ = ["verify"]
@@ -63,20 +65,23 @@ __all__ = ["verify"]
 def verify(request: SolveRequest, result: SolveResult) -> tuple[str, ...]:
     """Every way ``result`` breaks the rules of ``request``, one sentence each; empty when valid."""
     jobs = {job.id: job for job in reversed(request.jobs)}  # reversed: the first of a repeated id wins
+    # The rules below walk every placed member and every node used: the token is looked at per item
+    # (solver.domain.cancel.checked), so a cancelled or expired call stops inside the verifier too.
     placed = [
         Placed(job, member)
-        for jr in result.jobs
+        for jr in checked(result.jobs)
         if jr.placed and (job := jobs.get(jr.job_id)) is not None
         for member in jr.members
     ]
     by_name = {node.name: node for node in reversed(request.inventory.nodes)}
     used = {p.member.node for p in placed}
-    nodes = {name: NodeView.of(node) for name, node in by_name.items() if name in used}  # only what is used
+    # only what is used
+    nodes = {name: NodeView.of(node) for name, node in checked(by_name.items()) if name in used}
     violations = [
         *job_set(request, result),
-        *(v for jr in result.jobs if jr.job_id in jobs for v in gang(jobs[jr.job_id], jr)),
-        *(v for p in placed for v in member(nodes, p)),
-        *(v for p in placed for v in pairs(nodes, p)),
+        *(v for jr in checked(result.jobs) if jr.job_id in jobs for v in gang(jobs[jr.job_id], jr)),
+        *(v for p in checked(placed) for v in member(nodes, p)),
+        *(v for p in checked(placed) for v in pairs(nodes, p)),
         *shared_devices(placed),
         *gpu_shares(nodes, placed),
         *separation(by_name, placed),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from solver.answer.verify.view import NodeView, Placed
+from solver.domain.cancel import checked
 
 
 def node_capacity(nodes: dict[str, NodeView], placed: list[Placed]) -> Iterator[str]:
@@ -15,7 +16,7 @@ def node_capacity(nodes: dict[str, NodeView], placed: list[Placed]) -> Iterator[
     for p in placed:
         if p.role is not None and p.member.node in nodes:
             on_node.setdefault(p.member.node, []).append(p)
-    for name, members in on_node.items():
+    for name, members in checked(on_node.items()):
         view = nodes[name]
         jobs = ", ".join(dict.fromkeys(p.job.id for p in members))
         for unit, free, ask in (

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from solver.answer.verify.rails import rails_aligned
+from solver.domain.cancel import checked
 from solver.domain.model import (
     FabricSwitch,
     Job,
@@ -23,7 +24,7 @@ def all_locality(
     request: SolveRequest, nodes: dict[str, Node], result: SolveResult, jobs: dict[str, Job]
 ) -> Iterator[str]:
     by_id = {sw.id: sw for sw in request.inventory.switches}
-    for jr in result.jobs:
+    for jr in checked(result.jobs):
         if jr.placed and jr.job_id in jobs:
             yield from locality(by_id, nodes, jobs[jr.job_id], jr)
 

@@ -9,6 +9,7 @@ import weakref
 from collections.abc import Iterator
 
 from solver.answer.verify.view import Placed
+from solver.domain.cancel import checked
 from solver.domain.fragmentation import FreeCapacity, Profile, profile
 from solver.domain.model import (
     Node,
@@ -35,7 +36,7 @@ def metrics(request: SolveRequest, result: SolveResult, placed: list[Placed]) ->
         on.setdefault(p.member.node, []).append(p)
     total = used = free_before = free_after = 0
     before, after = [0.0, 0], [0.0, 0]
-    for node in request.inventory.nodes:  # one pass: a lone pod's check walks the whole cluster
+    for node in checked(request.inventory.nodes):  # one pass: a lone pod's check walks the whole cluster
         fact = node_facts(workload, node)
         if fact is None:
             continue

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from solver.answer.verify.view import Placed
+from solver.domain.cancel import checked
 from solver.domain.model import (
     Node,
     Scope,
@@ -39,7 +40,7 @@ def separation(nodes: dict[str, Node], placed: list[Placed]) -> Iterator[str]:
                 spots |= spots_of(nodes[p.member.node], gpus, scope) or {p.member.node}
         return spots
 
-    for job_id, members in by_job.items():
+    for job_id, members in checked(by_job.items()):
         job = members[0].job
         for rule in job.anti_affinity:
             mine = footprint(members, rule.scope)

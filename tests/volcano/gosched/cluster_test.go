@@ -250,21 +250,29 @@ type extenderSettings struct {
 	ignorable   *bool             // nil: as shipped
 	extraVerbs  map[string]string // e.g. {"extender.jobReadyVerb": "jobReady"}: a configuration to compare with
 	without     bool              // drop the extender plugin: Volcano alone
-	afterOpen   func()            // runs between OnSessionOpen and the actions (e.g. stop topoplace)
+	// conf is the file under deploy/volcano/ read with Volcano's loader ("" is volcano-scheduler.conf).
+	conf string
+	// percentageNodesToFind is vc-scheduler's --percentage-nodes-to-find (0: its default, adaptive).
+	percentageNodesToFind int32
+	afterOpen             func() // runs between OnSessionOpen and the actions (e.g. stop topoplace)
 	// afterActions runs before the session closes (topoplace still holds the session's plan).
 	afterActions func(ssn *framework.Session)
 }
 
 // shippedConf is deploy/volcano/volcano-scheduler.conf, read with Volcano's own loader.
-func shippedConf(t *testing.T) ([]framework.Action, []conf.Tier, []conf.Configuration) {
+func shippedConf(t *testing.T, file ...string) ([]framework.Action, []conf.Tier, []conf.Configuration) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "volcano", "volcano-scheduler.conf"))
+	name := "volcano-scheduler.conf"
+	if len(file) > 0 && file[0] != "" {
+		name = file[0]
+	}
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "volcano", name))
 	if err != nil {
 		t.Fatalf("read the shipped scheduler configuration: %v", err)
 	}
 	actions, tiers, configurations, _, err := scheduler.UnmarshalSchedulerConf(string(data))
 	if err != nil {
-		t.Fatalf("Volcano refuses deploy/volcano/volcano-scheduler.conf: %v", err)
+		t.Fatalf("Volcano refuses deploy/volcano/%s: %v", name, err)
 	}
 	return actions, tiers, configurations
 }
@@ -293,7 +301,7 @@ type sessionResult struct {
 // runSession opens one Volcano session over the cluster, runs the shipped actions and closes it.
 func runSession(t *testing.T, ext extenderSettings, nodes []gpuNode, gangs []gang) sessionResult {
 	t.Helper()
-	actions, tiers, configurations := shippedConf(t)
+	actions, tiers, configurations := shippedConf(t, ext.conf)
 	var kept []conf.Tier
 	for _, tier := range tiers {
 		var plugins []conf.PluginOption
@@ -341,7 +349,8 @@ func runSession(t *testing.T, ext extenderSettings, nodes []gpuNode, gangs []gan
 
 	// vc-scheduler's flag defaults (--minimum-feasible-nodes 100, --minimum-percentage-nodes-to-find
 	// 5, --percentage-nodes-to-find 0): the allocate action reads them.
-	options.ServerOpts = &options.ServerOption{MinNodesToFind: 100, MinPercentageOfNodesToFind: 5, PercentageOfNodesToFind: 0}
+	options.ServerOpts = &options.ServerOption{MinNodesToFind: 100, MinPercentageOfNodesToFind: 5,
+		PercentageOfNodesToFind: ext.percentageNodesToFind}
 	conf.EnabledActionMap = map[string]bool{}
 	for _, a := range actions {
 		conf.EnabledActionMap[a.Name()] = true

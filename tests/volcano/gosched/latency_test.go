@@ -5,12 +5,18 @@ package gosched
 // bench/RESULTS-volcano.md; it asserts nothing about speed.
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"volcano.sh/volcano/pkg/scheduler/api"
+	"volcano.sh/volcano/pkg/scheduler/framework"
+	"volcano.sh/volcano/pkg/scheduler/plugins/extender"
 )
 
 func benchCluster(nodes, leafSize int) ([]gpuNode, map[string][]string, []gang) {
@@ -41,6 +47,9 @@ func median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
+// GOSCHED_BENCH_CONFS picks the configurations, in order, one topoplace process for all (so they
+// follow the same plan): "large" (volcano-scheduler-large.conf, prioritize, every node scored) and
+// "predicate" (volcano-scheduler.conf). Default: both.
 func TestSessionLatency(t *testing.T) {
 	if os.Getenv("GOSCHED_BENCH") == "" {
 		t.Skip("a measurement: run with GOSCHED_BENCH=1 (figures go to bench/RESULTS-volcano.md)")
@@ -54,33 +63,115 @@ func TestSessionLatency(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("GOSCHED_BENCH_REPEATS")); err == nil && n > 0 {
 		repeats = n
 	}
-	var alone []time.Duration
+	confs := []string{"large", "predicate"}
+	if v := os.Getenv("GOSCHED_BENCH_CONFS"); v != "" {
+		confs = strings.Split(v, ",")
+	}
+	var alone, aloneAll []time.Duration
 	for i := 0; i < repeats; i++ {
 		alone = append(alone, runSession(t, extenderSettings{without: true}, cluster, gangs).duration)
+		aloneAll = append(aloneAll, runSession(t, extenderSettings{without: true, percentageNodesToFind: 100}, cluster, gangs).duration)
 	}
-	tp := startTopoplace(t, hyperNodesFile(t, leaves), "--http-timeout", "3s")
-	settings := extenderSettings{url: tp.url(), httpTimeout: "3s"}
-	first := runSession(t, settings, cluster, gangs)
-	firstStatus := tp.status()
-	var warm []time.Duration
-	var bound int
-	var s status
-	for i := 0; i < repeats; i++ {
-		r := runSession(t, settings, cluster, gangs)
-		warm = append(warm, r.duration)
-		bound = len(r.binds)
-		s = tp.status() // read before the next session's open resets the counts
-		fmt.Printf("session %d: %v, predicate calls %d, server time %.0f ms (%.3f ms a call), open %.0f ms\n",
-			i+1, r.duration.Round(time.Millisecond), s.Calls["predicate"], s.CallMs["predicate"],
-			s.CallMs["predicate"]/float64(max(1, s.Calls["predicate"])), s.OpenMs)
+	fmt.Printf("Volcano alone: session median %v (min %v); with --percentage-nodes-to-find=100: median %v (min %v)\n",
+		median(alone).Round(time.Millisecond), minOf(alone).Round(time.Millisecond),
+		median(aloneAll).Round(time.Millisecond), minOf(aloneAll).Round(time.Millisecond))
+	// --decline-without-plan (recommended with the large configuration): a session without a plan
+	// (the first of a large cluster) runs as Volcano alone, without a call per task.
+	tp := startTopoplace(t, hyperNodesFile(t, leaves), "--http-timeout", "3s", "--decline-without-plan")
+	lastBinds := map[string]map[string]string{}
+	for c, name := range confs {
+		settings := extenderSettings{url: tp.url(), httpTimeout: "3s"}
+		if name == "large" {
+			settings = largeSettings(tp.url(), "3s")
+		}
+		if c == 0 {
+			first := runSession(t, settings, cluster, gangs)
+			s := tp.status()
+			fmt.Printf("[%s] first session: %v, topoplace openMs %.0f, placed %d, error %q, calls %v\n", name,
+				first.duration.Round(time.Millisecond), s.OpenMs, len(s.PlacedJobs), s.Error, s.Calls)
+		}
+		var warm []time.Duration
+		var r sessionResult
+		var s status
+		if name == "large" {
+			settings.afterActions = func(ssn *framework.Session) { printMarshalCost(ssn) }
+		}
+		for i := 0; i < repeats; i++ {
+			r = runSession(t, settings, cluster, gangs)
+			warm = append(warm, r.duration)
+			s = tp.status() // read before the next session's open resets the counts
+			verb := "predicate"
+			if name == "large" {
+				verb = "prioritize"
+			}
+			fmt.Printf("[%s] session %d: %v, %s calls %d, server time %.0f ms (%.3f ms a call), open %.0f ms, panicked %q\n",
+				name, i+1, r.duration.Round(time.Millisecond), verb, s.Calls[verb], s.CallMs[verb],
+				s.CallMs[verb]/float64(max(1, s.Calls[verb])), s.OpenMs, r.panicked)
+		}
+		lastBinds[name] = r.binds
+		fmt.Printf("[%s] nodes %d, pending pods %d (jobs %d); later sessions: median %v (min %v), reused %v, pods bound %d\n",
+			name, nodes, s.GpuTasks, s.Jobs, median(warm).Round(time.Millisecond), minOf(warm).Round(time.Millisecond), s.Reused, len(r.binds))
 	}
-	fmt.Printf("predicate bodies not in Go's form (read in full): %d\n", s.FullReads)
-	fmt.Printf("nodes %d, pending pods %d (jobs %d)\n", nodes, s.GpuTasks, s.Jobs)
-	fmt.Printf("Volcano alone: session median %v (min %v)\n", median(alone).Round(time.Millisecond), minOf(alone).Round(time.Millisecond))
-	fmt.Printf("with topoplace, first session: %v, topoplace openMs %.0f, placed %d, error %q\n",
-		first.duration.Round(time.Millisecond), firstStatus.OpenMs, len(firstStatus.PlacedJobs), firstStatus.Error)
-	fmt.Printf("with topoplace, later sessions: median %v (min %v), topoplace openMs %.0f, reused %v, pods bound %d\n",
-		median(warm).Round(time.Millisecond), minOf(warm).Round(time.Millisecond), s.OpenMs, s.Reused, bound)
+	if a, b := lastBinds["large"], lastBinds["predicate"]; a != nil && b != nil {
+		fmt.Printf("gangs bound on the same nodes by both configurations (the predicate one admits only planned nodes): %s\n",
+			sameGangNodes(a, b))
+	}
+}
+
+// printMarshalCost times what Volcano's extender plugin does before each prioritize call: Go's
+// encoding/json writing a PrioritizeRequest with every node of the session (the candidate list
+// when every node passes the predicates). Volcano's own cost, whatever the extender answers.
+func printMarshalCost(ssn *framework.Session) {
+	var task *api.TaskInfo
+	for _, job := range ssn.Jobs {
+		for _, t := range job.Tasks {
+			task = t
+			break
+		}
+		if task != nil {
+			break
+		}
+	}
+	var times []time.Duration
+	var size int
+	for i := 0; i < 3; i++ {
+		started := time.Now()
+		out, err := json.Marshal(&extender.PrioritizeRequest{Task: task, Nodes: ssn.NodeList})
+		times = append(times, time.Since(started))
+		if err != nil {
+			fmt.Printf("marshal: %v\n", err)
+			return
+		}
+		size = len(out)
+	}
+	fmt.Printf("PrioritizeRequest with %d nodes: %.1f MiB, json.Marshal median %v\n",
+		len(ssn.NodeList), float64(size)/(1<<20), median(times).Round(time.Millisecond))
+}
+
+// sameGangNodes compares two sessions' binds gang by gang (a gang's members are interchangeable,
+// so the sorted node lists are compared): "k of n gangs".
+func sameGangNodes(a, b map[string]string) string {
+	byGang := func(binds map[string]string) map[string]string {
+		nodes := map[string][]string{}
+		for pod, node := range binds {
+			gang := pod[:strings.LastIndex(pod, "-")]
+			nodes[gang] = append(nodes[gang], node)
+		}
+		out := map[string]string{}
+		for g, ns := range nodes {
+			sort.Strings(ns)
+			out[g] = strings.Join(ns, ",")
+		}
+		return out
+	}
+	ga, gb := byGang(a), byGang(b)
+	same := 0
+	for g, ns := range gb {
+		if ga[g] == ns {
+			same++
+		}
+	}
+	return fmt.Sprintf("%d of %d gangs (large bound %d gangs)", same, len(gb), len(ga))
 }
 
 func minOf(ds []time.Duration) time.Duration {

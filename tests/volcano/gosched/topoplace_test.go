@@ -239,6 +239,7 @@ type status struct {
 	Calls        map[string]int     `json:"calls"`  // this session's calls, by verb
 	CallMs       map[string]float64 `json:"callMs"` // their server time
 	FullReads    int                `json:"predicateFullReads"`
+	Declined     bool               `json:"declined"`
 }
 
 func (tp *topoplace) status() status {
