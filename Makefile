@@ -32,7 +32,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
 
 setup-dev: $(VENV)/.installed-dev system-deps
 
-# Debian: Slurm and MUNGE for the Slurm adapter's end-to-end test (a no-op when present).
+# Debian: Slurm, MUNGE, Lua 5.1 and luaposix for the Slurm adapter's tests (a no-op when present).
 system-deps:
 	./scripts/install-slurm.sh
 

@@ -240,7 +240,9 @@ def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = N
                     topology=etc / "topology.conf",
                 )
             )
-            running = serve_agent(agent)
+            # The documented form: a unix socket, which job_submit.lua asks itself (luaposix) when
+            # installed — no client process per submit (runs before session 10's end used TCP).
+            running = serve_agent(agent, unix=workdir / "agent.sock")
             cluster.write_hook_conf({"agent": running.address, "enabled": "yes"})
             agent.refresh()
         ids = []
@@ -464,12 +466,22 @@ def _job_description(submit: Submit) -> dict[str, Any]:
     return {"submit_uid": 0, "min_nodes": submit.nodes, "max_nodes": submit.nodes, "tres_per_node": tres}
 
 
-def hook_cost(nodes: int, seed: int, workdir: Path, submits: int | None = None) -> dict[str, Any]:
+def _lua_job_line(submit: Submit) -> str:
+    """One job for bench/slurm_hook_harness.lua: the job_desc fields sbatch -N n --gpus-per-node=k sets."""
+    return " ".join(f"{k}={v}" for k, v in _job_description(submit).items() if k != "submit_uid") + "\n"
+
+
+def hook_cost(
+    nodes: int, seed: int, workdir: Path, submits: int | None = None, client_kind: str = "python"
+) -> dict[str, Any]:
     """The hook's path without slurmctld: the stdlib client (``python3 -I -S place_client.py``, as
     job_submit.lua runs it) → the agent on a unix socket → the gRPC solver, for the bench's job stream
     on ``nodes`` nodes whose state is Slurm's text format (the bench background, 40 % of the GPUs).
     Planned jobs are shown to the agent as pending jobs carrying their plan (its ``squeue``), so the
-    cluster fills as it would. Per submit: the client's wall time and the agent's stages."""
+    cluster fills as it would. Per submit: the client's wall time and the agent's stages.
+
+    ``client_kind`` "lua": job_submit.lua itself in one long-lived Lua 5.1 interpreter (as slurmctld
+    keeps it), talking to the agent's socket through luaposix; the time is slurm_job_submit's own."""
     paths = _write_captures(workdir / "captures")
     spec = ClusterSpec(
         nodes=nodes, nodes_per_leaf=8, leaves_per_spine=2, captures=tuple(paths), type_run=max(1, nodes // 64)
@@ -511,29 +523,71 @@ def hook_cost(nodes: int, seed: int, workdir: Path, submits: int | None = None) 
     )
     running = serve_agent(agent, unix=workdir / "agent.sock")
     client = ROOT / "adapters" / "slurm" / "place_client.py"
-    out: dict[str, Any] = {"nodes": nodes, "seed": seed, "client_ms": [], "agent_ms": [], "stages": []}
+    out: dict[str, Any] = {
+        "nodes": nodes,
+        "seed": seed,
+        "client": client_kind,
+        "client_ms": [],
+        "agent_ms": [],
+        "stages": [],
+    }
+    lua = None
+    if client_kind == "lua":
+        hook = workdir / "job_submit.lua"
+        shutil.copy(ROOT / "adapters" / "slurm" / "job_submit.lua", hook)
+        (workdir / "job_submit_topoplace.conf").write_text(f"agent = {running.address}\ntimeout = 2\n")
+        lua = subprocess.Popen(
+            ["lua5.1", str(ROOT / "bench" / "slurm_hook_harness.lua"), str(hook)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
     try:
         for submit in job_stream(nodes, seed)[:submits]:
-            body = json.dumps(_job_description(submit))
             agent.last = {"ms": None, "stages_ms": {}}  # stays so when the client gave up first
-            t0 = time.perf_counter()
-            done = subprocess.run(
-                ["/usr/bin/python3", "-I", "-S", str(client), "--agent", running.address, "--timeout", "2"],
-                input=body,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            out["client_ms"].append((time.perf_counter() - t0) * 1000)
+            if lua is not None:
+                assert lua.stdin is not None and lua.stdout is not None
+                lua.stdin.write(_lua_job_line(submit))
+                lua.stdin.flush()
+                ms, _rc, _req, comment = re.match(
+                    r"(\S+) (\S+) (\S*) \| ?(.*)", lua.stdout.readline()
+                ).groups()
+                out["client_ms"].append(float(ms))
+                comment = comment if comment.startswith("topoplace/") else ""
+            else:
+                t0 = time.perf_counter()
+                done = subprocess.run(
+                    [
+                        "/usr/bin/python3",
+                        "-I",
+                        "-S",
+                        str(client),
+                        "--agent",
+                        running.address,
+                        "--timeout",
+                        "2",
+                    ],
+                    input=json.dumps(_job_description(submit)),
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                out["client_ms"].append((time.perf_counter() - t0) * 1000)
+                comment = next(
+                    (ln[12:] for ln in done.stdout.splitlines() if ln.startswith("set comment ")), ""
+                )
             answer = agent.last
             out["agent_ms"].append(answer.get("ms") or out["client_ms"][-1])  # gave up: at least that
             out["stages"].append(answer.get("stages_ms", {}))
-            comment = next((ln[12:] for ln in done.stdout.splitlines() if ln.startswith("set comment ")), "")
             if comment:  # queued, not started yet: squeue shows it (adapters/slurm/pending.py's format)
                 stamp = datetime.now().isoformat(timespec="seconds")
                 with pending.open("a") as file:
                     file.write(f"{len(out['client_ms'])}|{stamp}|Priority|N/A|(null)|{comment}\n")
     finally:
+        if lua is not None:
+            lua.kill()
+            lua.wait()
         running.stop()
         server.stop()
     out["answers"] = dict(agent.counts)
@@ -546,8 +600,9 @@ def render_cost(runs: list[dict[str, Any]]) -> str:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
     out = [
-        "| nodes | submits | client ms median / p99 | agent ms median / p99 | agent stages, median ms |",
-        "|---|---|---|---|---|",
+        "| nodes | client | submits | hook ms median / p99 | agent ms median / p99 "
+        "| agent stages, median ms |",
+        "|---|---|---|---|---|---|",
     ]
     for r in runs:
         keys = sorted({k for st in r["stages"] for k in st})
@@ -555,7 +610,8 @@ def render_cost(runs: list[dict[str, Any]]) -> str:
             f"{k} {statistics.median([st.get(k, 0.0) for st in r['stages']]):.1f}" for k in keys
         )
         out.append(
-            f"| {r['nodes']} | {len(r['client_ms'])} | {statistics.median(r['client_ms']):.0f} / "
+            f"| {r['nodes']} | {r.get('client', 'python')} | {len(r['client_ms'])} | "
+            f"{statistics.median(r['client_ms']):.0f} / "
             f"{pct(r['client_ms'], 0.99):.0f} | {statistics.median(r['agent_ms']):.0f} / "
             f"{pct(r['agent_ms'], 0.99):.0f} | {stages} |"
         )
@@ -697,6 +753,13 @@ def main() -> int:
         "--hook-cost", action="store_true", help="only the hook's path (client → agent → solver), no Slurm"
     )
     parser.add_argument("--submits", type=int, help="--hook-cost: only the first N jobs of the stream")
+    parser.add_argument(
+        "--client",
+        nargs="+",
+        default=["python"],
+        choices=["python", "lua"],
+        help="--hook-cost: python = place_client.py per submit; lua = job_submit.lua on the socket",
+    )
     parser.add_argument("--summarise", type=Path, nargs="+", help="only render these --json files")
     args = parser.parse_args()
     if args.summarise:
@@ -708,10 +771,10 @@ def main() -> int:
     if args.hook_cost:
         costs = []
         for nodes in args.nodes:
-            for seed in args.seeds:
+            for seed, kind in ((seed, kind) for seed in args.seeds for kind in args.client):
                 workdir = Path(tempfile.mkdtemp(prefix="slurm-hook-cost-"))
                 try:
-                    costs.append(hook_cost(nodes, seed, workdir, args.submits))
+                    costs.append(hook_cost(nodes, seed, workdir, args.submits, kind))
                 finally:
                     shutil.rmtree(workdir, ignore_errors=True)
                 print(json.dumps(costs[-1] | {"stages": None}), flush=True)

@@ -6,7 +6,9 @@
 # starts its own slurmctld/slurmd/munged in a temporary directory).
 set -euo pipefail
 
-PACKAGES=(slurmctld slurmd slurm-client munge)
+# lua-posix: job_submit.lua talks to the agent's unix socket from slurmctld's Lua 5.1, no process per submit.
+# lua5.1: the interpreter tests/slurm/test_hook_lua.py and the --hook-cost bench run job_submit.lua in.
+PACKAGES=(slurmctld slurmd slurm-client munge lua-posix lua5.1)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

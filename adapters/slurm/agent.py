@@ -61,6 +61,7 @@ from adapters.slurm.pending import (
     to_release,
 )
 from adapters.slurm.place_client import peer_uid
+from adapters.slurm.place_client import render as render_lines
 from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, to_slurm_plan
 from adapters.slurm.scontrol import SlurmNode, parse_show_node
 from adapters.slurm.topology_conf import SlurmTopology, parse_topology_conf, parse_topology_yaml
@@ -194,7 +195,7 @@ class Agent:
         pending = parse_pending(self._run([self.config.squeue, "-h", "-t", "PD", "-o", SQUEUE_FORMAT]))
         nodes = parse_show_node(self._run([self.config.scontrol, "-o", "show", "node", "-d"]))
         now = time.time()
-        released = self._release(pending, now)
+        released = self._release(pending, now, nodes)
         kept = [job for job in pending if job.job_id not in released]
         held = held_plans(kept, nodes, now, self.config.plan_ttl_s)
         with self._refresh_lock:  # the node cache is not for two builders at once
@@ -255,7 +256,7 @@ class Agent:
         except InvalidRequest as err:
             return None, err  # said at the next submit ("bad site data"), as the files are read
 
-    def _release(self, pending: list[PendingJob], now: float) -> set[str]:
+    def _release(self, pending: list[PendingJob], now: float, nodes: list[SlurmNode]) -> set[str]:
         """Clear the node list of planned jobs Slurm will not start soon (:func:`to_release`): the
         plan only steers while its nodes are free; after that Slurm's own choice is as good or
         better. Their comment's plan tag is renamed in the same update, so the plan stops holding
@@ -263,7 +264,7 @@ class Agent:
         if self.config.release_after_s <= 0:
             return set()
         released = set()
-        for job in to_release(pending, now, self.config.release_after_s):
+        for job, why in to_release(pending, now, self.config.release_after_s, nodes):
             try:
                 self._run(
                     [
@@ -284,7 +285,7 @@ class Agent:
                 plan_id=job.plan.plan_id if job.plan else "",
                 nodes=sorted(job.plan.nodes) if job.plan else [],
                 reason=job.reason,
-                expected_start_in_s=round((job.start or now) - now),
+                why=why,
             )
         return released
 
@@ -693,9 +694,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(200, self.agent.place(desc))
 
     def _reply(self, code: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
+        # job_submit.lua talking to the socket itself asks for the client's line format, so that
+        # slurmctld's Lua needs no JSON parser (place_client.render is the one writer of that format).
+        lines = "text/plain" in (self.headers.get("Accept") or "") if self.headers else False
+        data = render_lines(body).encode() if lines else json.dumps(body).encode()
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/plain" if lines else "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

@@ -11,6 +11,8 @@ Configuration: the defaults below, overridden by `job_submit_topoplace.conf` nex
   client        path of adapters/slurm/place_client.py       (/usr/lib/topoplace/place_client.py)
   agent         address of `topoplace slurm agent`            (127.0.0.1:6820; or unix:/path, preferred)
   agent_uid     uids besides slurmctld's own and root that may run the agent, comma-separated ("")
+  direct        "auto": with agent = unix:/path and luaposix installed (Debian: lua-posix), talk to the
+                agent's socket from slurmctld's Lua, no process per submit; "no": always the client (auto)
   timeout       seconds before the hook gives up              (2)
   fail_mode     "open": on error/timeout submit unchanged;  "closed": refuse GPU jobs   (open)
   refuse_never_fits  "yes": refuse a job that cannot fit even on an empty cluster       (yes)
@@ -32,6 +34,7 @@ local config = {
   refuse_never_fits = "yes",
   enabled = "yes",
   model_features = "",
+  direct = "auto",
 }
 
 local FIELDS_STRING = { "tres_per_node", "tres_per_job", "tres_per_task", "features", "partition",
@@ -91,26 +94,8 @@ local function wants_gpus(job_desc)
   return false
 end
 
-local function ask_topoplace(job_desc, submit_uid)
-  local tmp = os.tmpname()
-  if not safe_path(tmp) or not safe_path(config.python) or not safe_path(config.client) then
-    if tmp then os.remove(tmp) end
-    return nil, "unsafe temporary or configured path"
-  end
-  local file = io.open(tmp, "w")
-  if not file then os.remove(tmp); return nil, "cannot write " .. tmp end
-  file:write(job_json(job_desc, submit_uid))
-  file:close()
-  local seconds = tonumber(config.timeout) or 2
-  local agent = config.agent:match("^[%w%.:/_%-]+$") and config.agent or "127.0.0.1:6820"
-  -- The client refuses an agent run by another user than slurmctld's, root or agent_uid.
-  local uids = config.agent_uid:match("^[%d,]+$") and (" --agent-uid " .. config.agent_uid) or ""
-  local command = string.format("timeout -k 1 %g %s -I -S %s --agent %s%s --timeout %g < '%s' 2>/dev/null",
-    seconds, config.python, config.client, agent, uids, seconds, tmp)
-  local pipe = io.popen(command, "r")
-  local output = pipe and pipe:read("*a") or ""
-  if pipe then pipe:close() end
-  os.remove(tmp)
+-- The answer's line format (place_client.render) → the table apply() reads.
+local function parse_answer(output)
   local answer = { set = {}, order = {}, env = {} }
   for line in output:gmatch("[^\n]+") do
     local verb, rest = line:match("^(%S+)%s?(.*)$")
@@ -125,6 +110,117 @@ local function ask_topoplace(job_desc, submit_uid)
       if key then answer.env[key] = value end
     end
   end
+  return answer
+end
+
+-- luaposix, if installed: loaded once per slurmctld (require caches it); false when absent.
+local posix_ok, posix = pcall(function()
+  return {
+    socket = require("posix.sys.socket"), stat = require("posix.sys.stat"), poll = require("posix.poll"),
+    unistd = require("posix.unistd"), time = require("posix.time"),
+  }
+end)
+if not posix_ok then posix = nil end
+
+local function allowed_uid(uid)
+  if uid == 0 or uid == posix.unistd.geteuid() then return true end
+  for extra in config.agent_uid:gmatch("%d+") do
+    if tonumber(extra) == uid then return true end
+  end
+  return false
+end
+
+-- The socket's kernel peer check is not in luaposix, so the file system says who runs the agent:
+-- the socket must belong to an allowed user, in a directory no other user can write (or a sticky
+-- one owned by root or an allowed user), so nobody else can have put or swapped a socket there.
+local function trusted_socket(path)
+  local info = posix.stat.lstat(path)
+  if info == nil then return false, path .. " does not exist (is the agent running?)" end
+  if posix.stat.S_ISSOCK(info.st_mode) == 0 then return false, path .. " is not a socket" end
+  if not allowed_uid(info.st_uid) then
+    return false, path .. " belongs to uid " .. info.st_uid .. ", not an allowed user"
+  end
+  local dir = path:match("^(.*)/[^/]*$")
+  local dinfo = posix.stat.stat(dir ~= "" and dir or "/")
+  if dinfo == nil then return false, "cannot stat the directory of " .. path end
+  local function bit(mode, value) return math.floor(mode / value) % 2 == 1 end
+  local writable = bit(dinfo.st_mode, 16) or bit(dinfo.st_mode, 2) -- g+w (0020) or o+w (0002)
+  local sticky = bit(dinfo.st_mode, 512)
+  if writable and not (sticky and allowed_uid(dinfo.st_uid)) then
+    return false, dir .. " is writable by other users"
+  end
+  return true, nil
+end
+
+local function now_ms()
+  local t = posix.time.clock_gettime(posix.time.CLOCK_MONOTONIC)
+  return t.tv_sec * 1000 + t.tv_nsec / 1e6
+end
+
+-- HTTP/1.0 POST /place on the agent's unix socket, answer in the line format; nil, reason on failure.
+local function ask_socket(path, body, seconds)
+  local ok, why = trusted_socket(path)
+  if not ok then return nil, "topoplace agent refused: " .. why end
+  local S = posix.socket
+  local fd, err = S.socket(S.AF_UNIX, S.SOCK_STREAM, 0)
+  if fd == nil then return nil, "socket: " .. tostring(err) end
+  local deadline = now_ms() + seconds * 1000
+  local function fail(reason) posix.unistd.close(fd); return nil, reason end
+  if S.connect(fd, { family = S.AF_UNIX, path = path }) == nil then
+    return fail("topoplace agent " .. path .. " unreachable")
+  end
+  local request = "POST /place HTTP/1.0\r\nHost: topoplace\r\nAccept: text/plain\r\n"
+    .. "Content-Type: application/json\r\nContent-Length: " .. #body .. "\r\n\r\n" .. body
+  while #request > 0 do
+    local sent = S.send(fd, request)
+    if sent == nil then return fail("topoplace agent closed the connection") end
+    request = request:sub(sent + 1)
+  end
+  local chunks = {}
+  while true do
+    local left = deadline - now_ms()
+    if left <= 0 or posix.poll.rpoll(fd, math.ceil(left)) ~= 1 then
+      return fail("no answer within " .. seconds .. " s")
+    end
+    local chunk = S.recv(fd, 65536)
+    if chunk == nil then return fail("topoplace agent: read failed") end
+    if chunk == "" then break end
+    chunks[#chunks + 1] = chunk
+  end
+  posix.unistd.close(fd)
+  local raw = table.concat(chunks)
+  local status, payload = raw:match("^HTTP/%S+ (%d+)[^\n]*\n.-\r?\n\r?\n(.*)$")
+  if payload == nil then return nil, "topoplace agent: malformed answer" end
+  local answer = parse_answer(payload)
+  if answer.action == nil then return nil, "topoplace agent answered HTTP " .. status end
+  return answer, nil
+end
+
+local function ask_topoplace(job_desc, submit_uid)
+  local seconds = tonumber(config.timeout) or 2
+  local socket_path = config.agent:match("^unix:(/.+)$")
+  if config.direct == "auto" and posix ~= nil and socket_path ~= nil then
+    return ask_socket(socket_path, job_json(job_desc, submit_uid), seconds)
+  end
+  local tmp = os.tmpname()
+  if not safe_path(tmp) or not safe_path(config.python) or not safe_path(config.client) then
+    if tmp then os.remove(tmp) end
+    return nil, "unsafe temporary or configured path"
+  end
+  local file = io.open(tmp, "w")
+  if not file then os.remove(tmp); return nil, "cannot write " .. tmp end
+  file:write(job_json(job_desc, submit_uid))
+  file:close()
+  local agent = config.agent:match("^[%w%.:/_%-]+$") and config.agent or "127.0.0.1:6820"
+  -- The client refuses an agent run by another user than slurmctld's, root or agent_uid.
+  local uids = config.agent_uid:match("^[%d,]+$") and (" --agent-uid " .. config.agent_uid) or ""
+  local command = string.format("timeout -k 1 %g %s -I -S %s --agent %s%s --timeout %g < '%s' 2>/dev/null",
+    seconds, config.python, config.client, agent, uids, seconds, tmp)
+  local pipe = io.popen(command, "r")
+  local output = pipe and pipe:read("*a") or ""
+  if pipe then pipe:close() end
+  os.remove(tmp)
+  local answer = parse_answer(output)
   if answer.action == nil then return nil, "no answer within " .. seconds .. " s" end
   return answer, nil
 end
@@ -189,6 +285,19 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   load_config()
   if config.enabled ~= "yes" or not wants_gpus(job_desc) then return slurm.SUCCESS end
   job_desc_being_submitted = job_desc
+  -- A heterogeneous job reaches this hook one component at a time (Slurm 22.05: het_job_offset 0, 1,
+  -- …; NO_VAL for other jobs) with no count of components, so it cannot be planned whole here: it is
+  -- left to Slurm, said to the user and the log (a gpu:<model> request still gets the model rewrite).
+  local het_offset = tonumber(job_desc.het_job_offset)
+  if het_offset ~= nil and het_offset < 4294967294 then
+    local model = untype_models(job_desc)
+    local extra = model and ("; gpu:" .. model .. " asked as untyped GPUs with feature " .. model) or ""
+    slurm.log_info("topoplace: heterogeneous job component %d left to Slurm (components are not planned together)%s",
+      het_offset, extra)
+    slurm.log_user("topoplace: heterogeneous job component %d is not planned (components are not planned together); Slurm places it as submitted%s",
+      het_offset, extra)
+    return slurm.SUCCESS
+  end
   local answer, err = ask_topoplace(job_desc, submit_uid)
   if answer == nil then return failed(err) end
   local message = answer.message or ""

@@ -117,15 +117,53 @@ def promised_nodes(jobs: list[PendingJob]) -> dict[str, float]:
     return promised
 
 
-def to_release(jobs: list[PendingJob], now: float, after_s: float) -> list[PendingJob]:
-    """Planned, eligible pending jobs that Slurm expects to start more than ``after_s`` from now: the
-    nodes their plan pins them to are busy or promised to earlier jobs, and without the pin Slurm
-    might start them elsewhere sooner. Jobs whose start Slurm has not computed yet are left alone."""
-    return [
-        job
-        for job in jobs
-        if job.plan is not None and job.eligible and job.start is not None and job.start - now > after_s
-    ]
+def _free_gpus(node: SlurmNode) -> int:
+    total = sum(g.count for g in node.gres if g.name == "gpu")
+    return total - sum(g.count for g in node.gres_used if g.name == "gpu")
+
+
+# A job seen pending in squeue may have started before scontrol's node read: its own GPUs then look
+# "taken". Only a job pending longer than this is judged filled out of its plan.
+FILLED_AFTER_S = 10.0
+
+
+def stale_reason(job: PendingJob, nodes: dict[str, SlurmNode], now: float) -> str | None:
+    """Why a pending job's plan can no longer come true where it is pinned, or None: a planned node
+    left (drained, down, gone from Slurm), or — for an eligible job — a planned node now has fewer
+    free GPUs than the plan puts there (others filled it while the job waited or was held). Held
+    jobs are only checked for nodes that left: what is free when they are released is not known yet."""
+    if job.plan is None:
+        return None
+    for name, (gpus, _nics) in sorted(job.plan.nodes.items()):
+        node = nodes.get(name)
+        if node is None or not node.schedulable:
+            return f"planned node {name} is {'/'.join(node.state).lower() if node else 'gone'}"
+        waited = now - job.submitted if job.submitted is not None else 0.0
+        if job.eligible and waited > FILLED_AFTER_S and _free_gpus(node) < len(gpus):
+            return f"planned node {name} has {_free_gpus(node)} free GPUs, the plan needs {len(gpus)}"
+    return None
+
+
+def to_release(
+    jobs: list[PendingJob], now: float, after_s: float, nodes: list[SlurmNode] | None = None
+) -> list[tuple[PendingJob, str]]:
+    """Planned pending jobs whose pin no longer helps, with the reason: eligible ones Slurm expects to
+    start more than ``after_s`` from now (the planned nodes are busy or promised to earlier jobs, and
+    without the pin Slurm might start them elsewhere sooner), and — given ``nodes`` — any whose plan
+    went stale (:func:`stale_reason`): those at once, without waiting for Slurm's start estimate, so a
+    job held or waiting on a dependency is not released onto a drained node or a full one. Eligible
+    jobs whose start Slurm has not computed yet and that are not stale are left alone."""
+    by_name = {n.name: n for n in nodes or []}
+    out = []
+    for job in jobs:
+        if job.plan is None:
+            continue
+        stale = stale_reason(job, by_name, now) if nodes is not None else None
+        if stale is not None:
+            out.append((job, stale))
+        elif job.eligible and job.start is not None and job.start - now > after_s:
+            out.append((job, f"Slurm expects it to start in {round(job.start - now)} s"))
+    return out
 
 
 def released_comment(comment: str) -> str:

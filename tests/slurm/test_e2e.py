@@ -262,6 +262,47 @@ def test_a_pinned_job_slurm_will_not_start_soon_is_released_to_slurms_choice(har
     harness.cluster.run("scancel", blocker, job_id)
 
 
+def test_a_held_job_whose_planned_node_drains_is_released_and_runs_elsewhere(harness: Harness) -> None:
+    """Plans that stay true: a job submitted held (-H) is planned and pinned; its node is then
+    drained. The agent sees the plan gone stale (no start estimate is needed, a held job has none),
+    clears the node list and renames the plan tag with the reason logged; released by its user, the
+    job starts on another node with its switch-typed GRES."""
+    code, job_id, err, _ = harness.sbatch("-H", "--gres=gpu:1", "-t", "10")
+    assert code == 0, err
+    planned = harness.job(job_id)
+    assert planned["Plan"] and planned["ReqNodeList"] not in ("", "(null)"), planned
+    node = str(planned["ReqNodeList"])
+    harness.cluster.run("scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=e2e-test")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "topoplace/released" not in str(harness.job(job_id)["Comment"]):
+            time.sleep(0.5)
+        job = harness.job(job_id)
+        assert "topoplace/released" in str(job["Comment"]) and job["ReqNodeList"] == "(null)", job
+        harness.cluster.run("scontrol", "release", job_id)
+        job = harness.wait_running(job_id, timeout_s=60)
+        assert job["NodeList"] != node and "gpu:sw" in str(job["TresPerNode"]), job
+    finally:
+        harness.cluster.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
+        harness.cluster.run("scancel", job_id)
+
+
+def test_a_heterogeneous_job_is_left_to_slurm_and_said_so(harness: Harness) -> None:
+    """Each component of ``sbatch … : …`` reaches job_submit.lua on its own (het_job_offset 0, 1):
+    not planned (no component count to plan them whole), the user and slurmctld's log are told, and
+    Slurm runs the job as submitted."""
+    code, job_id, err, _ = harness.sbatch("--gres=gpu:1", "-t", "5", ":", "--gres=gpu:2", "-t", "5")
+    assert code == 0, err
+    assert "heterogeneous job component 0 is not planned" in err, err
+    assert "heterogeneous job component 1 is not planned" in err, err
+    job_id = job_id.split("+")[0].split(";")[0]
+    job = harness.wait_running(job_id, timeout_s=60)
+    assert not job["Plan"] and job["ReqNodeList"] == "(null)", job
+    log = (harness.cluster.root / "log" / "slurmctld.log").read_text()
+    assert "heterogeneous job component 1 left to Slurm" in log
+    harness.cluster.run("scancel", job_id)
+
+
 def h_gpus(h: Harness, alloc: dict[str, str], node: str) -> list[int]:
     return h.allocated(node, next(g for hl, g in alloc.items() if node in expand(hl)))[0]
 

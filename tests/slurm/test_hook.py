@@ -453,11 +453,54 @@ def test_pending_jobs_promised_nodes_and_releases() -> None:
     assert promised["gn25"] == promised["gn26"] == datetime.fromisoformat(at(56)).timestamp()
     assert promised["gn28"] == datetime.fromisoformat(at(40)).timestamp()  # the earliest promise wins
     assert "gn31" not in promised and "gn30" not in promised  # held job; start not computed yet
-    released = to_release(jobs, now.timestamp(), after_s=30)
+    released = [job for job, _why in to_release(jobs, now.timestamp(), after_s=30)]
     assert [j.job_id for j in released] == ["153"]  # not: unplanned, not computed, held, starting soon
     comment = released_comment(released[0].comment)
     assert comment == "run 3 topoplace/released id=abc gn28:gpu=4,5:nic=mlx5_4,mlx5_5"
     assert parse_pending(f"153|{at(-1)}|Priority|{at(120)}|gn28|{comment}")[0].plan is None
+
+
+def test_plans_gone_stale_are_released_at_once_with_the_reason() -> None:
+    """A plan stays true or is let go: a held job pinned to a node that is then drained, or an
+    eligible job whose planned node others filled, is released now (not 30 s after Slurm's start
+    estimate, which a held job never gets); a plan on a free, up node is kept."""
+    from adapters.slurm.pending import parse_pending, to_release
+    from adapters.slurm.scontrol import parse_show_node
+
+    now = datetime(2026, 12, 4, 10, 0, 0)
+    stamp = (now - timedelta(minutes=2)).isoformat(timespec="seconds")
+    just_now = (now - timedelta(seconds=2)).isoformat(timespec="seconds")
+
+    def node(name: str, state: str, used: int) -> str:
+        return (
+            f"NodeName={name} Arch=x86_64 CoresPerSocket=8 CPUAlloc=0 CPUTot=16 State={state} "
+            f"Gres=gpu:sw0:4(S:0),gpu:sw1:4(S:1) GresUsed=gpu:sw0:{min(used, 4)}(IDX:N/A),"
+            f"gpu:sw1:{max(0, used - 4)}(IDX:N/A) RealMemory=1000 AllocMem=0 Partitions=gpu"
+        )
+
+    nodes = parse_show_node(
+        "\n".join([node("gn01", "IDLE+DRAIN", 0), node("gn02", "MIXED", 7), node("gn03", "IDLE", 0)])
+    )
+    jobs = parse_pending(
+        "\n".join(
+            [
+                f"201|{stamp}|JobHeldUser|N/A|(null)|topoplace/v1 id=held gn01:gpu=0,1:nic=",
+                f"202|{stamp}|Priority|N/A|(null)|topoplace/v1 id=filled gn02:gpu=4,5:nic=",
+                f"203|{stamp}|Priority|N/A|(null)|topoplace/v1 id=fine gn03:gpu=0,1:nic=",
+                f"204|{stamp}|JobHeldUser|N/A|(null)|topoplace/v1 id=heldfull gn02:gpu=4,5:nic=",
+                f"205|{just_now}|Priority|N/A|(null)|topoplace/v1 id=new gn02:gpu=4,5:nic=",
+                f"206|{stamp}|Priority|N/A|(null)|topoplace/v1 id=gone gn99:gpu=0:nic=",
+            ]
+        )
+    )
+    released = {job.job_id: why for job, why in to_release(jobs, now.timestamp(), 30, nodes)}
+    assert released == {
+        "201": "planned node gn01 is idle/drain",
+        "202": "planned node gn02 has 1 free GPUs, the plan needs 2",
+        "206": "planned node gn99 is gone",
+    }
+    # Without the node state only Slurm's start estimate counts (none computed here).
+    assert to_release(jobs, now.timestamp(), 30) == []
 
 
 @pytest.mark.needs_pipeline

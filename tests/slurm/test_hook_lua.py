@@ -1,0 +1,207 @@
+"""job_submit.lua's direct path: slurmctld's Lua 5.1 talks to the agent's unix socket through luaposix
+(no process per submit). Run here in the stock ``lua5.1`` interpreter through bench/slurm_hook_harness.lua
+(the same script slurmctld loads; the ``slurm`` table is the harness's, the only stand-in). The agent
+is a socket server written here that answers in the agent's line format, so the tests can make it slow,
+wrong or absent; the real agent behind the real slurmctld is tests/slurm/test_e2e.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from adapters.slurm.place_client import render
+
+ROOT = Path(__file__).resolve().parents[2]
+HOOK = ROOT / "adapters" / "slurm" / "job_submit.lua"
+HARNESS = ROOT / "bench" / "slurm_hook_harness.lua"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("lua5.1") is None
+    or subprocess.run(["lua5.1", "-e", "require('posix.sys.socket')"], capture_output=True).returncode,
+    reason="lua5.1 and lua-posix not installed (scripts/install-slurm.sh installs them)",
+)
+
+
+class FakeAgent:
+    """Accepts one connection at a time, records the request, answers ``reply`` (None: never) as the
+    agent does: in the line format when asked ``Accept: text/plain``, else JSON."""
+
+    def __init__(self, path: Path, reply: dict | None) -> None:
+        self.requests: list[bytes] = []
+        self.reply = reply
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen(4)
+        self.sock.settimeout(0.2)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = int(next(ln for ln in head.split(b"\r\n") if ln.startswith(b"Content-Length:"))[15:])
+                while len(body) < length:
+                    body += conn.recv(65536)
+                self.requests.append(head + b"\r\n\r\n" + body)
+                if self.reply is None:
+                    self.stop.wait(3)
+                    continue
+                lines = b"Accept: text/plain" in head
+                body = render(self.reply).encode() if lines else json.dumps(self.reply).encode()
+                conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: x\r\n\r\n" + body)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+@pytest.fixture
+def hookdir(tmp_path: Path) -> Iterator[Path]:
+    run = tmp_path / "hook"
+    run.mkdir(mode=0o700)
+    shutil.copy(HOOK, run / "job_submit.lua")
+    yield run
+
+
+def submit(hookdir: Path, conf: str, job: str = "min_nodes=1 max_nodes=1 tres_per_node=gres:gpu:2") -> tuple:
+    (hookdir / "job_submit_topoplace.conf").write_text(conf)
+    done = subprocess.run(
+        ["lua5.1", str(HARNESS), str(hookdir / "job_submit.lua")],
+        input=job + "\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    ms, rc, rest = done.stdout.split(" ", 2)
+    req_nodes, _, comment = rest.rstrip("\n").partition(" | ")
+    return float(ms), int(rc), req_nodes, comment, done.stderr
+
+
+ANSWER = {
+    "action": "apply",
+    "set": {
+        "req_nodes": "gn07",
+        "min_nodes": 1,
+        "max_nodes": 1,
+        "tres_per_node": "gres:gpu:sw1:2",
+        "comment": "topoplace/v1 plan",
+    },
+    "message": "topoplace: planned on gn07",
+}
+
+
+def test_the_hook_asks_the_agent_socket_itself_and_applies_the_answer(hookdir: Path) -> None:
+    agent = FakeAgent(hookdir / "agent.sock", ANSWER)
+    try:
+        _ms, rc, req_nodes, comment, log = submit(hookdir, f"agent = unix:{hookdir / 'agent.sock'}\n")
+    finally:
+        agent.close()
+    assert (rc, req_nodes, comment) == (0, "gn07", "topoplace/v1 plan")
+    assert "planned on gn07" in log
+    request = agent.requests[0]
+    assert request.startswith(b"POST /place HTTP/1.0") and b"Accept: text/plain" in request
+    assert b'"tres_per_node":"gres:gpu:2"' in request and b'"submit_uid":0' in request
+
+
+def test_a_socket_in_a_directory_others_can_write_is_not_trusted(hookdir: Path) -> None:
+    shared = hookdir / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)  # anyone could have put this socket here: never send it a job
+    agent = FakeAgent(shared / "agent.sock", ANSWER)
+    try:
+        _, rc, req_nodes, _, log = submit(hookdir, f"agent = unix:{shared / 'agent.sock'}\n")
+    finally:
+        agent.close()
+    assert (rc, req_nodes) == (0, "")  # fail open: submitted unchanged
+    assert "writable by other users" in log and "left unplanned" in log
+    assert agent.requests == []
+
+
+def test_a_sticky_directory_of_root_is_trusted_for_roots_socket(hookdir: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs the socket's owner to be an allowed uid of a root-owned sticky directory")
+    sticky = hookdir / "sticky"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    agent = FakeAgent(sticky / "agent.sock", ANSWER)
+    try:
+        _, rc, req_nodes, _, _ = submit(hookdir, f"agent = unix:{sticky / 'agent.sock'}\n")
+    finally:
+        agent.close()
+    assert (rc, req_nodes) == (0, "gn07")
+
+
+def test_no_socket_or_not_a_socket_fails_open_with_the_reason(hookdir: Path) -> None:
+    _, rc, req_nodes, _, log = submit(hookdir, f"agent = unix:{hookdir / 'absent.sock'}\n")
+    assert (rc, req_nodes) == (0, "") and "does not exist" in log
+    (hookdir / "file.sock").write_text("")
+    _, rc, _, _, log = submit(hookdir, f"agent = unix:{hookdir / 'file.sock'}\n")
+    assert rc == 0 and "is not a socket" in log
+
+
+def test_a_silent_agent_is_given_up_on_at_the_timeout(hookdir: Path) -> None:
+    agent = FakeAgent(hookdir / "agent.sock", None)
+    try:
+        ms, rc, req_nodes, _, log = submit(hookdir, f"agent = unix:{hookdir / 'agent.sock'}\ntimeout = 0.5\n")
+    finally:
+        agent.close()
+    assert (rc, req_nodes) == (0, "") and "no answer within 0.5 s" in log
+    assert 450 <= ms < 2000
+
+
+def test_fail_closed_refuses_when_the_agent_cannot_be_asked(hookdir: Path) -> None:
+    conf = f"agent = unix:{hookdir / 'absent.sock'}\nfail_mode = closed\n"
+    _, rc, _, _, log = submit(hookdir, conf)
+    assert rc != 0 and "refusing GPU job" in log
+
+
+def test_direct_no_uses_the_client_process(hookdir: Path) -> None:
+    agent = FakeAgent(hookdir / "agent.sock", ANSWER)
+    conf = (
+        f"agent = unix:{hookdir / 'agent.sock'}\ndirect = no\npython = /usr/bin/python3\n"
+        f"client = {ROOT / 'adapters' / 'slurm' / 'place_client.py'}\n"
+    )
+    try:
+        _, rc, req_nodes, comment, _ = submit(hookdir, conf)
+    finally:
+        agent.close()
+    assert (rc, req_nodes, comment) == (0, "gn07", "topoplace/v1 plan")
+    assert b"Accept: text/plain" not in agent.requests[0]  # the client asks for JSON
+
+
+def test_heterogeneous_job_components_are_left_to_slurm_with_a_message(hookdir: Path) -> None:
+    """Slurm 22.05 hands each component of ``sbatch … : …`` to the hook on its own, with
+    ``het_job_offset`` 0, 1, … (NO_VAL = 4294967294 for other jobs; checked on the emulated cluster):
+    no component count, so no whole plan. Each is left to Slurm, said to the user and the log; the
+    agent is not asked. A plain job (NO_VAL) is planned as usual."""
+    agent = FakeAgent(hookdir / "agent.sock", ANSWER)
+    conf = f"agent = unix:{hookdir / 'agent.sock'}\n"
+    try:
+        het = "het_job_offset=1 min_nodes=1 max_nodes=1 tres_per_node=gres:gpu:2"
+        _, rc, req_nodes, _, log = submit(hookdir, conf, het)
+        assert (rc, req_nodes) == (0, "")
+        assert "heterogeneous job component 1 is not planned" in log and agent.requests == []
+        plain = "het_job_offset=4294967294 min_nodes=1 max_nodes=1 tres_per_node=gres:gpu:2"
+        _, rc, req_nodes, _, _ = submit(hookdir, conf, plain)
+        assert (rc, req_nodes) == (0, "gn07") and len(agent.requests) == 1
+    finally:
+        agent.close()
