@@ -1,0 +1,79 @@
+"""One stretch of a replay, timed window by window: the solver's windowed policy beside its greedy twin.
+
+The twin replays the trace up to pod FIRST (the state a full run would reach there), then each of
+COUNT windows is decided by both — the twin's choices are bound, so both always start from the same
+state — and the wall time of each decision is summed. ``--profile`` runs the solver's windows under
+cProfile and prints where the time goes. Usage (``TOPOPLACE_OPENB`` set, see bench/replay.py)::
+
+    python -m bench.window_speed --pods cpu250 --seed 42 --first 1000 --count 2 [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+
+from bench import openb, replay
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.window_speed", description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", default="default", help="a published variant by name")
+    parser.add_argument("--policy", default="solver-bestof16", help="a windowed solver policy")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--first", type=int, default=1000, help="the first pod of the timed stretch")
+    parser.add_argument("--count", type=int, default=2, help="windows timed")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args(argv)
+    nodes = openb.load_nodes()
+    pods = openb.load_pods(openb.VARIANTS[args.pods])
+    seq = replay.arrivals(pods, nodes, args.seed)
+    state = openb.cluster_state(nodes, seq.ranks)
+    order = [nodes[i].name for i in sorted(range(len(nodes)), key=lambda i: seq.ranks[i])]
+    workload = openb.workload(pods)
+    twin = replay.make_policy(replay.twin_of(args.policy), workload, seq.rng, order)
+    solver = replay.make_policy(args.policy, workload, seq.rng, order)
+    width = getattr(solver, "window", 1)  # the pods one decision takes
+    mirror = replay.InventoryMirror(nodes)
+
+    def bind(batch: list, choices: list) -> None:
+        for pod, choice in zip(batch, choices, strict=True):
+            choice = replay._at_its_turn(twin, state, mirror, pod, choice, args.seed)
+            if choice is not None:
+                state.bind(choice[0], pod.spec(), choice[1])
+                mirror.bind(choice[0], pod, choice[1])
+
+    for start in range(0, args.first, width):
+        batch = seq.pods[start : start + width]
+        bind(batch, replay._decide(twin, state, mirror, batch, args.seed))
+    profiler = cProfile.Profile()
+    by_twin = by_solver = 0.0
+    same = 0
+    for k in range(args.count):
+        batch = seq.pods[args.first + width * k : args.first + width * (k + 1)]
+        t = time.perf_counter()
+        expected = replay._decide(twin, state, mirror, batch, args.seed)
+        by_twin += time.perf_counter() - t
+        if args.profile:
+            profiler.enable()
+        t = time.perf_counter()
+        got = replay._decide(solver, state, mirror, batch, args.seed)
+        by_solver += time.perf_counter() - t
+        if args.profile:
+            profiler.disable()
+        same += got == expected
+        bind(batch, expected)
+    print(
+        f"{args.pods} seed {args.seed}, {args.count} windows of {width} from pod {args.first}: "
+        f"twin {by_twin / args.count * 1000:.0f} ms a window, "
+        f"{args.policy} {by_solver / args.count * 1000:.0f} ms "
+        f"({by_solver / by_twin:.1f}x); same choices in {same}/{args.count} windows"
+    )
+    if args.profile:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
+
+
+if __name__ == "__main__":
+    main()
