@@ -20,19 +20,17 @@ by side: ``PYTHONPATH=/other/tree:/other/tree/proto python bench/deadlines.py``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
-import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import grpc
 
 import solver.solve as pipeline
+from bench import load
 from bench.provenance import commit, machine
 from bench.quality import request as quality_request
 from solver.domain.model import SolveRequest
@@ -43,32 +41,13 @@ from topoplace.v1 import placement_pb2
 
 ROOT = Path(pipeline.__file__).resolve().parents[1]  # the tree under test, for the server too
 SOLVE = "/topoplace.v1.Placement/Solve"
-EVENTS: list[dict[str, object]] = []
-
-
-def _collect(lines: object) -> None:
-    for line in lines:  # type: ignore[attr-defined]
-        with contextlib.suppress(ValueError):
-            EVENTS.append(json.loads(line))
+# The server's parsed log lines, and how it is started: bench.load's, with the node cache sized to
+# hold 16,384 HGX nodes and their wire keys (docs/service.md, Memory).
+SERVE_FLAGS = ["--max-nodes", "100000", "--node-cache-mib", "4096"]
 
 
 def start_server() -> tuple[subprocess.Popen[str], int]:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'proto'}"}
-    # The node cache sized to hold 16,384 HGX nodes and their wire keys (docs/service.md, Memory).
-    command = [
-        sys.executable, "-m", "solver.cli", "serve", "--port", "0", "--max-nodes", "100000",
-        "--node-cache-mib", "4096",
-    ]  # fmt: skip
-    proc = subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    assert proc.stderr is not None
-    first = json.loads(proc.stderr.readline())
-    if first.get("event") != "serving":
-        proc.kill()
-        raise RuntimeError(f"the server did not start: {first}")
-    threading.Thread(target=_collect, args=(proc.stderr,), daemon=True).start()
-    return proc, int(first["port"])
+    return load.start_server(SERVE_FLAGS)
 
 
 def sized(nodes: int, jobs: int) -> SolveRequest:
@@ -107,9 +86,9 @@ def over_grpc(port: int, req: SolveRequest, deadline_s: float, tag: str) -> dict
             got = exc.code().name  # type: ignore[attr-defined]
         wall = time.monotonic() - started
     end = time.monotonic() + 120
-    while time.monotonic() < end and not [e for e in EVENTS if e.get("request_id") == rid]:
+    while time.monotonic() < end and not [e for e in load.EVENTS if e.get("request_id") == rid]:
         time.sleep(0.05)
-    logged = next((e for e in EVENTS if e.get("request_id") == rid), {})
+    logged = next((e for e in load.EVENTS if e.get("request_id") == rid), {})
     return {
         "where": f"gRPC {tag}",
         "deadline_s": deadline_s,
