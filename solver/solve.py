@@ -225,8 +225,10 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
                 polish=lambda solution: complete(problem, compiled, solution),
                 repack_fn=lambda solution: repack_in_time(problem, compiled, solution, floor, search_ends),
             )
+        # The answer's true tier values and bounds: a walk of every tier's terms (379k variables
+        # at 16,384 nodes), timed with the search it settles.
+        solution, values, kept_floor = settle(compiled, outcomes, best.plan)
     cancellation.check()
-    solution, values, kept_floor = settle(compiled, outcomes, best.plan)
     status = SolveStatus.OPTIMAL if all(v.optimal for v in values) else SolveStatus.FEASIBLE
 
     with clock.stage("decode"):
@@ -240,7 +242,8 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
         probe = AloneProbe(problem.request, explain_s, request.policy.deterministic)
         jobs = explain(problem, compiled, jobs, timed_out=not outcomes, probe=probe)
         jobs = unpool(pools, request, jobs)
-    metrics = cluster_metrics(request, jobs)
+    with clock.stage("measures"):
+        metrics = cluster_metrics(request, jobs)  # every node's state after: 0.7 s at 16,384 nodes
     result = SolveResult(
         request_id=request.request_id,
         status=status,

@@ -226,6 +226,7 @@ def test_result_reports_stages_size_and_status() -> None:
         "solve",
         "decode",
         "explain",
+        "measures",
         "verify",
     ]
     assert result.model_size.node_classes == 1  # two identical nodes: one class
