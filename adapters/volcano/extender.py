@@ -405,7 +405,11 @@ class Extender:
             limit = (self.config.background_limit_s or session) if background else budget
             deadline = limit + self._overhead_s + 1.0 if background else budget
             policy = request.policy.model_copy(update={"time_limit_s": limit})
-            future = self._submit(request.model_copy(update={"policy": policy}), deadline)
+            # The last plan, where it still holds, is the new solve's start: a session's budget
+            # leaves the floor few placers, and the plan moves fewer pods (solver.search.previous).
+            previous = cached[1].jobs if cached is not None else ()
+            asked = request.model_copy(update={"policy": policy, "previous": previous})
+            future = self._submit(asked, deadline)
             future.add_done_callback(lambda f: self._solved(key, f))
             with self._lock:
                 self._inflight = (key, future)

@@ -402,3 +402,24 @@ def test_members_of_a_role_share_its_planned_nodes(service: Service, body: dict[
     assert len(others_there) == slots[theirs]
     assert reply["code"] == CODE_UNSCHEDULABLE and "are allocated" in reply["status"]
     assert predicate(second, home, [])["code"] == CODE_SUCCESS
+
+
+def test_a_new_snapshot_is_solved_from_the_last_plan(service: Service, body: dict[str, Any]) -> None:
+    """When the cluster changed since the last solve, the new solve starts from the last plan
+    (``SolveRequest.previous``): where it still holds the answer is never worse and moves fewer
+    pods (solver.search.previous)."""
+    service.client.ok("onSessionOpen", body)
+    assert service.extender.wait_for_solver(120)
+    first_request, first = service.solve.calls[0]
+    assert first_request.previous == (), "nothing to start from in the first session"
+    service.client.ok("onSessionClose", {})
+    changed = copy.deepcopy(body)
+    meta = changed["Nodes"][sorted(changed["Nodes"])[-1]]["Node"]["metadata"]
+    meta["resourceVersion"] += "1"  # a GPU of a node went unhealthy: a new snapshot
+    meta.setdefault("annotations", {})["volcano.sh/gpu-unhealthy-ids"] = "0"
+    service.client.ok("onSessionOpen", changed)
+    assert service.extender.wait_for_solver(120)
+    assert len(service.solve.calls) == 2, "the changed snapshot is solved again"
+    again_request, again = service.solve.calls[1]
+    assert again_request.previous == first.jobs
+    assert verify(again_request, again) == ()
