@@ -209,6 +209,20 @@ class CountingAgent(Agent):
         return answer
 
 
+def counting_agent(cluster: EmulatedCluster, port: int, **config: Any) -> CountingAgent:
+    """The agent of ``cluster``'s configuration, solving on the local server at ``port``."""
+    etc = cluster.root / "etc"
+    return CountingAgent(
+        AgentConfig(
+            solver=f"127.0.0.1:{port}",
+            topo_dir=cluster.topo_dir,
+            gres_conf=etc / "gres.conf",
+            topology=etc / "topology.conf",
+            **config,
+        )
+    )
+
+
 def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = None) -> RunResult:
     started_at = time.monotonic()
     paths = _write_captures(workdir / "captures")
@@ -231,15 +245,7 @@ def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = N
             cluster.run("sbatch", "-o", "/dev/null", *args, "--wrap", "sleep 3000")
         _settle(cluster, 60)
         if server is not None:
-            etc = cluster.root / "etc"
-            agent = CountingAgent(
-                AgentConfig(
-                    solver=f"127.0.0.1:{server.port}",
-                    topo_dir=cluster.topo_dir,
-                    gres_conf=etc / "gres.conf",
-                    topology=etc / "topology.conf",
-                )
-            )
+            agent = counting_agent(cluster, server.port)
             # The documented form: a unix socket, which job_submit.lua asks itself (luaposix) when
             # installed — no client process per submit (runs before session 10's end used TCP).
             running = serve_agent(agent, unix=workdir / "agent.sock")
@@ -509,18 +515,8 @@ def hook_cost(
     squeue.write_text(f"#!/bin/sh\ncat {pending}\n")
     for script in (scontrol, squeue):
         script.chmod(0o755)
-    etc = cluster.root / "etc"
     server = serve("127.0.0.1", 0)
-    agent = CountingAgent(
-        AgentConfig(
-            solver=f"127.0.0.1:{server.port}",
-            topo_dir=cluster.topo_dir,
-            gres_conf=etc / "gres.conf",
-            topology=etc / "topology.conf",
-            scontrol=str(scontrol),
-            squeue=str(squeue),
-        )
-    )
+    agent = counting_agent(cluster, server.port, scontrol=str(scontrol), squeue=str(squeue))
     running = serve_agent(agent, unix=workdir / "agent.sock")
     client = ROOT / "adapters" / "slurm" / "place_client.py"
     out: dict[str, Any] = {
