@@ -16,11 +16,14 @@ time, and a truthful basis for reporting the tiers nobody had time to search.
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import random
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
@@ -586,9 +589,9 @@ def repack(
 # --------------------------------------------------------------------------- the portfolio
 
 NAMED_ORDERS = 4  # largest-first, queue, smallest-first, locality-first
-# 64 shuffles at 4,096 nodes x 500 jobs start 1-4 more jobs than 32 (session 11: 318/318/310
-# against 317/317/309 on seeds 1-3, the same GPUs at every priority level).
-MAX_SHUFFLES = 64
+# More tie orders start more jobs at scale: at 4,096 nodes x 500 jobs (session 11, seeds 1-3, the
+# same GPUs at every priority level) 32 shuffles started 317/317/309 jobs, 64 318/318/310.
+MAX_SHUFFLES = 128
 
 
 @dataclass(frozen=True)
@@ -654,33 +657,88 @@ def portfolio(
     remains (the first always), each plan completed and valued on every tier; best first
     (lexicographically by tier values, then the earlier placer). The search starts from the first;
     no answer is worse than it. ``floor``: the indexes of an earlier pass over the same problem."""
-    floor = floor or Floor(problem, compiled)
-    out: list[Candidate] = []
-    tried: set[tuple[int, ...]] = set()
-    # The leading tiers a placement alone decides (work placed, jobs started): a plan already below
-    # the best on them is dropped before it is completed and valued on every tier, which cost more
-    # than placing it (0.7 + 0.7 s a plan at 16,384 nodes, against 0.9 s for the pass).
-    ranks = compiled.tiers[: placement_tiers(compiled)]
-    best_rank: tuple[int, ...] | None = None
-    for name, order in orders(problem, floor, passes, seed):
-        if out and time.perf_counter() >= deadline:
-            break
-        if tuple(order) in tried:
-            # The same order places the same plan: a one-job step of a replay window ran 36 of
-            # them, half its time (bench/RESULTS-replay.md, session 9).
-            continue
-        tried.add(tuple(order))
-        cancellation.check()  # a caller gone stops the floor between placers (solver.domain.cancel)
-        done = Pass.empty(problem)
-        place_jobs(floor, done, order, {})
-        nonzero = placement_of(compiled, done)
-        rank = tuple(t.value_of_nonzero(nonzero) for t in ranks)
-        if best_rank is not None and rank < best_rank:
-            continue  # never first: its placement alone ranks it below a plan in hand
-        best_rank = rank if best_rank is None else max(best_rank, rank)
-        plan = complete(problem, compiled, hint_of(compiled, done))
-        out.append(Candidate(name, plan, tuple(t.value_of(plan) for t in compiled.tiers)))
-    return sorted(out, key=lambda c: c.values, reverse=True)  # stable: ties keep the earlier placer
+    drawing = Portfolio(floor or Floor(problem, compiled), passes, seed)
+    drawing.draw(deadline)
+    return drawing.candidates()
+
+
+class Portfolio:
+    """The floor's placers drawn in turn, resumable: some before the search (the best is its
+    hint), the rest while CP-SAT searches on another core (:meth:`draw` in a thread; CP-SAT lets
+    go of the interpreter while it searches). Plans are kept only when their placement alone does
+    not rank them below a plan in hand."""
+
+    def __init__(self, floor: Floor, passes: int, seed: int) -> None:
+        self.floor = floor
+        self._orders = orders(floor.problem, floor, passes, seed)
+        self._tried: set[tuple[int, ...]] = set()
+        self._out: list[Candidate] = []
+        # The leading tiers a placement alone decides (work placed, jobs started): a plan already
+        # below the best on them is dropped before it is completed and valued on every tier, which
+        # cost more than placing it (0.7 + 0.7 s a plan at 16,384 nodes, against 0.9 s the pass).
+        self._ranks = floor.compiled.tiers[: placement_tiers(floor.compiled)]
+        self._best_rank: tuple[int, ...] | None = None
+        self.drawn = 0  # placers run so far
+        self.exhausted = False  # every order has been tried
+
+    def draw(self, deadline: float, stop: threading.Event | None = None) -> None:
+        """Run placers until ``deadline``, ``stop`` or the last order; at least one in all."""
+        problem, compiled = self.floor.problem, self.floor.compiled
+        for name, order in self._orders:
+            key = tuple(order)
+            if key in self._tried:
+                # The same order places the same plan: a one-job step of a replay window ran 36 of
+                # them, half its time (bench/RESULTS-replay.md, session 9).
+                continue
+            self._tried.add(key)
+            cancellation.check()  # a caller gone stops the floor between placers (solver.domain.cancel)
+            done = Pass.empty(problem)
+            place_jobs(self.floor, done, order, {})
+            self.drawn += 1
+            rank = tuple(t.value_of_nonzero(placement_of(compiled, done)) for t in self._ranks)
+            if self._best_rank is None or rank >= self._best_rank:
+                self._best_rank = rank
+                plan = complete(problem, compiled, hint_of(compiled, done))
+                self._out.append(Candidate(name, plan, tuple(t.value_of(plan) for t in compiled.tiers)))
+            if time.perf_counter() >= deadline or (stop is not None and stop.is_set()):
+                return
+        self.exhausted = True
+
+    def candidates(self) -> list[Candidate]:
+        """The plans kept, best first (by tier values, then the earlier placer)."""
+        return sorted(self._out, key=lambda c: c.values, reverse=True)  # stable
+
+    @contextmanager
+    def meanwhile(self, until: float, *, spare_core: bool) -> Iterator[None]:
+        """Draw the placers left in a thread while the body runs (the search, which holds no
+        interpreter lock and one core), until ``until``; on leaving, wait for them up to ``until``
+        so that the same request gets the same floor whatever the search's own speed. Nothing is
+        drawn without a ``spare_core``: on one core it would only slow the search."""
+        if self.exhausted or not spare_core or time.perf_counter() >= until:
+            yield
+            return
+        stop = threading.Event()
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self.draw(until, stop)
+            except cancellation.Cancelled:
+                pass  # the caller's own check after the search says so
+            except BaseException as exc:  # re-raised in the caller's thread
+                failed.append(exc)
+
+        # The caller's context holds its cancel token (solver.domain.cancel): the thread checks it.
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            thread.join(max(0.0, until - time.perf_counter()))
+            stop.set()
+            thread.join()
+        if failed:
+            raise failed[0]
 
 
 def placement_tiers(compiled: Compiled) -> int:
