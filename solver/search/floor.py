@@ -496,22 +496,24 @@ def with_most_strict(problem: Normalised, compiled: Compiled, solution: dict[str
     strict slots the chosen configurations open, handed to the roles in order. A better start for
     the topology tier than whatever the tier above left in ``s`` (it had no reason to care)."""
     out = dict(solution)
-    strict_vars: dict[int, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)  # class → (role, s)
-    for (r, c), var in compiled.s.items():
-        strict_vars[c].append((r, var))
-    for c, members in strict_vars.items():
-        open_slots: Counter[int] = Counter()
-        for k, config in enumerate(compiled.configs[c]):
-            var = compiled.x.get((c, k))
-            nodes = solution.get(var.name, 0) if var is not None else 0
-            if nodes:  # most configurations hold no node
-                for shape, n in enumerate(config.strict):
-                    open_slots[shape] += n * nodes
-        for r, var in members:
-            shape = problem.roles[r].shape
-            take = min(solution.get(compiled.y[r, c].name, 0), open_slots[shape])
-            out[var.name] = take
-            open_slots[shape] -= take
+    # The slots come from the configurations nodes are in, found by one walk of those variables:
+    # a walk of every configuration of every class cost 0.37 s a plan at 16,384 nodes.
+    open_slots: dict[int, Counter[int]] = defaultdict(Counter)  # class → shape → strict slots
+    for (c, k), var in compiled.x.items():
+        nodes = solution.get(var.name, 0)
+        if nodes:  # most configurations hold no node
+            for shape, n in enumerate(compiled.configs[c][k].strict):
+                if n:
+                    open_slots[c][shape] += n * nodes
+    for (r, c), var in compiled.s.items():  # a class's roles in the order the model lists them
+        slots = open_slots.get(c)
+        if not slots:
+            out[var.name] = 0
+            continue
+        shape = problem.roles[r].shape
+        take = min(solution.get(compiled.y[r, c].name, 0), slots[shape])
+        out[var.name] = take
+        slots[shape] -= take
     return out
 
 
