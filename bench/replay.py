@@ -219,15 +219,21 @@ class BestOfOrders:
 
 
 class UnfedFGD(FGD):
-    """FGD with the solver's fragmentation measure: FGD's, and for each typical GPU pod that fits a
-    node, the share of the GPU milli it could use there that the node's free CPU cannot feed —
-    copies by CPU (free CPU over its CPU, not rounded) below copies by GPU (its idle GPUs, or for a
-    share the shares each GPU still holds): usable milli x (1 - CPU copies / GPU copies). Written
-    here from that definition (``solver.domain.fragmentation``), not with its code, and summed per
-    typical in profile order, as the solver sums. The twin of the solver's policies.
+    """FGD with the solver's fragmentation measure: FGD's, plus the GPU milli the node's free CPU
+    cannot feed, the larger of two estimates (``solver.domain.fragmentation``'s docstring):
 
-    Study knobs (bench/RESULTS-replay.md, session 9): ``weight`` scales the new part, ``whole_only``
-    counts it for whole-GPU typicals alone, ``rounded`` takes whole CPU copies."""
+    - typical by typical: for each typical GPU pod that fits the node, copies by CPU (free CPU over
+      its CPU, not rounded) below copies by GPU (its idle GPUs, or for a share the shares each GPU
+      still holds) lose usable milli x (1 - CPU copies / GPU copies); popularity-weighted sum;
+    - the mix: the node's free milli beyond its free CPU over the workload's mean CPU per milli-GPU
+      (FGD's ``strand`` at weight 1).
+
+    Written here from that definition, not with the solver's code, and summed per typical in profile
+    order, as the solver sums. The twin of the solver's policies.
+
+    Study knobs (bench/RESULTS-replay.md, sessions 9 and 11): ``combine`` "typical" keeps the first
+    estimate alone (the measure of sessions 9-10), "sum" adds the two; ``weight`` scales the first,
+    ``whole_only`` counts it for whole-GPU typicals alone, ``rounded`` takes whole CPU copies."""
 
     def __init__(
         self,
@@ -236,24 +242,33 @@ class UnfedFGD(FGD):
         weight: float = 1.0,
         whole_only: bool = False,
         rounded: bool = False,
+        combine: str = "max",
         **options: Any,
     ) -> None:
         super().__init__(workload, **options)
         self.weight, self.whole_only, self.rounded = weight, whole_only, rounded
+        if combine not in ("max", "sum", "typical"):
+            raise ValueError(f"combine {combine!r}: max, sum or typical")
+        self.combine = combine
 
     def fragmentation(self, cpu_free: int, free: Sequence[int], model: str) -> float:
         key = (cpu_free, model, tuple(sorted(free)))
         value = self._frag.get(key)
         if value is None:
-            value = 0.0
+            value = unfed = 0.0
             for m in self.workload:
                 category, milli = fragment_of(free, cpu_free, m, model)
-                lost = float(milli)
+                value += m.popularity * milli
                 if category == SATISFIED:
-                    lost += self.weight * self.unfed(free, cpu_free, m)
-                value += m.popularity * lost
+                    unfed += m.popularity * self.weight * self.unfed(free, cpu_free, m)
+            mix = self.mix_unfed(free, cpu_free) if self.combine != "typical" else 0.0
+            value += unfed + mix if self.combine == "sum" else max(unfed, mix)
             self._frag[key] = value
         return value
+
+    def mix_unfed(self, free: Sequence[int], cpu_free: int) -> float:
+        """The node's free milli beyond what its free CPU feeds at the workload's CPU per milli-GPU."""
+        return max(0.0, sum(free) - cpu_free / self.cpu_per_milli) if self.cpu_per_milli else 0.0
 
     def unfed(self, free: Sequence[int], cpu_free: int, m: TypicalPod) -> float:
         """The GPU milli typical ``m`` could use on the node that its free CPU cannot feed."""
@@ -315,11 +330,13 @@ def make_policy(
         made: Callable[..., FGD] = FGD
         if measure == "unfed":
             made = UnfedFGD
+        elif measure in ("unfedtypical", "unfedsum"):  # session 11's study: the two estimates
+            made = partial(UnfedFGD, combine=measure.removeprefix("unfed"))
         elif measure.startswith("fed"):
             knobs = measure.removeprefix("fed")
             whole_only, rounded = "whole" in knobs, "round" in knobs
             weight = float(knobs.replace("whole", "").replace("round", "") or 1)
-            made = partial(UnfedFGD, weight=weight, whole_only=whole_only, rounded=rounded)
+            made = partial(UnfedFGD, weight=weight, whole_only=whole_only, rounded=rounded, combine="typical")
         elif measure.startswith("strand"):  # CPU stranding at the workload's CPU per GPU, e.g. +strand0.5
             made = partial(FGD, strand=float(measure.removeprefix("strand")))
         elif measure:
@@ -330,6 +347,8 @@ def make_policy(
             return made(workload, points=int(variant.removeprefix("points")))
         if variant == "tight-gpu":  # a share to the fullest of the node's best-scored GPUs
             return made(workload, tight_gpu=True)
+        if variant.startswith("tight-gpu-") and variant.removeprefix("tight-gpu-") in TIES:  # e.g. -fill
+            return made(workload, tie=variant.removeprefix("tight-gpu-"), tight_gpu=True)
         return made(workload, tie=variant) if variant in TIES else _unknown(name)
     if name.startswith("place:"):  # any in-project baseline through its place(request), e.g. place:fgd:16
         from solver.baselines import placer
@@ -380,7 +399,7 @@ def twin_of(name: str) -> str:
     fragmentation measure, over the same windows and orders; tests/test_replay.py checks them pod for
     pod on a slice)."""
     head, _, tie = name.partition("/")
-    base = "fgd/fill+unfed" if tie == "fill" else "fgd/tight-gpu+unfed"
+    base = "fgd/tight-gpu-fill+unfed" if tie == "fill" else "fgd/tight-gpu+unfed"
     for kind in ("-bestof", "-sorted"):
         if head.startswith("solver" + kind):
             return base + kind + head.removeprefix("solver" + kind)

@@ -43,8 +43,10 @@ def test_a_node_that_cannot_host_a_request_loses_all_its_free_part_to_it() -> No
 
 def test_a_node_short_of_cpu_loses_all_its_free_part_to_the_request() -> None:
     # FGD counts CPU: 4 cores left cannot host an 8-core whole-GPU request, so its idle GPU is lost.
+    # The mix's estimate of GPUs the CPU cannot feed (half the GPU at 8 cores a GPU) still counts on top:
+    # CPU drained beside an idle GPU is a cost even once FGD counts the GPU lost.
     needs_cpu = Profile((Typical(gpus=1, milli=0, popularity=1.0, cpu_milli=8000),))
-    assert needs_cpu.fragmentation(free(1000, cpu=4000)) == 1000
+    assert needs_cpu.fragmentation(free(1000, cpu=4000)) == 1000 + 500
     assert needs_cpu.fragmentation(free(1000, cpu=8000)) == 0
     assert needs_cpu.fragmentation(free(1000)) == 0  # CPU not tracked: never binding
 
@@ -52,19 +54,43 @@ def test_a_node_short_of_cpu_loses_all_its_free_part_to_the_request() -> None:
 def test_idle_gpus_the_free_cpu_cannot_feed_are_fragments_in_part() -> None:
     # 8-core whole-GPU requests; four idle GPUs. 32 cores feed all four: FGD's measure, nothing lost.
     # 20 cores feed 2.5 copies: 1.5 of the four GPUs are lost (4000 x (1 - 2.5/4)). Below one copy
-    # the request does not fit and all is lost, as in FGD. CPU not tracked: never binding.
+    # the request does not fit and all is lost, as in FGD, plus the mix's unfed part (4000 - 7000 / 8).
+    # For one whole-GPU shape the typical's estimate and the mix's agree. CPU not tracked: never binding.
     eight_cores = Profile((Typical(gpus=1, milli=0, popularity=1.0, cpu_milli=8000),))
     assert eight_cores.fragmentation(free(1000, 1000, 1000, 1000, cpu=32_000)) == 0
     assert eight_cores.fragmentation(free(1000, 1000, 1000, 1000, cpu=20_000)) == pytest.approx(1500)
-    assert eight_cores.fragmentation(free(1000, 1000, 1000, 1000, cpu=7_000)) == 4000
+    assert eight_cores.mix_unfed(free(1000, 1000, 1000, 1000, cpu=20_000)) == pytest.approx(1500)
+    assert eight_cores.fragmentation(free(1000, 1000, 1000, 1000, cpu=7_000)) == 4000 + 3125
     assert eight_cores.fragmentation(free(1000, 1000, 1000, 1000)) == 0
     # A 250m share with 2 cores: a GPU with 600 free holds 2 copies, an idle one 4 (6 by GPUs); 6 cores
-    # feed 3, so half of the 1600 usable milli is lost. Memory counts the same way (2 copies of 4).
+    # feed 3, so half of the 1600 usable milli is lost to it alone. The mix (the same share) feeds
+    # 6,000 / 8 = 750 milli of the 1,600 free, the 100 no copy can use counted too: 850, the larger.
+    # Memory counts the same way (2 copies of 4).
     quarter = Profile((Typical(gpus=0, milli=250, popularity=1.0, cpu_milli=2000),))
-    assert quarter.fragmentation(free(600, 1000, cpu=6_000)) == pytest.approx(800)
+    assert fragment(free(600, 1000, cpu=6_000), quarter.typicals[0]) == pytest.approx(800)
+    assert quarter.fragmentation(free(600, 1000, cpu=6_000)) == pytest.approx(850)
     by_memory = Profile((Typical(gpus=1, milli=0, popularity=1.0, memory_mib=10_000),))
     roomy = FreeCapacity.of((("A100", 1000),) * 4, None, 20_000)
     assert by_memory.fragmentation(roomy) == pytest.approx(2000)
+
+
+def test_gpus_the_mix_cannot_feed_count_where_each_typical_alone_reads_fed() -> None:
+    # A lean shape (1 GPU, 4 cores) and a hungry one (1 GPU, 20 cores), equally common: the mix asks
+    # 12 cores a GPU. Four idle GPUs and 16 cores: the lean shape is fed (4 copies), the hungry one no
+    # longer fits (FGD: all 4,000 lost to it, half weighted). Typical by typical nothing more is lost
+    # (sessions 9-10's measure: 2,000), though 16 cores feed a third of what the mix would put on four
+    # GPUs: 4,000 - 16,000 / 12 is lost as well. Counted that way the greedy stops spending CPU-rich
+    # nodes on CPU-hungry pods (multigpu50 and gpushare100 online: below FGD before, above after).
+    lean = Typical(gpus=1, milli=0, popularity=0.5, cpu_milli=4_000)
+    hungry = Typical(gpus=1, milli=0, popularity=0.5, cpu_milli=20_000)
+    mixed = Profile((lean, hungry))
+    node = free(1000, 1000, 1000, 1000, cpu=16_000)
+    by_typical = 0.5 * fragment(node, lean) + 0.5 * fragment(node, hungry)
+    assert by_typical == 2000
+    assert mixed.mix_unfed(node) == pytest.approx(4000 - 16_000 / 12)
+    assert mixed.fragmentation(node) == pytest.approx(2000 + 4000 - 16_000 / 12)
+    # With CPU for the mix on every GPU, both estimates are 0 and the measure is FGD's.
+    assert mixed.fragmentation(free(1000, 1000, 1000, 1000, cpu=80_000)) == 0
 
 
 def test_a_cpu_only_pod_goes_where_it_leaves_the_idle_gpus_their_cpu() -> None:
@@ -196,6 +222,14 @@ def test_a_profiles_measure_is_the_definition_summed(found: list[Typical], nodes
     measured = Profile(tuple(found))
     asking = [m for m in found if not m.cpu_only]
     for cap in (*nodes, *nodes):
-        expected = sum(m.popularity * fragment(cap, m) for m in found)
+        gpus_alone = FreeCapacity(cap.gpus)  # the same GPUs, CPU and memory never binding
+        hosted_by = [m for m in found if usable_gpus(cap, m) is not None]
+        fgd = sum(
+            m.popularity * (fragment(gpus_alone, m) if m in hosted_by else cap.free_milli) for m in found
+        )
+        own = sum(m.popularity * (fragment(cap, m) - fragment(gpus_alone, m)) for m in hosted_by)
+        expected = fgd + max(own, measured.mix_unfed(cap))
         hosted = any(usable_gpus(cap, m) is not None for m in asking)
-        assert measured.measure(cap) == (expected, 0 if not asking or hosted else cap.free_milli)
+        fragmentation, stranded = measured.measure(cap)
+        assert fragmentation == pytest.approx(expected)
+        assert stranded == (0 if not asking or hosted else cap.free_milli)

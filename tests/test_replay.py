@@ -183,7 +183,7 @@ def test_a_span_of_solver_windows_in_a_twin_run_makes_the_twins_choices(
     assert windows.count(8) == 13  # the span's windows went to the solver, no other window did
     assert by_span == choices("fgd/tight-gpu+unfed-bestof8", sliced, 43)
     assert replay.twin_of("solver-bestof16") == "fgd/tight-gpu+unfed-bestof16"
-    assert replay.twin_of("solver/fill") == "fgd/fill+unfed"
+    assert replay.twin_of("solver/fill") == "fgd/tight-gpu-fill+unfed"
 
 
 def test_the_endgame_changes_nothing_before_the_first_failure(
@@ -238,7 +238,7 @@ def test_cli_prints_the_table_and_writes_json(tmp_path: Path, capsys: pytest.Cap
 
 
 @pytest.mark.parametrize(
-    ("solver", "greedy"), [("solver", "fgd/tight-gpu+unfed"), ("solver/fill", "fgd/fill+unfed")]
+    ("solver", "greedy"), [("solver", "fgd/tight-gpu+unfed"), ("solver/fill", "fgd/tight-gpu-fill+unfed")]
 )
 def test_the_solver_online_makes_the_choices_of_the_greedy_with_its_tiers(
     sliced: Trace, solver: str, greedy: str

@@ -22,7 +22,21 @@ c_r < 1 m does not fit and all free compute is a fragment, as in FGD. On the ope
 a quarter CPU-only pods (cpu250) this is worth more than a point of allocation against FGD
 (bench/RESULTS-replay.md, session 9).
 
-A node's fragmentation is the popularity-weighted sum; the cluster's is the sum over nodes. A GPU
+Counted typical by typical, the unfed part prices every shape as if it alone filled the node: an
+idle 8-GPU, 96-core node reads as 3 GPUs unfed for a 1-GPU, 19-core typical, though the rest of the
+workload, asking less CPU per GPU, would feed them. On such a profile the greedy then spends the
+CPU-rich nodes (the only ones where no typical reads unfed) on CPU-hungry pods, and the rare shapes
+that need those nodes' CPU (8 GPUs with 120 cores) fail later: online, below FGD on two openb variants
+(bench/RESULTS-replay.md, sessions 10 and 11). The workload *mix* gives a second estimate of the same
+loss: the node's free milli-GPU beyond what its free CPU (and memory) can feed at the profile's mean
+CPU (memory) per milli-GPU, :meth:`Profile.mix_unfed`, which counts CPU drained on any node, CPU-rich
+or not. A node's unfed part is the larger of the two: the popularity-weighted sum of the typicals' own,
+or the mix's; for a profile of one whole-GPU shape on GPUs it can all use, the two agree. The mix's is
+counted on every node, also where FGD's part already holds all of the free compute (no typical fits):
+CPU drained beside idle GPUs stays a cost there, so the measure can exceed the free compute.
+
+A node's fragmentation is the popularity-weighted sum of FGD's part, plus the unfed part; the
+cluster's is the sum over nodes. A GPU
 is *stranded* when it sits free on a node that can host none of the GPU-asking typical requests.
 
 All amounts are in milli-GPU. A node is described by :class:`FreeCapacity` (what is left of it);
@@ -98,7 +112,8 @@ def usable_gpus(free: FreeCapacity, m: Typical) -> list[bool] | None:
 
 def fragment(free: FreeCapacity, m: Typical) -> float:
     """The free milli-GPU of one node that one typical request could never use (the module
-    docstring: GPUs it cannot use, and the usable part its CPU and memory cannot feed)."""
+    docstring: GPUs it cannot use, and the usable part its CPU and memory cannot feed), the typical
+    taken alone; :meth:`Profile.measure` weighs these against the mix's own estimate."""
     usable = usable_gpus(free, m)
     if usable is None:
         return free.free_milli
@@ -161,6 +176,14 @@ class Profile:
             None if m.cpu_only else asks[Typical(m.gpus, m.milli, 0.0, models=m.models)]
             for m in self.typicals
         )
+        # The mix's CPU and memory per milli-GPU: what the GPU-asking typicals bring, weighted by
+        # how often they come (0: the profile asks none, and that resource never binds).
+        gpu_asks = [m for m in self.typicals if not m.cpu_only]
+        demand = sum(m.popularity * m.per_gpu * max(m.gpus, 1) for m in gpu_asks)
+        cpu = sum(m.popularity * m.cpu_milli for m in gpu_asks)
+        memory = sum(m.popularity * m.memory_mib for m in gpu_asks)
+        self._cpu_per_milli = cpu / demand if demand else 0.0
+        self._memory_per_milli = memory / demand if demand else 0.0
 
     def fragmentation(self, free: FreeCapacity) -> float:
         """FGD's fragmentation of one node, in milli-GPU."""
@@ -198,7 +221,7 @@ class Profile:
                 self._gpu_side.clear()
             self._gpu_side[free.gpus] = on_gpus
         whole = free.free_milli
-        fragmentation, hosted = 0.0, False
+        fragmentation, unfed, hosted = 0.0, 0.0, False
         for m, ask in zip(self.typicals, self._ask_of, strict=True):
             side = None if ask is None else on_gpus[ask]
             if side is None or (
@@ -207,10 +230,22 @@ class Profile:
             ):
                 fragmentation += m.popularity * whole
             else:
-                fragmentation += m.popularity * (side[0] + _unfed(side, free, m))
+                fragmentation += m.popularity * side[0]
+                unfed += m.popularity * _unfed(side, free, m)
                 hosted = True
+        fragmentation += max(unfed, self.mix_unfed(free))
         asking = any(a is not None for a in self._ask_of)
         return fragmentation, 0 if not asking or hosted else whole
+
+    def mix_unfed(self, free: FreeCapacity) -> float:
+        """The node's free milli-GPU beyond what its free CPU and memory feed at the mix's CPU and
+        memory per milli-GPU (the module docstring); 0 where neither is tracked or asked."""
+        fed = math.inf
+        if free.cpu_milli is not None and self._cpu_per_milli:
+            fed = free.cpu_milli / self._cpu_per_milli
+        if free.memory_mib is not None and self._memory_per_milli:
+            fed = min(fed, free.memory_mib / self._memory_per_milli)
+        return max(0.0, free.free_milli - fed)
 
 
 def score_loss(delta: float) -> int:
