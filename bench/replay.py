@@ -38,7 +38,7 @@ import os
 import signal
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -129,6 +129,30 @@ def arrivals(
 # --------------------------------------------------------------------------- policies
 
 
+def window_nodes(state: ClusterState, specs: Sequence[PodSpec], *, pruned: bool) -> list[int]:
+    """The nodes a window's request holds: those some pod of it fits as the cluster stands, and with
+    ``pruned``, of nodes whose free capacity is the same GPU by GPU (model, free milli of each GPU,
+    free CPU and memory), only the first ``len(specs)`` by node rank.
+
+    Why that changes no answer of a tier list that sees a node only through its free capacity and its
+    rank (placed work, fragmentation, node order; not FILL packing, which counts a node's total): a
+    window of W pods uses at most W nodes of such a class, and a plan on a later-ranked copy while an
+    earlier one stays unused is beaten by the same plan moved to the earlier one. A window's request
+    then holds ~240 nodes instead of ~990 early in a run (multigpu50 seed 42, pod 1,000), fewer to
+    normalise and compile each step; late in a run, with few identical nodes left, about as many."""
+    fits = np.flatnonzero(np.logical_or.reduce([state.feasible(spec) for spec in specs])).tolist()
+    if not pruned:
+        return fits
+    seen: Counter[tuple] = Counter()
+    kept = []
+    for i in sorted(fits, key=lambda i: state.rank[i]):
+        key = (state.key(i), int(state.mem_left[i]))
+        if seen[key] < len(specs):
+            seen[key] += 1
+            kept.append(i)
+    return sorted(kept)
+
+
 class RequestPolicy:
     """Any ``place(request)`` as a replay policy: W pods per request, the cluster as an Inventory.
 
@@ -146,11 +170,13 @@ class RequestPolicy:
         filtered: bool = False,
         endgame: int = 0,
         before_endgame: PodPlacer | None = None,
+        pruned: bool = False,
     ) -> None:
         self.name = name
         self.place = place
         self.window = window
         self.filtered = filtered
+        self.pruned = pruned  # identical nodes beyond the window's pods left out (``window_nodes``)
         self.endgame = endgame  # once a GPU pod has failed: windows of this many pods (0: no change)
         # A greedy that makes this policy's own choices before the endgame, to measure the endgame
         # alone faster (``fgd/tight-gpu`` is the solver online, pod for pod: RESULTS-replay.md).
@@ -182,15 +208,18 @@ class BestOfOrders:
     ``fragmentation_after`` is, so that near-ties go the same way (rounding the change alone sent
     some to another order)."""
 
-    def __init__(self, name: str, policy: FGD, window: int, judge: FGD | None = None) -> None:
+    def __init__(
+        self, name: str, policy: FGD, window: int, judge: FGD | None = None, *, pruned: bool = False
+    ) -> None:
         self.name, self.policy, self.window = name, policy, window
         self.judge = judge or policy
+        self.pruned = pruned  # the solver's request holds ``window_nodes(..., pruned=True)``
 
     def decide(self, state: ClusterState, batch: Sequence[openb.PodRow], seed: int) -> list[Choice | None]:
         from solver.search.sequence import candidate_orders
 
         specs = [pod.spec() for pod in batch]
-        held = np.flatnonzero(np.logical_or.reduce([state.feasible(spec) for spec in specs])).tolist()
+        held = window_nodes(state, specs, pruned=self.pruned)
         base = sum(self._fragmentation(state, i) for i in held)
         arrival = list(range(len(batch)))
         plans = [self._plan(state, specs, arrival, base)]
@@ -319,7 +348,9 @@ def make_policy(
             raise ValueError(f"{name!r}: only FGD and its variants take -bestofN")
         if judge not in ("", "unfed"):
             _unknown(name)
-        return BestOfOrders(name, greedy, int(window), UnfedFGD(workload) if judge else None)
+        # The solver prunes its requests' identical nodes unless FILL packing sees their totals.
+        pruned = "fill" not in base
+        return BestOfOrders(name, greedy, int(window), UnfedFGD(workload) if judge else None, pruned=pruned)
     if "-sorted" in name and not name.startswith("solver"):  # e.g. fgd-sorted16: a greedy over sorted windows
         base, window = name.rsplit("-sorted", 1)
         return SortedWindows(name, make_policy(base, workload, rng, order), int(window))
@@ -390,7 +421,10 @@ def make_policy(
             return solve(request.model_copy(update={"policy": ranked}))
 
         fast = UnfedFGD(workload, tight_gpu=True) if head.endswith("-fast") and endgame else None
-        return RequestPolicy(name, place, window, filtered=filtered, endgame=endgame, before_endgame=fast)
+        return RequestPolicy(
+            name, place, window, filtered=filtered, endgame=endgame, before_endgame=fast,
+            pruned=filtered and tie != "fill",
+        )
     return _unknown(name)
 
 
@@ -700,8 +734,7 @@ def _decide(
     nodes = None
     if policy.filtered:
         # A node no pod of the batch fits now fits none later either: nothing ever leaves.
-        fits = np.logical_or.reduce([state.feasible(pod.spec()) for pod in batch])
-        nodes = np.flatnonzero(fits).tolist()
+        nodes = window_nodes(state, [pod.spec() for pod in batch], pruned=policy.pruned)
     result = policy.place(mirror.request(batch, seed, nodes))
     out = []
     for pod in batch:

@@ -317,3 +317,19 @@ def test_the_twins_measure_is_the_solvers(sliced: Trace) -> None:
         assert twin.fragmentation(cpu, free, model) == pytest.approx(solver_value, abs=1e-6)
         fed_short += solver_value > node_fragmentation(free, cpu, workload, model) + 1e-6
     assert fed_short
+
+
+def test_a_window_holds_no_more_identical_nodes_than_it_has_pods() -> None:
+    # Six nodes: four idle 2-GPU A100 nodes alike (ranks 5, 1, 4, 0 in list order), one idle with more
+    # CPU, one V100. A window of two pods keeps the two best-ranked alike nodes and every other node;
+    # once a kept node is used it is no longer alike, and the next best of the four comes in.
+    rows = [openb.NodeRow(f"n{i}", 32_000, 65_536, 2, "A100") for i in range(4)]
+    rows.append(openb.NodeRow("cpu-rich", 64_000, 65_536, 2, "A100"))
+    rows.append(openb.NodeRow("v100", 32_000, 65_536, 2, "V100"))
+    state = openb.cluster_state(rows, [5, 1, 4, 0, 2, 3])
+    pods = [replay.PodSpec(cpu=1000, memory=1024, gpus=1, milli=1000)] * 2
+    assert replay.window_nodes(state, pods, pruned=False) == [0, 1, 2, 3, 4, 5]
+    assert replay.window_nodes(state, pods, pruned=True) == [1, 3, 4, 5]
+    state.bind(3, pods[0], (0,))
+    assert replay.window_nodes(state, pods, pruned=True) == [1, 2, 3, 4, 5]
+    assert replay.window_nodes(state, pods[:1], pruned=True) == [1, 3, 4, 5]
