@@ -5,7 +5,11 @@ COUNT windows is decided by both — the twin's choices are bound, so both alway
 state — and the wall time of each decision is summed. ``--profile`` runs the solver's windows under
 cProfile and prints where the time goes. Usage (``TOPOPLACE_OPENB`` set, see bench/replay.py)::
 
-    python -m bench.window_speed --pods cpu250 --seed 42 --first 1000 --count 2 [--profile]
+    python -m bench.window_speed --pods cpu250 --seed 42 --first 1000 --count 2 [--profile] [--unpruned]
+
+``--unpruned`` also times the solver on requests that hold every node some pod fits (before
+session 11 each request did; now identical nodes beyond the window's pod count are left out,
+``bench.replay.window_nodes``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--first", type=int, default=1000, help="the first pod of the timed stretch")
     parser.add_argument("--count", type=int, default=2, help="windows timed")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--unpruned", action="store_true", help="also time the solver on requests holding every fitting node"
+    )
     args = parser.parse_args(argv)
     nodes = openb.load_nodes()
     pods = openb.load_pods(openb.VARIANTS[args.pods])
@@ -35,6 +42,9 @@ def main(argv: list[str] | None = None) -> None:
     workload = openb.workload(pods)
     twin = replay.make_policy(replay.twin_of(args.policy), workload, seq.rng, order)
     solver = replay.make_policy(args.policy, workload, seq.rng, order)
+    unpruned = replay.make_policy(args.policy, workload, seq.rng, order)
+    if isinstance(unpruned, replay.RequestPolicy):
+        unpruned.pruned = False  # every node some pod fits, as before session 11
     width = getattr(solver, "window", 1)  # the pods one decision takes
     mirror = replay.InventoryMirror(nodes)
 
@@ -49,8 +59,8 @@ def main(argv: list[str] | None = None) -> None:
         batch = seq.pods[start : start + width]
         bind(batch, replay._decide(twin, state, mirror, batch, args.seed))
     profiler = cProfile.Profile()
-    by_twin = by_solver = 0.0
-    same = 0
+    by_twin = by_solver = by_unpruned = 0.0
+    same = same_unpruned = 0
     for k in range(args.count):
         batch = seq.pods[args.first + width * k : args.first + width * (k + 1)]
         t = time.perf_counter()
@@ -64,6 +74,10 @@ def main(argv: list[str] | None = None) -> None:
         if args.profile:
             profiler.disable()
         same += got == expected
+        if args.unpruned:
+            t = time.perf_counter()
+            same_unpruned += replay._decide(unpruned, state, mirror, batch, args.seed) == expected
+            by_unpruned += time.perf_counter() - t
         bind(batch, expected)
     print(
         f"{args.pods} seed {args.seed}, {args.count} windows of {width} from pod {args.first}: "
@@ -71,6 +85,11 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.policy} {by_solver / args.count * 1000:.0f} ms "
         f"({by_solver / by_twin:.1f}x); same choices in {same}/{args.count} windows"
     )
+    if args.unpruned:
+        print(
+            f"  unpruned requests: {by_unpruned / args.count * 1000:.0f} ms a window "
+            f"({by_unpruned / by_twin:.1f}x the twin); same choices in {same_unpruned}/{args.count} windows"
+        )
     if args.profile:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
 
