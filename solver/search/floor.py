@@ -255,8 +255,9 @@ def place_jobs(floor: Floor, done: Pass, jobs: Sequence[int], counts: dict[int, 
     problem = floor.problem
     # A caller gone stops the pass between jobs (a pass is seconds at 16,384 nodes).
     for j in cancellation.checked(jobs):
+        needs = needs_of(floor, j, counts)
         for allowed in floor.scopes(j):
-            if allowed is not None and not may_fit(floor, done.state, allowed, j, counts):
+            if allowed is not None and not may_fit(floor, done.state, allowed, needs):
                 continue  # a try that cannot succeed: at 70 % busy most leaves lack room for a gang
             # Moves are journalled and undone when the job does not fit whole: copying the state of
             # every class for every try cost more than the whole search on a 1,000-node cluster.
@@ -282,26 +283,37 @@ def place_jobs(floor: Floor, done: Pass, jobs: Sequence[int], counts: dict[int, 
             undo(done.state, journal)
 
 
-def may_fit(floor: Floor, state: NodeStates, allowed: set[int], j: int, counts: dict[int, int]) -> bool:
-    """Whether every role of job ``j`` has, in some variant, room in ``allowed`` for the members it
-    wants, each role counted alone: false only when the job cannot fit there, so skipping the try
-    leaves the pass's plan as it was. A gang tried leaf by leaf used to place members in each leaf
-    until the leaf ran out, then take them back."""
+Need = tuple[tuple[tuple[int, int, int], ...], int]  # a role's variants (variant, host kind, shape), want
+
+
+def needs_of(floor: Floor, j: int, counts: dict[int, int]) -> tuple[Need, ...]:
+    """What :func:`may_fit` asks of a scope for job ``j``: per role, its variants and the members
+    it wants; worked out once per job and pass, as a gang asks it of hundreds of leaves."""
     problem = floor.problem
+    out = []
     for variants in floor.roles.get(j, ()):
         want = counts.get(problem.group_of(variants[0]), problem.roles[variants[0]].minimum)
-        if not any(has_room(floor, state, allowed, v, want) for v in variants):
-            return False
-    return True
+        out.append((tuple((v, floor.host_kind.get(v, -1), problem.roles[v].shape) for v in variants), want))
+    return tuple(out)
 
 
-def has_room(floor: Floor, state: NodeStates, allowed: set[int], r: int, want: int) -> bool:
-    """Whether the nodes of ``allowed`` could still take ``want`` members of role variant ``r``,
-    each class counted alone. A pass only ever adds members (a failed try's are taken back), so a
-    scope once short of room for ``want`` stays short for as many or more: remembered, as a gang
-    tries hundreds of leaves and most are short every time."""
-    shape = floor.problem.roles[r].shape
-    key = (id(allowed), floor.host_kind.get(r, -1), shape)
+def may_fit(floor: Floor, state: NodeStates, allowed: set[int], needs: Sequence[Need]) -> bool:
+    """Whether every role of a job has, in some variant, room in ``allowed`` for the members it
+    wants (``needs``, :func:`needs_of`), each role counted alone: false only when the job cannot fit
+    there, so skipping the try leaves the pass's plan as it was. A gang tried leaf by leaf used to
+    place members in each leaf until the leaf ran out, then take them back."""
+    return all(any(has_room(floor, state, allowed, v, want) for v in variants) for variants, want in needs)
+
+
+def has_room(
+    floor: Floor, state: NodeStates, allowed: set[int], variant: tuple[int, int, int], want: int
+) -> bool:
+    """Whether the nodes of ``allowed`` could still take ``want`` members of a role variant
+    (``(variant, host kind, shape)``), each class counted alone. A pass only ever adds members (a
+    failed try's are taken back), so a scope once short of room for ``want`` stays short for as
+    many or more: remembered, as a gang tries hundreds of leaves and most are short every time."""
+    r, kind, shape = variant
+    key = (id(allowed), kind, shape)
     short = state.short.get(key)
     if short is not None and want >= short:
         return False
