@@ -16,7 +16,6 @@ time, and a truthful basis for reporting the tiers nobody had time to search.
 
 from __future__ import annotations
 
-import contextvars
 import heapq
 import random
 import threading
@@ -695,8 +694,8 @@ class Portfolio:
         self.drawn = 0  # placers run so far
         self.exhausted = False  # every order has been tried
 
-    def draw(self, deadline: float, stop: threading.Event | None = None) -> None:
-        """Run placers until ``deadline``, ``stop`` or the last order; at least one in all."""
+    def draw(self, deadline: float) -> None:
+        """Run placers until ``deadline`` or the last order; at least one in all."""
         problem, compiled = self.floor.problem, self.floor.compiled
         for name, order in self._orders:
             key = tuple(order)
@@ -714,7 +713,7 @@ class Portfolio:
                 self._best_rank = rank
                 plan = complete(problem, compiled, hint_of(compiled, done))
                 self._out.append(Candidate(name, plan, tuple(t.value_of(plan) for t in compiled.tiers)))
-            if time.perf_counter() >= deadline or (stop is not None and stop.is_set()):
+            if time.perf_counter() >= deadline:
                 return
         self.exhausted = True
 
@@ -726,30 +725,34 @@ class Portfolio:
     def meanwhile(self, until: float, *, spare_core: bool) -> Iterator[None]:
         """Draw the placers left in a thread while the body runs (the search, which holds no
         interpreter lock and one core), until ``until``; on leaving, wait for them up to ``until``
-        so that the same request gets the same floor whatever the search's own speed. Nothing is
-        drawn without a ``spare_core``: on one core it would only slow the search."""
+        so that the same request gets the same floor whatever the search's own speed, then stop
+        the thread mid-pass (a pass cut short is dropped). Nothing is drawn without a
+        ``spare_core``: on one core it would only slow the search."""
         if self.exhausted or not spare_core or time.perf_counter() >= until:
             yield
             return
-        stop = threading.Event()
         failed: list[BaseException] = []
+        with cancellation.own_token() as token:  # tripped by the caller's token too
 
-        def run() -> None:
+            def run() -> None:
+                try:
+                    with cancellation.cancelling(token):
+                        self.draw(until)
+                except cancellation.Cancelled:
+                    pass  # stopped: the time is over, or the caller's own check says why
+                except BaseException as exc:  # re-raised in the caller's thread
+                    failed.append(exc)
+
+            thread = threading.Thread(target=run, daemon=True)
+            thread.start()
             try:
-                self.draw(until, stop)
-            except cancellation.Cancelled:
-                pass  # the caller's own check after the search says so
-            except BaseException as exc:  # re-raised in the caller's thread
-                failed.append(exc)
-
-        # The caller's context holds its cancel token (solver.domain.cancel): the thread checks it.
-        thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
+                yield
+            except BaseException:
+                token.trip("the search failed")
+                thread.join()
+                raise
             thread.join(max(0.0, until - time.perf_counter()))
-            stop.set()
+            token.trip("the search's time is over")
             thread.join()
         if failed:
             raise failed[0]
