@@ -234,6 +234,12 @@ def test_the_placers_left_are_drawn_while_the_search_runs() -> None:
     everything.draw(time.perf_counter() + 60)
     assert everything.exhausted and everything.drawn > 1
 
+    named = drawing_of(req, passes=40)
+    named.draw(time.perf_counter(), least=3, latest=time.perf_counter() + 60)
+    assert named.drawn == 3  # past the deadline until three have run, before the latest time
+    named.draw(time.perf_counter(), least=8, latest=time.perf_counter())
+    assert named.drawn == 4  # one more, the latest time passed
+
     drawing = drawing_of(req, passes=40)
     drawing.draw(time.perf_counter())  # no time: the first placer only
     assert drawing.drawn == 1

@@ -694,8 +694,9 @@ class Portfolio:
         self.drawn = 0  # placers run so far
         self.exhausted = False  # every order has been tried
 
-    def draw(self, deadline: float) -> None:
-        """Run placers until ``deadline`` or the last order; at least one in all."""
+    def draw(self, deadline: float, *, least: int = 1, latest: float | None = None) -> None:
+        """Run placers until ``deadline`` or the last order; at least one in all, and past the
+        deadline until ``least`` have run if that is before ``latest``."""
         problem, compiled = self.floor.problem, self.floor.compiled
         for name, order in self._orders:
             key = tuple(order)
@@ -713,7 +714,8 @@ class Portfolio:
                 self._best_rank = rank
                 plan = complete(problem, compiled, hint_of(compiled, done))
                 self._out.append(Candidate(name, plan, tuple(t.value_of(plan) for t in compiled.tiers)))
-            if time.perf_counter() >= deadline:
+            now = time.perf_counter()
+            if now >= deadline and (self.drawn >= least or latest is None or now >= latest):
                 return
         self.exhausted = True
 
