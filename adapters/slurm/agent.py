@@ -34,6 +34,8 @@ import time
 import traceback
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -41,6 +43,7 @@ from typing import Any
 
 import structlog
 
+from adapters.slurm.fastplan import fast_place
 from adapters.slurm.gres import GresConf, parse_gres_conf
 from adapters.slurm.inventory import (
     NodeCache,
@@ -58,6 +61,7 @@ from adapters.slurm.pending import (
     parse_pending,
     promised_nodes,
     released_comment,
+    replanned_comment,
     to_release,
 )
 from adapters.slurm.place_client import peer_uid
@@ -65,6 +69,7 @@ from adapters.slurm.place_client import render as render_lines
 from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, to_slurm_plan
 from adapters.slurm.scontrol import SlurmNode, parse_show_node
 from adapters.slurm.topology_conf import SlurmTopology, parse_topology_conf, parse_topology_yaml
+from solver.answer.verify import verify
 from solver.domain.errors import InvalidRequest
 from solver.domain.model import (
     Allocation,
@@ -100,6 +105,11 @@ class AgentConfig:
     # chooses; the switch-typed GRES stay). 0 turns releasing off.
     release_after_s: float = 30.0
     command_timeout_s: float = 5.0
+    # The agent answers within this many seconds of a request's arrival (slurmctld waits for the hook
+    # with every other RPC blocked). A solve still running then is answered with the fast placer's
+    # verified plan (adapters.slurm.fastplan); the solver's plan replaces it through `scontrol
+    # update` if it arrives while the job still waits (Agent.refine). 0: always wait for the solver.
+    answer_budget_s: float = 0.030
     debug_dir: Path | None = None  # when set, every solve request is written there (for bug reports)
 
 
@@ -121,6 +131,21 @@ class _Snapshot:
 class _Issued:
     at: float
     nodes: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+
+
+@dataclass
+class _Refining:
+    """A job answered with the fast placer's plan while the solver still works on it."""
+
+    plan: SlurmPlan  # what the hook applied
+    spec: JobSpec
+    inventory: SlurmInventory  # the one the solve was asked on (device maps, free devices)
+    solve: Future[SolveResult]
+    at: float  # time.monotonic() of the answer
+
+
+# A fast plan whose job is not seen pending this long after the answer is taken as started (or gone).
+REFINE_FIND_S = 3.0
 
 
 class _Files:
@@ -157,6 +182,12 @@ class Agent:
     _node_cache: NodeCache = field(default_factory=NodeCache)
     _topo: tuple[int, TopoDir] | None = None
     _refresh_lock: threading.Lock = field(default_factory=threading.Lock)
+    _solves: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="topoplace-solve")
+    )
+    _refining: dict[str, _Refining] = field(default_factory=dict)  # plan id → fast plan being refined
+    _started: float = 0.0  # time.perf_counter() at the current request's arrival
+    refinements: list[dict[str, Any]] = field(default_factory=list)  # what became of each fast plan
 
     # ----------------------------------------------------------------- inputs
 
@@ -197,6 +228,7 @@ class Agent:
         now = time.time()
         released = self._release(pending, now, nodes)
         kept = [job for job in pending if job.job_id not in released]
+        self.refine(kept)
         held = held_plans(kept, nodes, now, self.config.plan_ttl_s)
         with self._refresh_lock:  # the node cache is not for two builders at once
             inventory, error = self._base_inventory(nodes, held)
@@ -327,20 +359,37 @@ class Agent:
 
     # ----------------------------------------------------------------- solving
 
-    def _solve(self, request: SolveRequest, stage: str = "solve") -> SolveResult:
-        """Timed as ``<stage>_wire`` (putting the request on the wire) and ``<stage>`` (the call)."""
-        mark = time.perf_counter()
+    def _call_solver(self, request: SolveRequest) -> SolveResult:
+        """The solver's answer (no stage timing: this may run in a solve thread, after the answer)."""
         if self.solve_fn is not None:
-            result = self.solve_fn(request, self.config.time_limit_s + 1.0)
-            self._stage(stage, mark)
-            return result
+            return self.solve_fn(request, self.config.time_limit_s + 1.0)
         from adapters.slurm.fastwire import request_message, solve_message
 
         message = request_message(request, self._type_keys)
-        mark = self._stage(f"{stage}_wire", mark)
-        result = solve_message(self.config.solver, message, timeout_s=self.config.time_limit_s + 1.0)
-        self._stage(stage, mark)
-        return result
+        return solve_message(self.config.solver, message, timeout_s=self.config.time_limit_s + 1.0)
+
+    def _budget_left(self) -> float | None:
+        """Seconds left of the answer budget for the current request (None: no budget)."""
+        if self.config.answer_budget_s <= 0:
+            return None
+        return max(0.0, self._started + self.config.answer_budget_s - time.perf_counter())
+
+    def _solve_within(self, request: SolveRequest, stage: str = "solve") -> Future[SolveResult] | SolveResult:
+        """The solver's answer if it comes within the budget, else its (still running) future.
+        Timed as ``<stage>`` (the wait)."""
+        mark = time.perf_counter()
+        left = self._budget_left()
+        if left is None:
+            result = self._call_solver(request)
+            self._stage(stage, mark)
+            return result
+        future = self._solves.submit(self._call_solver, request)
+        try:
+            return future.result(timeout=left)
+        except FutureTimeout:
+            return future
+        finally:
+            self._stage(stage, mark)
 
     def _request(self, inventory: Inventory, spec: JobSpec) -> SolveRequest:
         """The solve request for one job: only the nodes worth sending (:func:`candidate_nodes`).
@@ -370,9 +419,10 @@ class Agent:
             and all(n.labels.get(k) == v for k, v in member.node_selector.items())
         )
 
-    def _never_fits(self, request: SolveRequest, inventory: Inventory, spec: JobSpec) -> bool:
+    def _never_fits(self, request: SolveRequest, inventory: Inventory, spec: JobSpec) -> bool | None:
         """Unplaced now; would it fit on the same cluster with nothing running and every node up?
-        Asked once per job shape while the cluster's nodes and types stay the same."""
+        Asked once per job shape while the cluster's nodes and types stay the same. None: not known
+        within the answer budget (the answer is kept for the next job of this shape)."""
         job = spec.job
         shape = (
             job.roles[0].member.model_dump_json(),
@@ -385,10 +435,19 @@ class Agent:
             return cached
         empty = [n.model_copy(update={"allocations": (), "schedulable": True}) for n in inventory.nodes]
         nodes = candidate_nodes(empty, spec, set(), self._type_keys)
-        again = self._solve(
+        again = self._solve_within(
             request.model_copy(update={"inventory": request.inventory.model_copy(update={"nodes": nodes})}),
             stage="never_fits",
         )
+        if isinstance(again, Future):
+            cache = self._never_fits_cache
+
+            def remember(done: Future[SolveResult]) -> None:
+                if done.exception() is None:
+                    cache[shape] = not any(j.placed for j in done.result().jobs)
+
+            again.add_done_callback(remember)
+            return None
         answer = not any(j.placed for j in again.jobs)
         self._never_fits_cache[shape] = answer
         return answer
@@ -401,6 +460,7 @@ class Agent:
         plan_id = uuid.uuid4().hex[:12]
         try:
             with self._lock:
+                self._started = started
                 self._stages = {}
                 answer = self._place_locked(desc, plan_id)
         except Unsupported as err:
@@ -488,7 +548,9 @@ class Agent:
 
             (self.config.debug_dir / f"{plan_id}.request.json").write_text(dump_request_json(request))
         try:
-            result = self._solve(request)
+            result = self._solve_within(request)
+            if isinstance(result, Future):
+                return self._fast_answer(desc, spec, inventory, request, result)
         except InvalidRequest as err:
             if all(p.path.startswith("jobs") for p in err.problems):  # the job itself, not the site
                 return {
@@ -499,12 +561,17 @@ class Agent:
         job = result.jobs[0]
         if not job.placed:
             reason = job.reason.message if job.reason else "not placed"
-            if self._never_fits(request, inventory.inventory, spec):
+            never = self._never_fits(request, inventory.inventory, spec)
+            if never:
                 return {
                     "action": "never_fits",
                     "message": f"topoplace: this job can never fit this cluster: {reason}",
                 }
-            return {"action": "pass", "message": f"topoplace: no room now ({reason}); left to Slurm's queue"}
+            checking = "" if never is not None else "; whether it can ever fit is checked for the next job"
+            return {
+                "action": "pass",
+                "message": f"topoplace: no room now ({reason}); left to Slurm's queue{checking}",
+            }
         try:
             plan = to_slurm_plan(job, spec, inventory)
         except NotEnforceable as err:
@@ -512,6 +579,136 @@ class Agent:
         self.decisions[plan_id] = (result, plan)
         self._issued[plan_id] = _Issued(time.monotonic(), {p.node: (p.gpus, p.nics) for p in plan.nodes})
         return self._apply(desc, spec, plan, result)
+
+    def _fast_answer(
+        self,
+        desc: dict[str, Any],
+        spec: JobSpec,
+        inventory: SlurmInventory,
+        request: SolveRequest,
+        solve: Future[SolveResult],
+    ) -> dict[str, Any]:
+        """The answer when the solver has not answered within the budget: the fast placer's plan,
+        verified, said as such to the user and the log; the solver's plan may replace it while the
+        job waits (:meth:`refine`). If the fast placer finds no room, Slurm's queue decides."""
+        mark = time.perf_counter()
+        waited = round(self.config.answer_budget_s * 1000)
+        fast = fast_place(request)
+        problems = verify(request, fast)
+        self._stage("fast", mark)
+        job = fast.jobs[0]
+        if problems or not job.placed:
+            why = "; ".join(problems)[:300] if problems else (job.reason.message if job.reason else "")
+            if problems:
+                _log.warning("fast plan failed verification", plan_id=spec.job.id, problems=why)
+            return {
+                "action": "pass",
+                "message": f"topoplace: the solver had not answered within {waited} ms and the fast placer "
+                f"found no plan ({why}); left to Slurm",
+            }
+        try:
+            plan = to_slurm_plan(job, spec, inventory)
+        except NotEnforceable as err:
+            return {
+                "action": "pass",
+                "message": f"topoplace: fast plan not enforceable: {err}; left to Slurm",
+            }
+        self.decisions[plan.plan_id] = (fast, plan)
+        self._issued[plan.plan_id] = _Issued(time.monotonic(), {p.node: (p.gpus, p.nics) for p in plan.nodes})
+        self._refining[plan.plan_id] = _Refining(plan, spec, inventory, solve, time.monotonic())
+        answer = self._apply(desc, spec, plan, fast)
+        answer["message"] = (
+            f"topoplace: planned {plan.req_nodes} {plan.tres_per_node} by the fast placer (the solver had "
+            f"not answered within {waited} ms; its plan replaces this one if it comes while the job waits)"
+        )
+        return answer
+
+    def refine(self, pending: list[PendingJob]) -> None:
+        """Fast plans whose solve has ended: the solver's plan replaces the fast one through
+        ``scontrol update`` (node list and plan comment) while the job is pending, if it differs, asks
+        for the same GRES types (Slurm 22.05 cannot re-type a pending job: the s9 report) and its
+        devices are still free. Each outcome goes to the log and to :attr:`refinements`."""
+        by_plan = {job.plan.plan_id: job for job in pending if job.plan is not None}
+        for plan_id, refining in list(self._refining.items()):
+            if not refining.solve.done():
+                continue
+            job = by_plan.get(plan_id)
+            if job is None and time.monotonic() - refining.at < REFINE_FIND_S:
+                continue  # not queued yet, or not in this squeue read
+            del self._refining[plan_id]
+            outcome, better = self._refined_plan(refining, job)
+            if better is not None and job is not None:
+                try:
+                    self._run(
+                        [
+                            self.config.scontrol,
+                            "update",
+                            f"JobId={job.job_id}",
+                            f"ReqNodeList={better.req_nodes}",
+                            f"Comment={replanned_comment(job.comment, better.comment())}",
+                        ]
+                    )
+                except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+                    outcome = f"not applied: {err}"[:300]
+                else:
+                    with self._lock:
+                        self._issued[plan_id] = _Issued(
+                            time.monotonic(), {p.node: (p.gpus, p.nics) for p in better.nodes}
+                        )
+                        self.decisions[plan_id] = (refining.solve.result(), better)
+            self.refinements.append({"plan_id": plan_id, "outcome": outcome})
+            _log.info(
+                "fast plan refined" if outcome.startswith("applied") else "fast plan kept",
+                plan_id=plan_id,
+                job_id=job.job_id if job else "",
+                fast=refining.plan.req_nodes,
+                solver=better.req_nodes if better else "",
+                outcome=outcome,
+            )
+
+    def _refined_plan(self, refining: _Refining, job: PendingJob | None) -> tuple[str, SlurmPlan | None]:
+        """(what becomes of the fast plan, the solver's plan to apply or None)."""
+        try:
+            result = refining.solve.result()
+        except Exception as err:
+            return f"kept: the solve failed ({type(err).__name__}: {err})"[:300], None
+        placed = result.jobs[0] if result.jobs else None
+        if placed is None or not placed.placed:
+            return "kept: the solver found no room for the job", None
+        try:
+            better = to_slurm_plan(placed, refining.spec, refining.inventory)
+        except NotEnforceable as err:
+            return f"kept: the solver's plan is not enforceable ({err})", None
+        if better.nodes == refining.plan.nodes:
+            return "kept: the solver chose the same devices", None
+        if better.signature != refining.plan.signature:
+            return "kept: the solver's plan needs other GRES types (a pending job cannot be re-typed)", None
+        if job is None:
+            return "kept: too late, the job started (or left) before the solver answered", None
+        taken = self._taken_by_others(better, refining.plan.plan_id)
+        if taken:
+            return f"kept: the solver's devices were taken since ({taken})", None
+        return f"applied: {refining.plan.req_nodes} -> {better.req_nodes}", better
+
+    def _taken_by_others(self, plan: SlurmPlan, plan_id: str) -> str:
+        """The first of ``plan``'s devices another job holds or was planned on now, or ""."""
+        try:
+            with self._lock:
+                inventory = self.inventory()
+        except (RuntimeError, InvalidRequest):
+            return "no current node state"
+        nodes = {n.name: n for n in inventory.inventory.nodes}
+        for wanted in plan.nodes:
+            node = nodes.get(wanted.node)
+            if node is None or not node.schedulable:
+                return f"{wanted.node} takes no jobs"
+            for held in node.allocations:
+                if held.owner.endswith(plan_id):
+                    continue
+                clash = (set(held.gpus) & set(wanted.gpus)) | (set(held.nics) & set(wanted.nics))
+                if clash:
+                    return f"{wanted.node} {','.join(sorted(clash))}"
+        return ""
 
     @staticmethod
     def _apply(desc: dict[str, Any], spec: JobSpec, plan: SlurmPlan, result: SolveResult) -> dict[str, Any]:
@@ -717,11 +914,16 @@ class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 class RunningAgent:
     def __init__(
-        self, server: socketserver.BaseServer, thread: threading.Thread, stop: threading.Event
+        self,
+        server: socketserver.BaseServer,
+        thread: threading.Thread,
+        stop: threading.Event,
+        agent: Agent | None = None,
     ) -> None:
         self.server = server
         self.thread = thread
         self._stop = stop
+        self._agent = agent
 
     @property
     def address(self) -> str:
@@ -740,6 +942,8 @@ class RunningAgent:
             with contextlib.suppress(OSError):
                 os.unlink(self.server.server_address)  # type: ignore[arg-type]
         self.thread.join(timeout=5)
+        if self._agent is not None:  # solves still running for fast plans are not waited for
+            self._agent._solves.shutdown(wait=False, cancel_futures=True)
 
 
 class SocketRefused(ValueError):
@@ -810,7 +1014,7 @@ def serve_agent(
     ).start()
     thread = threading.Thread(target=server.serve_forever, name="topoplace-slurm-agent", daemon=True)
     thread.start()
-    return RunningAgent(server, thread, stop)
+    return RunningAgent(server, thread, stop, agent)
 
 
 def parse_listen(text: str) -> tuple[Path | None, str, int]:

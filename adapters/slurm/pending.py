@@ -171,3 +171,10 @@ def released_comment(comment: str) -> str:
     and the TaskProlog no longer compares the allocation with it; its id stays for the logs."""
     at = comment.rindex(PLAN_TAG)
     return comment[:at] + RELEASED_TAG + comment[at + len(PLAN_TAG) :]
+
+
+def replanned_comment(comment: str, tag: str) -> str:
+    """The comment with its (last) plan tag and what follows it replaced by ``tag`` (a new plan's
+    :meth:`SlurmPlan.comment`): the user's own words before it stay."""
+    at = comment.rfind(PLAN_TAG)
+    return tag if at < 0 else comment[:at] + tag

@@ -151,6 +151,7 @@ def agent(tmp_path: Path, fixtures: Path) -> Agent:
         topology=fixtures / "topology.conf",
         scontrol=scontrol,
         squeue=squeue,
+        answer_budget_s=0,  # the solver's own answers (the budget: test_fast_answer.py)
     )
     agent = Agent(config, solve_fn=lambda request, timeout: solve(request, deadline_s=timeout))
     agent.refresh()
@@ -521,6 +522,7 @@ def test_agent_does_not_pin_a_job_to_nodes_promised_to_earlier_jobs(tmp_path: Pa
             gres_conf=fixtures / "gres.conf",
             scontrol=scontrol,
             squeue=str(squeue),
+            answer_budget_s=0,
         ),
         solve_fn=lambda request, timeout: solve(request, deadline_s=timeout),
     )

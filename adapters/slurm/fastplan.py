@@ -1,0 +1,97 @@
+"""The hook's plan when the solver has not answered within the agent's answer budget.
+
+slurmctld waits for ``job_submit.lua`` with its job write lock held, so the agent answers within a
+budget (``AgentConfig.answer_budget_s``); a solve still running then — at 1,024 nodes, gangs — is
+answered with this module's plan, and the solver's plan replaces it while the job waits
+(``Agent.refine``). The plan comes from one of the project's greedy placers, run over the same
+candidate nodes the solver was asked on (~50 for a gang at 1,024 nodes, a few ms), and is verified
+like every answer:
+
+* one node: :data:`FAST_PLACER` — the fullest node that admits the member (binpack), GPUs with a NIC
+  behind the same switch (Slurm's own GRES binding, as the solver's fallback). It does not weigh
+  NVLink link counts: the solver does.
+* a gang (members on distinct nodes — anti-affinity, which the greedy placers do not express): the
+  leaf with the fewest free GPUs on the nodes that can hold a member (locality first, then binpack),
+  one member at a time on the nodes not used yet; if no leaf holds the gang whole, the whole set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from solver.answer.measures import cluster_metrics
+from solver.baselines import volcano
+from solver.baselines.topology import Greedy, LocalityIndex, first_aligned_pick
+from solver.domain.model import (
+    JobResult,
+    MemberPlacement,
+    Node,
+    Reason,
+    ReasonCode,
+    SolveRequest,
+    SolveResult,
+    SolveStatus,
+)
+
+FAST_PLACER = Greedy(
+    name="fast:aligned-binpack",
+    pick=first_aligned_pick,
+    node_score=volcano.node_score,
+    domain_key=volcano.free_fraction,
+    domains_from_start=True,
+)
+
+
+def fast_place(request: SolveRequest) -> SolveResult:
+    """The one job of ``request`` placed by the fast placer (see the module docstring)."""
+    job = request.jobs[0]
+    role = job.roles[0]
+    if role.replicas == 1 or len(job.roles) != 1:
+        return FAST_PLACER.place(request)
+    member_job = job.model_copy(
+        update={"anti_affinity": (), "roles": (role.model_copy(update={"replicas": 1}),)}
+    )
+    one = request.model_copy(update={"jobs": (member_job,)})
+    nodes = [n for n in request.inventory.nodes if n.schedulable]
+    by_leaf: dict[str, list[Node]] = {}
+    for node in nodes:
+        by_leaf.setdefault(node.leaf, []).append(node)
+    whole = [members for leaf, members in by_leaf.items() if leaf and len(members) >= role.replicas]
+    whole.sort(key=lambda members: (sum(_free_gpus(n) for n in members), members[0].leaf))
+    for pool in [*whole, nodes]:
+        members = _one_by_one(one, pool, role.replicas)
+        if members is not None:
+            report = LocalityIndex(request.inventory).report(job, members)
+            jobs = (JobResult(job_id=job.id, placed=True, members=members, **report),)
+            return SolveResult(
+                request_id=request.request_id,
+                status=SolveStatus.FEASIBLE,
+                jobs=jobs,
+                metrics=cluster_metrics(request, jobs),
+            )
+    reason = Reason(
+        code=ReasonCode.NO_NODE_FITS,
+        message=f"the fast placer found no {role.replicas} distinct nodes for the gang",
+    )
+    return SolveResult(
+        request_id=request.request_id, jobs=(JobResult(job_id=job.id, placed=False, reason=reason),)
+    )
+
+
+def _one_by_one(one: SolveRequest, pool: Sequence[Node], replicas: int) -> tuple[MemberPlacement, ...] | None:
+    members: list[MemberPlacement] = []
+    left = list(pool)
+    for index in range(replicas):
+        inventory = one.inventory.model_copy(update={"nodes": tuple(left)})
+        result = FAST_PLACER.place(one.model_copy(update={"inventory": inventory}))
+        placed = result.jobs[0]
+        if not placed.placed:
+            return None
+        member = placed.members[0]
+        members.append(member.model_copy(update={"index": index}))
+        left = [n for n in left if n.name != member.node]
+    return tuple(members)
+
+
+def _free_gpus(node: Node) -> int:
+    return len(node.gpus) - len({g for a in node.allocations for g in a.gpus})
