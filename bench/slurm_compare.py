@@ -204,6 +204,8 @@ class CountingAgent(Agent):
         self.last = answer
         self.counts = getattr(self, "counts", Counter())
         self.counts[answer["action"]] += 1
+        if answer.get("unpinned"):
+            self.counts["apply: node left to Slurm"] += 1
         if answer["action"] != "apply":
             reason = re.sub(r"\d+", "N", answer.get("message", ""))[:110]
             self.why = getattr(self, "why", Counter())

@@ -44,6 +44,7 @@ from typing import Any
 import structlog
 
 from adapters.slurm.fastplan import fast_place
+from adapters.slurm.fastwire import SolveCall
 from adapters.slurm.gres import GresConf, parse_gres_conf
 from adapters.slurm.inventory import (
     NodeCache,
@@ -57,6 +58,7 @@ from adapters.slurm.nodetypes import TopoDir
 from adapters.slurm.pending import (
     SQUEUE_FORMAT,
     PendingJob,
+    awaiting_backfill,
     held_plans,
     parse_pending,
     promised_nodes,
@@ -110,6 +112,11 @@ class AgentConfig:
     # verified plan (adapters.slurm.fastplan); the solver's plan replaces it through `scontrol
     # update` if it arrives while the job still waits (Agent.refine). 0: always wait for the solver.
     answer_budget_s: float = 0.030
+    # A one-node job is not pinned to its planned node (it keeps the plan's switch-typed GRES, and
+    # Slurm chooses the node) while an earlier eligible job, submitted less than this many seconds
+    # ago or passed to Slurm's queue since the last read, has no backfill reservation yet: backfill
+    # may reserve the pinned node for it, and a pending job cannot be re-typed (pending.py). 0: off.
+    unpin_window_s: float = 30.0
     debug_dir: Path | None = None  # when set, every solve request is written there (for bug reports)
 
 
@@ -125,12 +132,16 @@ class _Snapshot:
     error: InvalidRequest | None = None
     models: tuple[str, ...] = ()  # GPU models present
     features: frozenset[str] = frozenset()
+    awaiting: tuple[str, ...] = ()  # eligible pending jobs backfill has not given a start yet
 
 
 @dataclass
 class _Issued:
     at: float
     nodes: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+
+
+InFlight = Future[SolveResult] | SolveCall  # a solve call the agent did not wait for
 
 
 @dataclass
@@ -140,7 +151,7 @@ class _Refining:
     plan: SlurmPlan  # what the hook applied
     spec: JobSpec
     inventory: SlurmInventory  # the one the solve was asked on (device maps, free devices)
-    solve: Future[SolveResult]
+    solve: InFlight
     at: float  # time.monotonic() of the answer
 
 
@@ -187,6 +198,7 @@ class Agent:
     )
     _refining: dict[str, _Refining] = field(default_factory=dict)  # plan id → fast plan being refined
     _started: float = 0.0  # time.perf_counter() at the current request's arrival
+    _passed_at: float = -1e18  # time.monotonic() of the last job passed to Slurm's queue unplanned
     refinements: list[dict[str, Any]] = field(default_factory=list)  # what became of each fast plan
 
     # ----------------------------------------------------------------- inputs
@@ -245,6 +257,7 @@ class Agent:
                 else ()
             ),
             features=frozenset(f for n in nodes for f in n.features),
+            awaiting=tuple(awaiting_backfill(kept, now, self.config.unpin_window_s)),
         )
 
     def warm(self) -> None:
@@ -374,8 +387,8 @@ class Agent:
             return None
         return max(0.0, self._started + self.config.answer_budget_s - time.perf_counter())
 
-    def _solve_within(self, request: SolveRequest, stage: str = "solve") -> Future[SolveResult] | SolveResult:
-        """The solver's answer if it comes within the budget, else its (still running) future.
+    def _solve_within(self, request: SolveRequest, stage: str = "solve") -> InFlight | SolveResult:
+        """The solver's answer if it comes within the budget, else the call still in flight.
         Timed as ``<stage>`` (the wait)."""
         mark = time.perf_counter()
         left = self._budget_left()
@@ -383,11 +396,18 @@ class Agent:
             result = self._call_solver(request)
             self._stage(stage, mark)
             return result
-        future = self._solves.submit(self._call_solver, request)
+        call: InFlight
+        if self.solve_fn is not None:
+            call = self._solves.submit(self._call_solver, request)
+        else:
+            from adapters.slurm.fastwire import SolveCall, request_message
+
+            message = request_message(request, self._type_keys)
+            call = SolveCall(self.config.solver, message, self.config.time_limit_s + 1.0)
         try:
-            return future.result(timeout=left)
+            return call.result(timeout=left)
         except FutureTimeout:
-            return future
+            return call
         finally:
             self._stage(stage, mark)
 
@@ -439,14 +459,14 @@ class Agent:
             request.model_copy(update={"inventory": request.inventory.model_copy(update={"nodes": nodes})}),
             stage="never_fits",
         )
-        if isinstance(again, Future):
+        if not isinstance(again, SolveResult):
             cache = self._never_fits_cache
 
-            def remember(done: Future[SolveResult]) -> None:
+            def remember(done: InFlight) -> None:
                 if done.exception() is None:
                     cache[shape] = not any(j.placed for j in done.result().jobs)
 
-            again.add_done_callback(remember)
+            again.add_done_callback(remember)  # type: ignore[arg-type]
             return None
         answer = not any(j.placed for j in again.jobs)
         self._never_fits_cache[shape] = answer
@@ -479,6 +499,8 @@ class Agent:
             answer = {"action": "error", "message": f"topoplace: {type(err).__name__}: {err}"[:500]}
         if answer["action"] != "apply":
             self._keep_model_requests_working(desc, answer)
+            if answer["action"] == "pass" and "no room now" in answer.get("message", ""):
+                self._passed_at = time.monotonic()
         answer["ms"] = round((time.perf_counter() - started) * 1000, 1)
         answer["stages_ms"] = {k: round(v, 1) for k, v in self._stages.items()}
         _log.info(
@@ -549,7 +571,7 @@ class Agent:
             (self.config.debug_dir / f"{plan_id}.request.json").write_text(dump_request_json(request))
         try:
             result = self._solve_within(request)
-            if isinstance(result, Future):
+            if not isinstance(result, SolveResult):
                 return self._fast_answer(desc, spec, inventory, request, result)
         except InvalidRequest as err:
             if all(p.path.startswith("jobs") for p in err.problems):  # the job itself, not the site
@@ -578,7 +600,17 @@ class Agent:
             return {"action": "pass", "message": f"topoplace: plan not enforceable: {err}"}
         self.decisions[plan_id] = (result, plan)
         self._issued[plan_id] = _Issued(time.monotonic(), {p.node: (p.gpus, p.nics) for p in plan.nodes})
-        return self._apply(desc, spec, plan, result)
+        return self._apply(desc, spec, plan, result, unpinned=self._unpin_why(spec, snapshot))
+
+    def _unpin_why(self, spec: JobSpec, snapshot: _Snapshot) -> str:
+        """Why a one-node job is left unpinned (AgentConfig.unpin_window_s), or ""."""
+        if self.config.unpin_window_s <= 0 or spec.nodes != 1:
+            return ""
+        if snapshot.awaiting:
+            return f"job {snapshot.awaiting[0]} waits for backfill's reservation"
+        if self._passed_at > snapshot.taken:
+            return "a job just left to Slurm's queue waits for backfill's reservation"
+        return ""
 
     def _fast_answer(
         self,
@@ -586,7 +618,7 @@ class Agent:
         spec: JobSpec,
         inventory: SlurmInventory,
         request: SolveRequest,
-        solve: Future[SolveResult],
+        solve: InFlight,
     ) -> dict[str, Any]:
         """The answer when the solver has not answered within the budget: the fast placer's plan,
         verified, said as such to the user and the log; the solver's plan may replace it while the
@@ -615,7 +647,13 @@ class Agent:
             }
         self.decisions[plan.plan_id] = (fast, plan)
         self._issued[plan.plan_id] = _Issued(time.monotonic(), {p.node: (p.gpus, p.nics) for p in plan.nodes})
-        self._refining[plan.plan_id] = _Refining(plan, spec, inventory, solve, time.monotonic())
+        if any(not r.solve.done() for r in self._refining.values()):
+            # One refining solve at a time: each one more took CPU from the answers after it, so
+            # more of them missed the budget in turn (seen at 1,024 nodes: 54 of 108 fast plans).
+            solve.cancel()
+            self._refined("kept: not refined, another refinement was running", plan.plan_id, plan, None, None)
+        else:
+            self._refining[plan.plan_id] = _Refining(plan, spec, inventory, solve, time.monotonic())
         answer = self._apply(desc, spec, plan, fast)
         answer["message"] = (
             f"topoplace: planned {plan.req_nodes} {plan.tres_per_node} by the fast placer (the solver had "
@@ -630,11 +668,18 @@ class Agent:
         devices are still free. Each outcome goes to the log and to :attr:`refinements`."""
         by_plan = {job.plan.plan_id: job for job in pending if job.plan is not None}
         for plan_id, refining in list(self._refining.items()):
-            if not refining.solve.done():
-                continue
             job = by_plan.get(plan_id)
             if job is None and time.monotonic() - refining.at < REFINE_FIND_S:
                 continue  # not queued yet, or not in this squeue read
+            if job is None and not refining.solve.done():
+                refining.solve.cancel()  # its answer can no longer be used: spare the CPU
+                del self._refining[plan_id]
+                self._refined(
+                    "kept: cancelled, the job started (or left) on the fast plan", plan_id, refining.plan
+                )
+                continue
+            if not refining.solve.done():
+                continue
             del self._refining[plan_id]
             outcome, better = self._refined_plan(refining, job)
             if better is not None and job is not None:
@@ -656,15 +701,25 @@ class Agent:
                             time.monotonic(), {p.node: (p.gpus, p.nics) for p in better.nodes}
                         )
                         self.decisions[plan_id] = (refining.solve.result(), better)
-            self.refinements.append({"plan_id": plan_id, "outcome": outcome})
-            _log.info(
-                "fast plan refined" if outcome.startswith("applied") else "fast plan kept",
-                plan_id=plan_id,
-                job_id=job.job_id if job else "",
-                fast=refining.plan.req_nodes,
-                solver=better.req_nodes if better else "",
-                outcome=outcome,
-            )
+            self._refined(outcome, plan_id, refining.plan, job, better)
+
+    def _refined(
+        self,
+        outcome: str,
+        plan_id: str,
+        fast: SlurmPlan,
+        job: PendingJob | None = None,
+        better: SlurmPlan | None = None,
+    ) -> None:
+        self.refinements.append({"plan_id": plan_id, "outcome": outcome})
+        _log.info(
+            "fast plan refined" if outcome.startswith("applied") else "fast plan kept",
+            plan_id=plan_id,
+            job_id=job.job_id if job else "",
+            fast=fast.req_nodes,
+            solver=better.req_nodes if better else "",
+            outcome=outcome,
+        )
 
     def _refined_plan(self, refining: _Refining, job: PendingJob | None) -> tuple[str, SlurmPlan | None]:
         """(what becomes of the fast plan, the solver's plan to apply or None)."""
@@ -692,17 +747,18 @@ class Agent:
 
     def _taken_by_others(self, plan: SlurmPlan, plan_id: str) -> str:
         """The first of ``plan``'s devices another job holds or was planned on now, or ""."""
-        try:
-            with self._lock:
-                inventory = self.inventory()
-        except (RuntimeError, InvalidRequest):
+        snapshot = self._snapshot
+        if snapshot is None or snapshot.inventory is None:
             return "no current node state"
-        nodes = {n.name: n for n in inventory.inventory.nodes}
+        with self._lock:
+            issued = self._issued_since(snapshot)
+        wanted_nodes = {p.node for p in plan.nodes}
+        nodes = {n.name: n for n in snapshot.inventory.inventory.nodes if n.name in wanted_nodes}
         for wanted in plan.nodes:
             node = nodes.get(wanted.node)
             if node is None or not node.schedulable:
                 return f"{wanted.node} takes no jobs"
-            for held in node.allocations:
+            for held in (*node.allocations, *issued.get(wanted.node, ())):
                 if held.owner.endswith(plan_id):
                     continue
                 clash = (set(held.gpus) & set(wanted.gpus)) | (set(held.nics) & set(wanted.nics))
@@ -711,21 +767,38 @@ class Agent:
         return ""
 
     @staticmethod
-    def _apply(desc: dict[str, Any], spec: JobSpec, plan: SlurmPlan, result: SolveResult) -> dict[str, Any]:
+    def _apply(
+        desc: dict[str, Any], spec: JobSpec, plan: SlurmPlan, result: SolveResult, unpinned: str = ""
+    ) -> dict[str, Any]:
+        """The fields that make Slurm follow ``plan``. ``unpinned`` (why): no node list — the GRES
+        types keep each GPU behind the same switch as its NIC, Slurm chooses the node — and the plan
+        goes to the comment as released, so it neither holds devices nor is compared by the TaskProlog."""
+        tag = released_comment(plan.comment()) if unpinned else plan.comment()
         comment = desc.get("comment")
-        comment = f"{comment} {plan.comment()}" if isinstance(comment, str) and comment else plan.comment()
+        comment = f"{comment} {tag}" if isinstance(comment, str) and comment else tag
         fields: dict[str, Any] = {
-            "req_nodes": plan.req_nodes,
             "min_nodes": len(plan.nodes),
             "max_nodes": len(plan.nodes),
             "tres_per_node": plan.tres_per_node,
             "comment": comment,
         }
+        if not unpinned:
+            fields["req_nodes"] = plan.req_nodes
         for key in ("tres_per_job", "tres_per_task"):
             if isinstance(desc.get(key), str) and desc[key]:
                 fields[key] = ""
         tier = result.jobs[0].locality_tier
         gpus = ",".join(f"{gtype}:{count}" for name, gtype, count in plan.signature if name == "gpu")
+        if unpinned:
+            return {
+                "action": "apply",
+                "set": fields,
+                "setenv": {"SLURM_GPUS_PER_NODE": gpus, "SLURM_GPUS": "", "SLURM_GPUS_PER_TASK": ""},
+                "plan_id": plan.plan_id,
+                "unpinned": True,
+                "message": f"topoplace: {plan.tres_per_node}, node left to Slurm ({unpinned}; planned "
+                f"{plan.req_nodes}, locality tier {tier})",
+            }
         return {
             "action": "apply",
             "set": fields,

@@ -596,3 +596,45 @@ def test_an_unexpected_error_is_an_error_answer_with_its_traceback_as_text(
     answer = agent.place({"tres_per_node": "gres:gpu:1"})
     assert answer["action"] == "error" and "ValueError: boom" in answer["message"], answer
     assert 'raise ValueError("boom")' in capsys.readouterr().out  # the traceback, as plain text
+
+
+@pytest.mark.needs_pipeline
+def test_a_one_node_job_is_not_pinned_while_an_earlier_job_waits_for_backfill(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    """Seen on the real Slurm (bench seed 1): a job pinned to a node the next backfill pass reserved
+    for an earlier job (submitted a second before, no reservation yet) waited, typed, while Slurm
+    alone started it elsewhere. While such a job exists, a one-node job keeps its switch types but
+    Slurm chooses the node; a gang stays pinned."""
+    from solver.solve import solve
+
+    scontrol, squeue = _fake_slurm(tmp_path, fixtures)
+    just_now = datetime.now().isoformat(timespec="seconds")
+    Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|N/A|(null)|'\n")
+    agent = Agent(
+        AgentConfig(
+            solver="unused",
+            topo_dir=fixtures / "topo",
+            gres_conf=fixtures / "gres.conf",
+            topology=fixtures / "topology.conf",
+            scontrol=scontrol,
+            squeue=squeue,
+            answer_budget_s=0,
+        ),
+        solve_fn=lambda request, timeout: solve(request, deadline_s=timeout),
+    )
+    agent.refresh()
+    one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2,gres:nic:2", "comment": "mine"})
+    assert one["action"] == "apply" and one.get("unpinned"), one
+    assert "req_nodes" not in one["set"]
+    assert one["set"]["tres_per_node"].startswith("gres:gpu:sw")  # GPU↔NIC alignment stays enforced
+    assert "node left to Slurm (job 7 waits for backfill's reservation" in one["message"]
+    assert one["set"]["comment"].startswith("mine topoplace/released id=")
+    assert parse_plan_comment(one["set"]["comment"]) is None  # holds nothing, compared with nothing
+    gang = agent.place({"min_nodes": 2, "max_nodes": 2, "tres_per_node": "gres:gpu:2"})
+    assert gang["action"] == "apply" and gang["set"]["req_nodes"] == "gpu[01-02]", gang
+    # Once Slurm has given job 7 a start (its reservation is made), plans pin again.
+    Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|{just_now}|gpu01|'\n")
+    agent.refresh()
+    again = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1"})
+    assert again["action"] == "apply" and not again.get("unpinned") and "req_nodes" in again["set"], again
