@@ -213,6 +213,11 @@ class CountingAgent(Agent):
         return answer
 
 
+def _outcome_kind(outcome: str) -> str:
+    """A refinement's outcome without its job ids and node names (for counting)."""
+    return re.sub(r"gn[\[\]\d,\-]+|\d+", "N", outcome.split(" (")[0])[:80]
+
+
 def counting_agent(cluster: EmulatedCluster, port: int, **config: Any) -> CountingAgent:
     """The agent of ``cluster``'s configuration, solving on the local server at ``port``."""
     etc = cluster.root / "etc"
@@ -317,7 +322,7 @@ def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = N
         if agent is not None:
             result.answers = dict(getattr(agent, "counts", {}))
             result.reasons = dict(getattr(agent, "why", {}))
-            result.refinements = dict(Counter(r["outcome"].split(" (")[0] for r in agent.refinements))
+            result.refinements = dict(Counter(_outcome_kind(r["outcome"]) for r in agent.refinements))
     finally:
         if running:
             running.stop()
@@ -635,7 +640,7 @@ def hook_cost(
         server.stop()
     out["answers"] = dict(agent.counts)
     out["fast"] = sum(1 for st in out["stages"] if "fast" in st)  # answered with the fast placer's plan
-    out["refinements"] = dict(Counter(r["outcome"].split(" (")[0] for r in agent.refinements))
+    out["refinements"] = dict(Counter(_outcome_kind(r["outcome"]) for r in agent.refinements))
     return out
 
 

@@ -22,10 +22,19 @@ from collections.abc import Sequence
 
 from solver.answer.measures import cluster_metrics
 from solver.baselines import volcano
-from solver.baselines.topology import Greedy, LocalityIndex, first_aligned_pick
+from solver.baselines.topology import (
+    Free,
+    Greedy,
+    LocalityIndex,
+    Pick,
+    first_aligned_pick,
+    nic_count,
+    usable_gpus,
+)
 from solver.domain.model import (
     JobResult,
     MemberPlacement,
+    MemberShape,
     Node,
     Reason,
     ReasonCode,
@@ -34,9 +43,56 @@ from solver.domain.model import (
     SolveStatus,
 )
 
+
+def strong_groups(free: Free) -> list[frozenset[str]]:
+    """The node's GPUs joined by its strongest NVLinks (the most ``NV#``), as connected groups: on a
+    node whose two halves are joined by NV2 and each half by NV18, the two halves."""
+    groups = free.memo.get("strong_groups")
+    if groups is None:
+        links = free.node.nvlinks
+        strongest = max((link.links for link in links), default=0)
+        parent = {g.id: g.id for g in free.node.gpus}
+
+        def root(gpu: str) -> str:
+            while parent[gpu] != gpu:
+                gpu = parent[gpu]
+            return gpu
+
+        for link in links:
+            if link.links == strongest and link.gpu_a in parent and link.gpu_b in parent:
+                parent[root(link.gpu_a)] = root(link.gpu_b)
+        by_root: dict[str, set[str]] = {}
+        for gpu in parent:
+            by_root.setdefault(root(gpu), set()).add(gpu)
+        groups = free.memo["strong_groups"] = [frozenset(g) for g in by_root.values()]
+    return groups  # type: ignore[return-value]
+
+
+def nvlink_aligned_pick(free: Free, shape: MemberShape) -> Pick | None:
+    """:func:`first_aligned_pick` inside one group of strongly NVLinked GPUs when one has room (the
+    fullest such group first: binpack inside the node), else over the whole node: a 2- or 4-GPU
+    member then does not straddle a node's weakly linked halves, as the solver's NVLink rule would
+    not let it (the bench's "NVLink halves straddled" measure)."""
+    if shape.gpus < 2:
+        return first_aligned_pick(free, shape)
+    usable = usable_gpus(free, shape)
+    rooms = []
+    for group in strong_groups(free):
+        inside = [g for g in usable if g.id in group]
+        if len(inside) >= shape.gpus:
+            rooms.append((len(inside), inside))
+    for _, inside in sorted(rooms, key=lambda room: room[0]):
+        narrowed = free.copy()
+        narrowed.gpus = inside
+        pick = first_aligned_pick(narrowed, shape)
+        if pick is not None and (pick.aligned or not nic_count(shape)):
+            return pick
+    return first_aligned_pick(free, shape)
+
+
 FAST_PLACER = Greedy(
     name="fast:aligned-binpack",
-    pick=first_aligned_pick,
+    pick=nvlink_aligned_pick,
     node_score=volcano.node_score,
     domain_key=volcano.free_fraction,
     domains_from_start=True,
@@ -84,8 +140,12 @@ def fast_place(request: SolveRequest, seconds: float = FAST_PLACER_S) -> SolveRe
         message=f"the fast placer found no {role.replicas} distinct nodes for the gang "
         f"within {seconds * 1000:.0f} ms",
     )
+    unplaced = (JobResult(job_id=job.id, placed=False, reason=reason),)
     return SolveResult(
-        request_id=request.request_id, jobs=(JobResult(job_id=job.id, placed=False, reason=reason),)
+        request_id=request.request_id,
+        status=SolveStatus.FEASIBLE,
+        jobs=unplaced,
+        metrics=cluster_metrics(request, unplaced),
     )
 
 
