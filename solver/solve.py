@@ -66,9 +66,14 @@ MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE = 0.05, 8e-6
 # What one pass of the floor (a greedy plan, completed and valued) costs per model variable: 7 us
 # on an idle 2-core machine before the floor's indexes (8ad933b) took 40 % of its CPU time off
 # (12.5 -> 7.4 us of CPU a variable measured side by side on a loaded machine, 4,096 nodes x 500
-# jobs). It sizes the portfolio from the request alone, so that deterministic mode gives the same
-# answer whatever the machine's load.
+# jobs). What the repack of a plan costs is judged by it.
 FLOOR_PASS_S_PER_VARIABLE = 4.5e-6
+# What one shuffle of the portfolio costs per model variable on average: most shuffles are ranked
+# below a plan in hand by their placement alone and never completed, and a member that may go
+# anywhere finds its node in a queue (1.25 us of CPU a variable at 4,096 nodes x 500 jobs, load
+# 1.6, session 11). It sizes the portfolio from the request alone, so that deterministic mode
+# gives the same answer whatever the machine's load.
+SHUFFLE_S_PER_VARIABLE = 1.5e-6
 # The share of the time limit the floor's shuffles may cost: at scale the search seldom betters the
 # floor's best plan (bench/RESULTS.md, issue 18), while one more tie order often starts more jobs.
 FLOOR_SHARE = 1 / 3
@@ -420,7 +425,7 @@ def repack_in_time(
 def floor_passes(compiled: Compiled, time_limit_s: float) -> int:
     """How many shuffles the floor runs besides its named orders: as many as ``FLOOR_SHARE`` of the
     time limit pays for, sized from the model so that equal requests run equal portfolios."""
-    per_pass = FLOOR_PASS_S_PER_VARIABLE * max(1, len(compiled.model.proto.variables))
+    per_pass = SHUFFLE_S_PER_VARIABLE * max(1, len(compiled.model.proto.variables))
     return max(0, min(MAX_SHUFFLES, int(FLOOR_SHARE * time_limit_s / per_pass) - NAMED_ORDERS))
 
 

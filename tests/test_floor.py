@@ -20,7 +20,7 @@ from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import normalise
 from solver.reduce.pools import pool
 from solver.reduce.rails import expand_rails
-from solver.search.floor import Floor, NodeStates, best_move, portfolio
+from solver.search.floor import Floor, NodeStates, best_move, complete, greedy_hint, orders, portfolio, undo
 from solver.solve import solve
 from tests import kit
 
@@ -33,16 +33,54 @@ def floor_of(req):
     return compiled, portfolio(problem, compiled, time.perf_counter() + 60, passes=4, seed=0)
 
 
+def every_placer(req, passes: int = 4):
+    """Each order of the portfolio placed, completed and valued on every tier, none skipped: what
+    the portfolio's pruning is checked against."""
+    pooled, pools = pool(req)
+    problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
+    compiled = compile_model(problem, req.policy)
+    floor = Floor(problem, compiled)
+    out = {}
+    for name, order in orders(problem, floor, passes, 0):
+        plan = complete(problem, compiled, greedy_hint(problem, compiled, jobs=order, floor=floor))
+        out[name] = tuple(t.value_of(plan) for t in compiled.tiers)
+    return problem, compiled, out
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kit.fabric_problems(max_nodes=5, max_jobs=6, spines=2))
 def test_the_answer_is_never_worse_than_any_placer_of_the_floor(req) -> None:
     assume(not validate(req))
-    compiled, candidates = floor_of(req)
+    _, compiled, placers = every_placer(req)
     result = solve(req)  # verified inside
     answer = tuple(v.value for v in result.objectives)
     assert [v.name for v in result.objectives] == [t.name for t in compiled.tiers]
-    for candidate in candidates:
-        assert answer >= candidate.values, candidate.placer
+    for placer, values in placers.items():
+        assert answer >= values, placer
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kit.fabric_problems(max_nodes=10, max_jobs=10, spines=2))
+def test_the_portfolio_keeps_the_best_placer_though_it_values_only_some(req) -> None:
+    """The portfolio completes and values a plan only when its placement alone does not rank it
+    below one in hand; its best is still the best of every placer valued in full."""
+    assume(not validate(req))
+    problem, compiled, placers = every_placer(req, passes=8)
+    best = portfolio(problem, compiled, time.perf_counter() + 60, passes=8, seed=0)[0]
+    assert best.values == max(placers.values())
+    assert best.values == placers[best.placer]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kit.fabric_problems(max_nodes=8, max_jobs=7, spines=2))
+def test_skipping_scopes_without_room_leaves_every_plan_as_it_was(req) -> None:
+    """A scope whose classes cannot hold a role's members is skipped before any member is tried
+    there (``may_fit``); the plans of every order are those of trying every scope."""
+    assume(not validate(req))
+    _, _, placers = every_placer(req)
+    with patch("solver.search.floor.may_fit", lambda *_: True):
+        _, _, tried_everywhere = every_placer(req)
+    assert placers == tried_everywhere
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -151,11 +189,18 @@ def test_the_remembered_best_move_is_the_move_a_full_scan_picks(req, rng) -> Non
     state = NodeStates(problem)
     shapes = {r: ref.shape for r, ref in enumerate(problem.roles)}
     assume(shapes and state)
-    for _ in range(12):
-        for r, shape in shapes.items():  # asked (and remembered) between moves
+    journal = []
+    for _ in range(16):
+        for r, shape in shapes.items():  # asked (and remembered, and queued) between moves
             assert best_move(floor, state, None, shape, r) == scanned_move(floor, state, None, shape, r)
+            some = set(rng.sample(sorted(state), k=rng.randint(1, len(state))))
+            assert best_move(floor, state, some, shape, r) == scanned_move(floor, state, some, shape, r)
+        if journal and rng.random() < 0.3:
+            undo(state, [journal.pop()])  # a failed try's moves are taken back
+            continue
         c = rng.choice(sorted(state))
         k = rng.choice(sorted(state[c]))
         grown = floor.grown(c, k, rng.choice(list(shapes.values())))
         if grown is not None:
             state.move(c, k, grown)
+            journal.append((c, k, grown))

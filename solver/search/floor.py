@@ -16,16 +16,18 @@ time, and a truthful basis for reporting the tiers nobody had time to search.
 
 from __future__ import annotations
 
+import heapq
 import random
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
 from solver.compile import Compiled
 from solver.compile.locality import NVLINK, place_of
+from solver.compile.objective import JOBS_TIER, is_placed_work
 from solver.compile.order import order_values
 from solver.domain import cancel as cancellation
 from solver.domain.fabric import Fabric
@@ -45,10 +47,14 @@ class Floor:
             hosts[r].append(c)
         self.hosts = {r: tuple(cs) for r, cs in hosts.items()}
         self.host_sets = {r: frozenset(cs) for r, cs in self.hosts.items()}
+        # Role variants that may use the same classes share one queue of them (a handful of sets).
+        kinds: dict[tuple[int, ...], int] = {}
+        self.host_kind = {r: kinds.setdefault(cs, len(kinds)) for r, cs in self.hosts.items()}
         # Members in each configuration, and the configuration one more member of a shape makes
         # (filled on demand): the greedy asks these of every node state for every member it places.
         self.size = {c: tuple(sum(k.counts) for k in cfg) for c, cfg in compiled.configs.items()}
         self._grown: dict[tuple[int, int, int], int | None] = {}
+        self._headroom: dict[tuple[int, int, int], int] = {}
         self._rooms: dict[frozenset[int], int] = {}
         self._sorted: dict[tuple[str, int], list[set[int]]] = {}
         self.roles = roles_by_job(problem)
@@ -127,6 +133,24 @@ class Floor:
             self._grown[key] = self.index[c].get(tuple(counts))
         return self._grown[key]
 
+    def headroom(self, c: int, k: int, shape: int) -> int:
+        """How many more members of ``shape`` one node of class ``c`` in configuration ``k`` can
+        take: members of one shape are added in a chain, each making the next configuration."""
+        key = (c, k, shape)
+        found = self._headroom.get(key)
+        if found is None:
+            chain = [k]
+            grown = self.grown(c, k, shape)
+            while grown is not None and (c, grown, shape) not in self._headroom:
+                chain.append(grown)
+                grown = self.grown(c, grown, shape)
+            top = self._headroom.get((c, grown, shape), -1) if grown is not None else -1
+            for step in reversed(chain):
+                top += 1
+                self._headroom[c, step, shape] = top
+            found = self._headroom[key]
+        return found
+
     def domains(self, partition: str, level: int) -> dict[str, set[int]]:
         """The classes under each domain of ``partition`` at ``level``."""
         key = (partition, level)
@@ -154,6 +178,10 @@ class NodeStates(dict[int, Counter]):
     def __init__(self, problem: Normalised) -> None:
         super().__init__({cls.index: Counter({0: cls.count}) for cls in problem.classes})
         self.best: dict[int, dict[int, tuple[tuple[bool, int, int], Move] | None]] = {}
+        self.capacity: dict[int, dict[int, int]] = {}  # class → shape → members it can still take
+        self.short: dict[tuple[int, int, int], int] = {}  # (scope, host kind, shape) → fewest not fitting
+        self.queues: dict[tuple[int, int], ClassQueue] = {}  # by (host kind, shape)
+        self.watchers: dict[int, list[ClassQueue]] = defaultdict(list)  # class → queues holding it
 
     def move(self, c: int, k: int, to: int) -> None:
         """One node of class ``c`` from configuration ``k`` to ``to``."""
@@ -164,6 +192,21 @@ class NodeStates(dict[int, Counter]):
             nodes[k] -= 1
         nodes[to] += 1
         self.best.pop(c, None)
+        self.capacity.pop(c, None)
+        for queue in self.watchers.get(c, ()):
+            queue.dirty.add(c)
+
+
+@dataclass
+class ClassQueue:
+    """The classes one role variant may use, as a heap by :func:`best_move`'s key (used nodes
+    first, fullest first, then class order) for one member shape: the best of thousands of classes
+    without a look at each, for a member that may go anywhere. Entries of a class that has moved
+    since are stale (their version is not the class's) and dropped when they surface."""
+
+    heap: list[tuple[bool, int, int, int, Move]] = field(default_factory=list)
+    dirty: set[int] = field(default_factory=set)  # classes moved since their entry was pushed
+    version: dict[int, int] = field(default_factory=dict)
 
 
 def undo(state: NodeStates, journal: list[Move]) -> None:
@@ -210,6 +253,8 @@ def place_jobs(floor: Floor, done: Pass, jobs: Sequence[int], counts: dict[int, 
     # A caller gone stops the pass between jobs (a pass is seconds at 16,384 nodes).
     for j in cancellation.checked(jobs):
         for allowed in floor.scopes(j):
+            if allowed is not None and not may_fit(floor, done.state, allowed, j, counts):
+                continue  # a try that cannot succeed: at 70 % busy most leaves lack room for a gang
             # Moves are journalled and undone when the job does not fit whole: copying the state of
             # every class for every try cost more than the whole search on a 1,000-node cluster.
             journal: list[Move] = []
@@ -232,6 +277,48 @@ def place_jobs(floor: Floor, done: Pass, jobs: Sequence[int], counts: dict[int, 
                 done.variants.update(chosen)
                 break
             undo(done.state, journal)
+
+
+def may_fit(floor: Floor, state: NodeStates, allowed: set[int], j: int, counts: dict[int, int]) -> bool:
+    """Whether every role of job ``j`` has, in some variant, room in ``allowed`` for the members it
+    wants, each role counted alone: false only when the job cannot fit there, so skipping the try
+    leaves the pass's plan as it was. A gang tried leaf by leaf used to place members in each leaf
+    until the leaf ran out, then take them back."""
+    problem = floor.problem
+    for variants in floor.roles.get(j, ()):
+        want = counts.get(problem.group_of(variants[0]), problem.roles[variants[0]].minimum)
+        if not any(has_room(floor, state, allowed, v, want) for v in variants):
+            return False
+    return True
+
+
+def has_room(floor: Floor, state: NodeStates, allowed: set[int], r: int, want: int) -> bool:
+    """Whether the nodes of ``allowed`` could still take ``want`` members of role variant ``r``,
+    each class counted alone. A pass only ever adds members (a failed try's are taken back), so a
+    scope once short of room for ``want`` stays short for as many or more: remembered, as a gang
+    tries hundreds of leaves and most are short every time."""
+    shape = floor.problem.roles[r].shape
+    key = (id(allowed), floor.host_kind.get(r, -1), shape)
+    short = state.short.get(key)
+    if short is not None and want >= short:
+        return False
+    hosts = floor.host_sets.get(r, frozenset())
+    capacity = state.capacity
+    total = 0
+    for c in allowed:
+        if c not in hosts:
+            continue
+        known = capacity.get(c)
+        if known is None:
+            known = capacity[c] = {}
+        found = known.get(shape)
+        if found is None:
+            found = known[shape] = sum(n * floor.headroom(c, k, shape) for k, n in state[c].items() if n > 0)
+        total += found
+        if total >= want:
+            return True
+    state.short[key] = want if short is None else min(short, want)
+    return False
 
 
 def hint_of(compiled: Compiled, done: Pass) -> dict[str, int]:
@@ -320,6 +407,8 @@ def best_move(floor: Floor, state: NodeStates, allowed: set[int] | None, shape: 
     """The move that adds one member of ``shape`` to the fullest node that can take it: a node
     that holds work before an empty one, then the fullest, then the lowest class and
     configuration."""
+    if allowed is None:
+        return queued_best(floor, state, shape, r)
     best: Move | None = None
     best_key: tuple[bool, int, int] | None = None
     hosts = floor.hosts.get(r, ())
@@ -330,15 +419,55 @@ def best_move(floor: Floor, state: NodeStates, allowed: set[int] | None, shape: 
     for c in hosts:  # in class order: the first class with the best key wins
         if allowed is not None and c not in allowed:
             continue
-        remembered = state.best.setdefault(c, {})
-        if shape in remembered:
-            found = remembered[shape]
-        else:
-            found = remembered[shape] = best_in_class(floor, state, c, shape)
+        found = class_best(floor, state, c, shape)
         # Strictly better only: of equal keys the first class wins, as hosts come in class order.
         if found is not None and (best_key is None or found[0][:2] < best_key[:2]):
             best_key, best = found
     return best
+
+
+def queued_best(floor: Floor, state: NodeStates, shape: int, r: int) -> Move | None:
+    """:func:`best_move` over every class role variant ``r`` may use, from its queue."""
+    key = (floor.host_kind.get(r, -1), shape)
+    queue = state.queues.get(key)
+    if queue is None:
+        queue = state.queues[key] = ClassQueue()
+        for c in floor.hosts.get(r, ()):
+            state.watchers[c].append(queue)
+            queue.dirty.add(c)
+    heap = queue.heap
+    if queue.dirty:
+        version = queue.version
+        fresh = []
+        for c in queue.dirty:
+            version[c] = version.get(c, 0) + 1
+            found = class_best(floor, state, c, shape)
+            if found is not None:
+                (empty, fullness, _), move = found
+                fresh.append((empty, fullness, c, version[c], move))
+        queue.dirty.clear()
+        if len(fresh) * 8 < len(heap):
+            for entry in fresh:
+                heapq.heappush(heap, entry)
+        else:
+            heap.extend(fresh)
+            heapq.heapify(heap)
+    while heap:
+        _, _, c, seen, move = heap[0]
+        if seen == queue.version[c]:
+            return move
+        heapq.heappop(heap)
+    return None
+
+
+def class_best(
+    floor: Floor, state: NodeStates, c: int, shape: int
+) -> tuple[tuple[bool, int, int], Move] | None:
+    """:func:`best_in_class`, remembered until a node of class ``c`` moves."""
+    remembered = state.best.setdefault(c, {})
+    if shape not in remembered:
+        remembered[shape] = best_in_class(floor, state, c, shape)
+    return remembered[shape]
 
 
 def best_in_class(
@@ -457,7 +586,9 @@ def repack(
 # --------------------------------------------------------------------------- the portfolio
 
 NAMED_ORDERS = 4  # largest-first, queue, smallest-first, locality-first
-MAX_SHUFFLES = 32
+# 64 shuffles at 4,096 nodes x 500 jobs start 1-4 more jobs than 32 (session 11: 318/318/310
+# against 317/317/309 on seeds 1-3, the same GPUs at every priority level).
+MAX_SHUFFLES = 64
 
 
 @dataclass(frozen=True)
@@ -526,6 +657,11 @@ def portfolio(
     floor = floor or Floor(problem, compiled)
     out: list[Candidate] = []
     tried: set[tuple[int, ...]] = set()
+    # The leading tiers a placement alone decides (work placed, jobs started): a plan already below
+    # the best on them is dropped before it is completed and valued on every tier, which cost more
+    # than placing it (0.7 + 0.7 s a plan at 16,384 nodes, against 0.9 s for the pass).
+    ranks = compiled.tiers[: placement_tiers(compiled)]
+    best_rank: tuple[int, ...] | None = None
     for name, order in orders(problem, floor, passes, seed):
         if out and time.perf_counter() >= deadline:
             break
@@ -535,6 +671,33 @@ def portfolio(
             continue
         tried.add(tuple(order))
         cancellation.check()  # a caller gone stops the floor between placers (solver.domain.cancel)
-        plan = complete(problem, compiled, greedy_hint(problem, compiled, jobs=order, floor=floor))
+        done = Pass.empty(problem)
+        place_jobs(floor, done, order, {})
+        nonzero = placement_of(compiled, done)
+        rank = tuple(t.value_of_nonzero(nonzero) for t in ranks)
+        if best_rank is not None and rank < best_rank:
+            continue  # never first: its placement alone ranks it below a plan in hand
+        best_rank = rank if best_rank is None else max(best_rank, rank)
+        plan = complete(problem, compiled, hint_of(compiled, done))
         out.append(Candidate(name, plan, tuple(t.value_of(plan) for t in compiled.tiers)))
     return sorted(out, key=lambda c: c.values, reverse=True)  # stable: ties keep the earlier placer
+
+
+def placement_tiers(compiled: Compiled) -> int:
+    """How many leading tiers are valued by the placement variables alone (work placed per
+    priority level, jobs started): those :func:`placement_of` gives."""
+    n = 0
+    while n < len(compiled.tiers) and (
+        is_placed_work(compiled.tiers[n].name) or compiled.tiers[n].name == JOBS_TIER
+    ):
+        n += 1
+    return n
+
+
+def placement_of(compiled: Compiled, done: Pass) -> dict[str, int]:
+    """The pass's non-zero placement variables (members per role and class, jobs placed, variants
+    chosen), by name: what :func:`placement_tiers`' tiers read."""
+    out = {compiled.y[r, c].name: n for (r, c), n in done.members.items() if n}
+    out.update((compiled.placed[j].name, 1) for j in done.placed if j in compiled.placed)
+    out.update((compiled.variant[r].name, 1) for r in done.variants if r in compiled.variant)
+    return out

@@ -17,7 +17,7 @@ from math import floor, gcd
 from ortools.sat.python import cp_model
 
 from solver.compile import Compiled, Tier
-from solver.compile.objective import is_placed_work
+from solver.compile.objective import JOBS_TIER, is_placed_work
 from solver.domain import cancel as cancellation
 from solver.domain.model import ObjectiveTier, Policy, SolveStatus, TierValue
 
@@ -25,7 +25,7 @@ from solver.domain.model import ObjectiveTier, Policy, SolveStatus, TierValue
 # matters most; the topology parts together get as much again; the tie-breakers less.
 TIER_WEIGHT = {
     "placed_work": 4.0,
-    "placed_work.jobs": 0.5,
+    JOBS_TIER: 0.5,
     "topology": 1.5,
     "packing": 1.0,
     "fragmentation": 1.0,
