@@ -33,6 +33,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -69,7 +70,7 @@ from adapters.slurm.pending import (
 from adapters.slurm.place_client import peer_uid
 from adapters.slurm.place_client import render as render_lines
 from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, to_slurm_plan
-from adapters.slurm.scontrol import SlurmNode, parse_show_node
+from adapters.slurm.scontrol import SlurmNode, parse_show_node, split_fields
 from adapters.slurm.topology_conf import SlurmTopology, parse_topology_conf, parse_topology_yaml
 from solver.answer.verify import verify
 from solver.domain.errors import InvalidRequest
@@ -117,6 +118,9 @@ class AgentConfig:
     # ago or passed to Slurm's queue since the last read, has no backfill reservation yet: backfill
     # may reserve the pinned node for it, and a pending job cannot be re-typed (pending.py). 0: off.
     unpin_window_s: float = 30.0
+    # A pending planned job about to be released (its plan went stale, or Slurm will not start it soon
+    # there) is first planned again on nodes where its GRES types are free (Agent._replan).
+    replan: bool = True
     debug_dir: Path | None = None  # when set, every solve request is written there (for bug reports)
 
 
@@ -154,6 +158,72 @@ class _Refining:
     inventory: SlurmInventory  # the one the solve was asked on (device maps, free devices)
     solve: InFlight
     at: float  # time.monotonic() of the answer
+
+
+MAX_REPLANS = 3  # per job: a job re-planned this often goes to Slurm's choice (no churn)
+
+
+def typed_signature(tres_per_node: str) -> tuple[tuple[str, str, int], ...] | None:
+    """``gres:gpu:sw2:2,gres:nic:sw2:2`` (a job's ``TresPerNode``) → its GRES signature, as
+    :mod:`adapters.slurm.plan` makes them; None when a GPU or NIC item has no type (not ours)."""
+    items = []
+    for item in filter(None, tres_per_node.split(",")):
+        parts = item.removeprefix("gres:").removeprefix("gres/").split(":")
+        if parts[0] not in ("gpu", "nic"):
+            continue
+        if len(parts) != 3 or not parts[2].isdigit():
+            return None
+        items.append((parts[0], parts[1], int(parts[2])))
+    return tuple(sorted(items)) or None
+
+
+def untyped_tres(signature: tuple[tuple[str, str, int], ...]) -> str:
+    """The signature's counts per GRES name, untyped (``gres:gpu:4,gres:nic:4``): the job to plan."""
+    totals: Counter[str] = Counter()
+    for name, _gtype, count in signature:
+        totals[name] += count
+    return ",".join(f"gres:{name}:{totals[name]}" for name in ("gpu", "nic") if totals[name])
+
+
+def slurm_minutes(text: str) -> int | None:
+    """Slurm's ``TimeLimit`` (``[D-]HH:MM:SS``) in minutes, a started minute counted; None otherwise
+    (UNLIMITED, Partition_Limit …)."""
+    days, _, clock = text.rpartition("-")
+    parts = clock.split(":")
+    if (days and not days.isdigit()) or len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    hours, minutes, seconds = (int(p) for p in parts)
+    return int(days or 0) * 1440 + hours * 60 + minutes + (1 if seconds else 0)
+
+
+def only_types(inventory: SlurmInventory, types: set[str], plan_id: str) -> SlurmInventory:
+    """``inventory`` in which only devices of GRES ``types`` are free (the others marked held) and the
+    reservation of plan ``plan_id`` itself is gone: what a job holding those types can be given."""
+    nodes = []
+    for node in inventory.inventory.nodes:
+        device_map = inventory.device_maps.get(node.name)
+        kept = tuple(a for a in node.allocations if not a.owner.endswith(plan_id))
+        if device_map is not None:
+            held = {d for a in kept for d in (*a.gpus, *a.nics)}
+            other = Allocation(
+                owner="other-gres-types",
+                gpus=tuple(
+                    g.id for g in node.gpus if device_map.type_of.get(g.id) not in types and g.id not in held
+                ),
+                nics=tuple(
+                    n.name
+                    for n in node.nics
+                    if device_map.type_of.get(n.name) not in types and n.name not in held
+                ),
+            )
+            if other.gpus or other.nics:
+                kept += (other,)
+        nodes.append(node.model_copy(update={"allocations": kept}))
+    return SlurmInventory(
+        inventory=inventory.inventory.model_copy(update={"nodes": tuple(nodes)}),
+        device_maps=inventory.device_maps,
+        node_types=inventory.node_types,
+    )
 
 
 # A fast plan whose job is not seen pending this long after the answer is taken as started (or gone).
@@ -201,6 +271,8 @@ class Agent:
     _started: float = 0.0  # time.perf_counter() at the current request's arrival
     _passed_at: float = -1e18  # time.monotonic() of the last job passed to Slurm's queue unplanned
     refinements: list[dict[str, Any]] = field(default_factory=list)  # what became of each fast plan
+    replans: list[dict[str, Any]] = field(default_factory=list)  # each re-plan tried (Agent._replan)
+    _replans: Counter[str] = field(default_factory=Counter)  # by job id
 
     # ----------------------------------------------------------------- inputs
 
@@ -312,6 +384,10 @@ class Agent:
             return set()
         released = set()
         for job, why in to_release(pending, now, self.config.release_after_s, nodes):
+            replanned = self._replan(job, why)
+            if replanned:
+                released.add(job.job_id)  # its old plan holds nothing; the new one is issued
+                continue
             try:
                 self._run(
                     [
@@ -335,6 +411,77 @@ class Agent:
                 why=why,
             )
         return released
+
+    def _replan(self, job: PendingJob, why: str) -> bool:
+        """Plan a pending job again with topoplace instead of releasing it (``why``: its nodes left,
+        filled, or Slurm will not start it soon there): on the nodes where the GRES types it already
+        holds are free — a pending job cannot be re-typed on Slurm 22.05 — and not promised to an
+        earlier job. Applied through ``scontrol update JobId=… ReqNodeList=… Comment=…``; False (then
+        it is released) when no such plan exists, it is the same nodes, or after MAX_REPLANS."""
+        if not self.config.replan or job.plan is None or self._replans[job.job_id] >= MAX_REPLANS:
+            return False
+        self._replans[job.job_id] += 1
+        try:
+            outcome, plan = self._new_plan(job)
+            if plan is not None:
+                self._run(
+                    [
+                        self.config.scontrol,
+                        "update",
+                        f"JobId={job.job_id}",
+                        f"ReqNodeList={plan.req_nodes}",
+                        f"Comment={replanned_comment(job.comment, plan.comment())}",
+                    ]
+                )
+                with self._lock:
+                    self._issued[plan.plan_id] = _Issued(
+                        time.monotonic(), {p.node: (p.gpus, p.nics) for p in plan.nodes}
+                    )
+        except (RuntimeError, OSError, subprocess.SubprocessError, ValueError) as err:
+            outcome, plan = f"{type(err).__name__}: {err}"[:300], None
+        except (InvalidRequest, NotEnforceable, RemoteError, Unsupported) as err:
+            outcome, plan = f"{type(err).__name__}: {err}"[:300], None
+        self.replans.append({"job_id": job.job_id, "why": why, "outcome": outcome})
+        _log.info(
+            "plan re-made" if plan is not None else "plan not re-made",
+            job_id=job.job_id,
+            plan_id=job.plan.plan_id,
+            why=why,
+            outcome=outcome,
+        )
+        return plan is not None
+
+    def _new_plan(self, job: PendingJob) -> tuple[str, SlurmPlan | None]:
+        """(what happened, the plan to apply or None) for :meth:`_replan`."""
+        assert job.plan is not None
+        shown = self._run([self.config.scontrol, "-o", "show", "job", job.job_id]).strip()
+        fields = split_fields(shown.splitlines()[0]) if shown else {}
+        typed = typed_signature(fields.get("TresPerNode", ""))
+        if typed is None:
+            return f"its GRES are not typed per switch ({fields.get('TresPerNode', '')})", None
+        count = int(fields.get("NumNodes", "1").split("-")[0])
+        desc: dict[str, Any] = {"min_nodes": count, "max_nodes": count, "tres_per_node": untyped_tres(typed)}
+        if (minutes := slurm_minutes(fields.get("TimeLimit", ""))) is not None:
+            desc["time_limit"] = minutes
+        inventory = only_types(self.inventory(), {gtype for _, gtype, _ in typed}, job.plan.plan_id)
+        spec = job_from_description(
+            desc,
+            plan_id=job.plan.plan_id,
+            max_gpus_per_node=max((len(t.node.gpus) for t in inventory.node_types.values()), default=0),
+            alignment=self.config.alignment,
+        )
+        if spec is None:
+            return "no GPUs asked", None
+        result = self._call_solver(self._request(inventory.inventory, spec))
+        placed = result.jobs[0] if result.jobs else None
+        if placed is None or not placed.placed:
+            return "no nodes where its GRES types are free now", None
+        plan = to_slurm_plan(placed, spec, inventory)
+        if plan.signature != typed:
+            return f"the new plan needs {plan.tres_per_node}", None
+        if {p.node for p in plan.nodes} == set(job.plan.nodes):
+            return "the same nodes again", None
+        return f"re-planned on {plan.req_nodes}", plan
 
     def refresh_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():
