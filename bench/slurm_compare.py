@@ -193,6 +193,7 @@ class RunResult:
     reasons: dict[str, int] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)
     refinements: dict[str, int] = field(default_factory=dict)  # what became of the fast plans
+    replans: dict[str, int] = field(default_factory=dict)  # pending plans made again (Agent._replan)
     seconds: float = 0.0
 
 
@@ -323,6 +324,7 @@ def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = N
             result.answers = dict(getattr(agent, "counts", {}))
             result.reasons = dict(getattr(agent, "why", {}))
             result.refinements = dict(Counter(_outcome_kind(r["outcome"]) for r in agent.refinements))
+            result.replans = dict(Counter(_outcome_kind(r["outcome"]) for r in agent.replans))
     finally:
         if running:
             running.stop()
