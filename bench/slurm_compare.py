@@ -237,14 +237,14 @@ class SolverProcess:
     """``topoplace serve`` in a process of its own, as a site runs it next to the agent (in the bench's
     own process, its Python work would share one interpreter lock with the agent's answers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: Path | None = None) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "solver.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=log.open("ab") if log is not None else subprocess.DEVNULL,
         )
         import grpc
 
@@ -276,7 +276,7 @@ def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = N
         ),
     )
     cluster.write_files({"enabled": "no", "timeout": "2"})
-    server = SolverProcess() if config == "hook" else None
+    server = SolverProcess(workdir / "solver.log") if config == "hook" else None
     os.environ["SLURM_CONF"] = str(cluster.conf)
     os.environ["PATH"] = cluster.env()["PATH"]
     result = RunResult(config=config, seed=seed, nodes=nodes)
@@ -567,7 +567,7 @@ def hook_cost(
     squeue.write_text(f"#!/bin/sh\ncat {pending}\n")
     for script in (scontrol, squeue):
         script.chmod(0o755)
-    server = SolverProcess()
+    server = SolverProcess(workdir / "solver.log")
     budget = {} if budget_ms is None else {"answer_budget_s": budget_ms / 1000}
     agent = counting_agent(cluster, server.port, scontrol=str(scontrol), squeue=str(squeue), **budget)
     running = serve_agent(agent, unix=workdir / "agent.sock")
