@@ -100,8 +100,10 @@ FAST_PLACER = Greedy(
 
 
 # What the fast placer may cost: its answer is already late. At 1,024 nodes a gang no leaf held, placed
-# member by member over every candidate node with binpack's scoring, once took 177 ms.
-FAST_PLACER_S = 0.010
+# member by member over every candidate node with binpack's scoring, once took 177 ms; idle, a plan
+# takes 1-5 ms. 10 ms ran out 3-4 times a run on the loaded real-Slurm bench (64 nodes, session 11),
+# and each such job went to Slurm untyped (off-switch pairs): 20 ms.
+FAST_PLACER_S = 0.020
 
 
 def fast_place(request: SolveRequest, seconds: float = FAST_PLACER_S) -> SolveResult:
