@@ -162,6 +162,9 @@ class _Refining:
 
 
 MAX_REPLANS = 3  # per job: a job re-planned this often goes to Slurm's choice (no churn)
+# A job just planned again is left alone this long: Slurm's start estimate (squeue) is the old one until
+# backfill's next pass, and judged on it the new plan was released again at the next read (real Slurm).
+REPLAN_SETTLE_S = 30.0
 
 
 def typed_signature(tres_per_node: str) -> tuple[tuple[str, str, int], ...] | None:
@@ -274,6 +277,7 @@ class Agent:
     refinements: list[dict[str, Any]] = field(default_factory=list)  # what became of each fast plan
     replans: list[dict[str, Any]] = field(default_factory=list)  # each re-plan tried (Agent._replan)
     _replans: Counter[str] = field(default_factory=Counter)  # by job id
+    _replanned_at: dict[str, float] = field(default_factory=dict)  # job id → time.monotonic()
 
     # ----------------------------------------------------------------- inputs
 
@@ -384,8 +388,11 @@ class Agent:
         if self.config.release_after_s <= 0:
             return set()
         released = set()
+        down = frozenset(n.name for n in nodes if not n.schedulable)
         for job, why in to_release(pending, now, self.config.release_after_s, nodes):
-            replanned = self._replan(job, why)
+            if time.monotonic() - self._replanned_at.get(job.job_id, -1e18) < REPLAN_SETTLE_S:
+                continue  # its new plan stands until Slurm has estimated its start again
+            replanned = self._replan(job, why, down)
             if replanned:
                 released.add(job.job_id)  # its old plan holds nothing; the new one is issued
                 continue
@@ -413,7 +420,7 @@ class Agent:
             )
         return released
 
-    def _replan(self, job: PendingJob, why: str) -> bool:
+    def _replan(self, job: PendingJob, why: str, down: frozenset[str] = frozenset()) -> bool:
         """Plan a pending job again with topoplace instead of releasing it (``why``: its nodes left,
         filled, or Slurm will not start it soon there): on the nodes where the GRES types it already
         holds are free — a pending job cannot be re-typed on Slurm 22.05 — and not promised to an
@@ -423,7 +430,7 @@ class Agent:
             return False
         self._replans[job.job_id] += 1
         try:
-            outcome, plan = self._new_plan(job)
+            outcome, plan = self._new_plan(job, down)
             if plan is not None:
                 self._run(
                     [
@@ -438,6 +445,7 @@ class Agent:
                     self._issued[plan.plan_id] = _Issued(
                         time.monotonic(), {p.node: (p.gpus, p.nics) for p in plan.nodes}
                     )
+                self._replanned_at[job.job_id] = time.monotonic()
         except (RuntimeError, OSError, subprocess.SubprocessError, ValueError) as err:
             outcome, plan = f"{type(err).__name__}: {err}"[:300], None
         except (InvalidRequest, NotEnforceable, RemoteError, Unsupported) as err:
@@ -452,8 +460,9 @@ class Agent:
         )
         return plan is not None
 
-    def _new_plan(self, job: PendingJob) -> tuple[str, SlurmPlan | None]:
-        """(what happened, the plan to apply or None) for :meth:`_replan`."""
+    def _new_plan(self, job: PendingJob, down: frozenset[str]) -> tuple[str, SlurmPlan | None]:
+        """(what happened, the plan to apply or None) for :meth:`_replan`; ``down``: nodes this read
+        of Slurm found not taking jobs (the inventory planned on is the previous read's)."""
         assert job.plan is not None
         shown = self._run([self.config.scontrol, "-o", "show", "job", job.job_id]).strip()
         fields = split_fields(shown.splitlines()[0]) if shown else {}
@@ -473,7 +482,7 @@ class Agent:
         )
         if spec is None:
             return "no GPUs asked", None
-        result = self._call_solver(self._request(inventory.inventory, spec))
+        result = self._call_solver(self._request(inventory.inventory, spec, down))
         placed = result.jobs[0] if result.jobs else None
         if placed is None or not placed.placed:
             return "no nodes where its GRES types are free now", None
@@ -561,13 +570,15 @@ class Agent:
         finally:
             self._stage(stage, mark)
 
-    def _request(self, inventory: Inventory, spec: JobSpec) -> SolveRequest:
+    def _request(
+        self, inventory: Inventory, spec: JobSpec, also_closed: frozenset[str] = frozenset()
+    ) -> SolveRequest:
         """The solve request for one job: only the nodes worth sending (:func:`candidate_nodes`).
         Excluded nodes (``-x``) and nodes backfill has promised to an earlier pending job before this
         one would end are not planned on: pinned there, the job would wait for that job."""
         promised = self._snapshot.promised if self._snapshot else {}
         ends = time.time() + spec.time_limit_s if spec.time_limit_s is not None else float("inf")
-        closed = set(spec.excluded) | {node for node, start in promised.items() if start < ends}
+        closed = set(spec.excluded) | {node for node, start in promised.items() if start < ends} | also_closed
         facts = self._snapshot.facts if self._snapshot else None
         nodes = candidate_nodes(inventory.nodes, spec, closed, self._type_keys, facts)
         policy = Policy(time_limit_s=self.config.time_limit_s)

@@ -287,7 +287,8 @@ def test_a_held_job_whose_planned_node_drains_is_planned_again_and_runs_there(ha
         assert new_node not in (node, "", "(null)"), job
         assert "topoplace/v1 id=" in str(job["Comment"]) and f" {new_node}:gpu=" in str(job["Comment"]), job
         tried = [r for r in harness.agent.replans if r["job_id"] == job_id]
-        assert tried and tried[0]["why"] == f"planned node {node} is idle/drain", tried
+        assert tried and tried[0]["why"].startswith(f"planned node {node} is "), tried
+        assert tried[0]["why"].endswith("/drain"), tried  # idle/drain or mixed/drain
         harness.cluster.run("scontrol", "release", job_id)
         job = harness.wait_running(job_id, timeout_s=60)
         assert job["NodeList"] == new_node and "gpu:sw" in str(job["TresPerNode"]), job
@@ -335,6 +336,9 @@ def test_a_gpu_model_request_is_planned_on_nodes_of_that_feature(harness: Harnes
 
 
 def test_service_down_fails_open_then_closed_by_configuration(harness: Harness) -> None:
+    # Waiting for the solver (no answer budget): with one, an answer not back within 30 ms is the fast
+    # placer's plan instead (tests/slurm/test_fast_answer.py), and "service down" is said afterwards.
+    harness.agent.config.answer_budget_s = 0
     harness.server.stop()
     code, job_id, err, _ = harness.sbatch("-N1", "--gpus-per-node=1")
     assert code == 0, err
