@@ -9,11 +9,13 @@ are the rings); this module only chains them and keeps time. A batch placed one 
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 
 from solver.answer.decode import decode
 from solver.answer.explain import explain
@@ -31,6 +33,7 @@ from solver.domain.model import (
     JobResult,
     ModelSize,
     ObjectiveTier,
+    Policy,
     Reason,
     ReasonCode,
     SolveRequest,
@@ -47,7 +50,7 @@ from solver.reduce.policy import apply_policy_chains
 from solver.reduce.pools import pool
 from solver.reduce.rails import expand_rails
 from solver.search.alone import AloneProbe
-from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, Floor, complete, portfolio, repack
+from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, Candidate, Floor, Portfolio, complete, repack
 from solver.search.previous import from_previous
 from solver.search.sequence import arrival_steps, candidate_orders, solve_in_order, step_size
 from solver.search.tiers import MERGE_MAX_VARIABLES, settle, solve_lexicographic
@@ -76,9 +79,15 @@ FLOOR_PASS_S_PER_VARIABLE = 4.5e-6
 SHUFFLE_S_PER_VARIABLE = 1.5e-6
 # The share of the time limit the floor's shuffles may cost: at scale the search seldom betters the
 # floor's best plan (bench/RESULTS.md, issue 18), while one more tie order often starts more jobs.
-FLOOR_SHARE = 1 / 3
+# Those the floor's stage leaves are drawn on a spare core while the search runs, so the shuffles
+# may cost more than the floor's own stage.
+FLOOR_SHARE = 2 / 3
 # The share of the time left after compile that the search keeps whatever the floor's passes cost.
 SEARCH_SHARE = 1 / 2
+# With a spare core the floor's own stage stops sooner, the rest of its placers drawn beside the
+# search: at 1,024 nodes x 200 jobs, 5 s, a floor stage of half the window left the search too little
+# to prove any priority level (session 11).
+SPARE_FLOOR_SHARE = 1 / 4
 
 
 class Stopwatch:
@@ -194,42 +203,49 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
     search_ends = deadline - 0.5 * before_search - min(explain_s, 0.1 * limit)
     with clock.stage("floor"):
         floor = Floor(problem, compiled)  # its indexes serve the portfolio and the repack alike
-        candidates = portfolio(
-            problem,
-            compiled,
-            # How many placers run is sized from the request (``floor_passes``), so that equal requests
-            # get equal floors; the clock stops them only when they would leave the search less than
-            # its share (on a loaded machine a pass costs several times its idle cost, and the
-            # floor alone once took 24 s of a 30 s limit).
-            time.perf_counter() + (1 - SEARCH_SHARE) * (search_ends - time.perf_counter()),
-            passes=floor_passes(compiled, request.policy.time_limit_s),
-            seed=request.policy.seed,
-            floor=floor,
+        # How many placers run is sized from the request (``floor_passes``), so that equal requests
+        # get equal floors; the clock stops them only when they would leave the search less than
+        # its share (on a loaded machine a pass costs several times its idle cost, and the floor
+        # alone once took 24 s of a 30 s limit). The ones left are drawn while the search runs.
+        drawing = Portfolio(floor, floor_passes(compiled, request.policy.time_limit_s), request.policy.seed)
+        spare = spare_core(request.policy)
+        floor_part = SPARE_FLOOR_SHARE if spare else 1 - SEARCH_SHARE
+        # The named placers are the strongest: they run before the search while its time lasts
+        # (at 1,024 nodes x 200 jobs and 1 s, a quarter of the window ran one of them: 126 jobs
+        # placed where the second places 132).
+        drawing.draw(
+            time.perf_counter() + floor_part * (search_ends - time.perf_counter()),
+            least=NAMED_ORDERS,
+            latest=search_ends,
         )
+        held = []
         if request.previous:
-            held = from_previous(problem, compiled, floor, request.previous, [job.id for job in request.jobs])
-            if held is not None:
-                # First among equals: a scheduler's plan stays as it was unless something is better.
-                candidates = sorted([held, *candidates], key=lambda c: c.values, reverse=True)
+            ids = [job.id for job in request.jobs]
+            previous = from_previous(problem, compiled, floor, request.previous, ids)
+            held = [previous] if previous is not None else []
+        # First among equals: a scheduler's plan stays as it was unless something is better.
+        best = best_first([*held, *drawing.candidates()])
     cancellation.check()
-    best = candidates[0]
     with clock.stage("solve"):
         budget = search_ends - time.perf_counter()
         outcomes = []
         # A small model is searched whatever the clock says: it is proven in milliseconds.
         variables = len(compiled.model.proto.variables)
-        if (
-            budget >= max(MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE * variables)
-            or variables <= MERGE_MAX_VARIABLES
-        ):
-            outcomes = solve_lexicographic(
-                compiled,
-                request.policy,
-                budget,
-                hint=best.plan,
-                polish=lambda solution: complete(problem, compiled, solution),
-                repack_fn=lambda solution: repack_in_time(problem, compiled, solution, floor, search_ends),
-            )
+        repack_fn = partial(repack_in_time, problem, compiled, floor=floor, ends=search_ends)
+        with drawing.meanwhile(search_ends, spare_core=spare):
+            if (
+                budget >= max(MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE * variables)
+                or variables <= MERGE_MAX_VARIABLES
+            ):
+                outcomes = solve_lexicographic(
+                    compiled,
+                    request.policy,
+                    budget,
+                    hint=best.plan,
+                    polish=lambda solution: complete(problem, compiled, solution),
+                    repack_fn=repack_fn,
+                )
+        best = best_first([*held, *drawing.candidates()])  # with the placers drawn meanwhile
         # The answer's true tier values and bounds: a walk of every tier's terms (379k variables
         # at 16,384 nodes), timed with the search it settles.
         solution, values, kept_floor = settle(compiled, outcomes, best.plan)
@@ -420,6 +436,18 @@ def repack_in_time(
     if ends - time.perf_counter() < passes_s:
         return None
     return repack(problem, compiled, solution, floor)
+
+
+def best_first(candidates: list[Candidate]) -> Candidate:
+    """The best plan of the floor by its tier values; of equals, the first given."""
+    return max(candidates, key=lambda c: c.values)  # max keeps the first of equals
+
+
+def spare_core(policy: Policy) -> bool:
+    """Whether a core is left beside the search's workers for the floor to keep drawing on."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = (policy.workers or 1) if policy.deterministic else cores
+    return cores > workers
 
 
 def floor_passes(compiled: Compiled, time_limit_s: float) -> int:

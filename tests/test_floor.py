@@ -8,19 +8,32 @@ import time
 from dataclasses import replace
 from unittest.mock import patch
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import solver.solve
 from solver.cli import render_table
 from solver.compile import compile_model
+from solver.domain import cancel as cancellation
+from solver.domain.cancel import Cancel, cancelling
 from solver.domain.model import Locality, ObjectiveTier, Policy, ReasonCode, Requirement
 from solver.domain.validate import validate
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import normalise
 from solver.reduce.pools import pool
 from solver.reduce.rails import expand_rails
-from solver.search.floor import Floor, NodeStates, best_move, complete, greedy_hint, orders, portfolio, undo
+from solver.search.floor import (
+    Floor,
+    NodeStates,
+    Portfolio,
+    best_move,
+    complete,
+    greedy_hint,
+    orders,
+    portfolio,
+    undo,
+)
 from solver.solve import solve
 from tests import kit
 
@@ -204,3 +217,93 @@ def test_the_remembered_best_move_is_the_move_a_full_scan_picks(req, rng) -> Non
         if grown is not None:
             state.move(c, k, grown)
             journal.append((c, k, grown))
+
+
+def drawing_of(req, passes: int = 6) -> Portfolio:
+    pooled, pools = pool(req)
+    problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
+    return Portfolio(Floor(problem, compile_model(problem, req.policy)), passes, 0)
+
+
+def test_the_placers_left_are_drawn_while_the_search_runs() -> None:
+    """What the floor's stage had no time for is drawn on a spare core during the search, and
+    waited for (up to the search's end) so that the floor does not depend on the search's speed."""
+    nodes = [kit.node(f"n{i}", kit.SMALL, used_gpus=(i % 3,)) for i in range(40)]
+    req = kit.request(nodes, [kit.job(f"j{i}", 1 + i % 3, members=1 + i % 2) for i in range(60)])
+    everything = drawing_of(req, passes=40)
+    everything.draw(time.perf_counter() + 60)
+    assert everything.exhausted and everything.drawn > 1
+
+    named = drawing_of(req, passes=40)
+    named.draw(time.perf_counter(), least=3, latest=time.perf_counter() + 60)
+    assert named.drawn == 3  # past the deadline until three have run, before the latest time
+    named.draw(time.perf_counter(), least=8, latest=time.perf_counter())
+    assert named.drawn == 4  # one more, the latest time passed
+
+    drawing = drawing_of(req, passes=40)
+    drawing.draw(time.perf_counter())  # no time: the first placer only
+    assert drawing.drawn == 1
+    with drawing.meanwhile(time.perf_counter() + 60, spare_core=False):
+        pass
+    assert drawing.drawn == 1  # on one core it would only slow the search
+    with drawing.meanwhile(time.perf_counter() + 60, spare_core=True):
+        pass
+    assert drawing.drawn == everything.drawn
+    assert drawing.candidates()[0].values == everything.candidates()[0].values
+
+
+def test_a_placer_failing_on_the_spare_core_fails_the_call() -> None:
+    req = kit.request([kit.node("n0"), kit.node("n1")], [kit.job("a", 1), kit.job("b", 2), kit.job("c", 3)])
+    drawing = drawing_of(req)
+    drawing.draw(time.perf_counter())
+
+    def broken(*_):
+        raise ValueError("a bug in a placer")
+
+    with (
+        patch("solver.search.floor.place_jobs", broken),
+        pytest.raises(ValueError, match="a bug"),
+        drawing.meanwhile(time.perf_counter() + 60, spare_core=True),
+    ):
+        pass
+
+
+def test_a_cancelled_call_stops_the_placers_drawn_meanwhile() -> None:
+    """The thread runs in the caller's context: its cancel token stops it between placers."""
+    req = kit.request([kit.node("n0"), kit.node("n1")], [kit.job("a", 1), kit.job("b", 2), kit.job("c", 3)])
+    drawing = drawing_of(req)
+    drawing.draw(time.perf_counter())
+    token = Cancel()
+    token.trip("the caller went away")
+    with cancelling(token), drawing.meanwhile(time.perf_counter() + 60, spare_core=True):
+        pass
+    assert drawing.drawn == 1 and not drawing.exhausted
+
+
+def endless_pass(floor, done, order, counts) -> None:
+    """A placer that would take 20 s, checking the token between jobs as place_jobs does."""
+    for _ in cancellation.checked(range(2000)):
+        time.sleep(0.01)
+
+
+def test_the_placers_drawn_meanwhile_stop_mid_pass_when_the_searchs_time_is_over() -> None:
+    req = kit.request([kit.node("n0"), kit.node("n1")], [kit.job("a", 1), kit.job("b", 2), kit.job("c", 3)])
+    drawing = drawing_of(req)
+    drawing.draw(time.perf_counter())
+    started = time.perf_counter()
+    with (
+        patch("solver.search.floor.place_jobs", endless_pass),
+        drawing.meanwhile(time.perf_counter() + 0.3, spare_core=True),
+    ):
+        pass
+    assert 0.25 <= time.perf_counter() - started < 2  # waited for the time left, not for the pass
+    assert drawing.drawn == 1  # the pass cut short is dropped
+
+    started = time.perf_counter()
+    with (
+        patch("solver.search.floor.place_jobs", endless_pass),
+        pytest.raises(RuntimeError, match="search"),
+        drawing.meanwhile(time.perf_counter() + 60, spare_core=True),
+    ):
+        raise RuntimeError("the search failed")
+    assert time.perf_counter() - started < 2  # a failed search does not wait for the placers

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import heapq
 import random
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
@@ -252,8 +254,9 @@ def place_jobs(floor: Floor, done: Pass, jobs: Sequence[int], counts: dict[int, 
     problem = floor.problem
     # A caller gone stops the pass between jobs (a pass is seconds at 16,384 nodes).
     for j in cancellation.checked(jobs):
+        needs = needs_of(floor, j, counts)
         for allowed in floor.scopes(j):
-            if allowed is not None and not may_fit(floor, done.state, allowed, j, counts):
+            if allowed is not None and not may_fit(floor, done.state, allowed, needs):
                 continue  # a try that cannot succeed: at 70 % busy most leaves lack room for a gang
             # Moves are journalled and undone when the job does not fit whole: copying the state of
             # every class for every try cost more than the whole search on a 1,000-node cluster.
@@ -279,26 +282,37 @@ def place_jobs(floor: Floor, done: Pass, jobs: Sequence[int], counts: dict[int, 
             undo(done.state, journal)
 
 
-def may_fit(floor: Floor, state: NodeStates, allowed: set[int], j: int, counts: dict[int, int]) -> bool:
-    """Whether every role of job ``j`` has, in some variant, room in ``allowed`` for the members it
-    wants, each role counted alone: false only when the job cannot fit there, so skipping the try
-    leaves the pass's plan as it was. A gang tried leaf by leaf used to place members in each leaf
-    until the leaf ran out, then take them back."""
+Need = tuple[tuple[tuple[int, int, int], ...], int]  # a role's variants (variant, host kind, shape), want
+
+
+def needs_of(floor: Floor, j: int, counts: dict[int, int]) -> tuple[Need, ...]:
+    """What :func:`may_fit` asks of a scope for job ``j``: per role, its variants and the members
+    it wants; worked out once per job and pass, as a gang asks it of hundreds of leaves."""
     problem = floor.problem
+    out = []
     for variants in floor.roles.get(j, ()):
         want = counts.get(problem.group_of(variants[0]), problem.roles[variants[0]].minimum)
-        if not any(has_room(floor, state, allowed, v, want) for v in variants):
-            return False
-    return True
+        out.append((tuple((v, floor.host_kind.get(v, -1), problem.roles[v].shape) for v in variants), want))
+    return tuple(out)
 
 
-def has_room(floor: Floor, state: NodeStates, allowed: set[int], r: int, want: int) -> bool:
-    """Whether the nodes of ``allowed`` could still take ``want`` members of role variant ``r``,
-    each class counted alone. A pass only ever adds members (a failed try's are taken back), so a
-    scope once short of room for ``want`` stays short for as many or more: remembered, as a gang
-    tries hundreds of leaves and most are short every time."""
-    shape = floor.problem.roles[r].shape
-    key = (id(allowed), floor.host_kind.get(r, -1), shape)
+def may_fit(floor: Floor, state: NodeStates, allowed: set[int], needs: Sequence[Need]) -> bool:
+    """Whether every role of a job has, in some variant, room in ``allowed`` for the members it
+    wants (``needs``, :func:`needs_of`), each role counted alone: false only when the job cannot fit
+    there, so skipping the try leaves the pass's plan as it was. A gang tried leaf by leaf used to
+    place members in each leaf until the leaf ran out, then take them back."""
+    return all(any(has_room(floor, state, allowed, v, want) for v in variants) for variants, want in needs)
+
+
+def has_room(
+    floor: Floor, state: NodeStates, allowed: set[int], variant: tuple[int, int, int], want: int
+) -> bool:
+    """Whether the nodes of ``allowed`` could still take ``want`` members of a role variant
+    (``(variant, host kind, shape)``), each class counted alone. A pass only ever adds members (a
+    failed try's are taken back), so a scope once short of room for ``want`` stays short for as
+    many or more: remembered, as a gang tries hundreds of leaves and most are short every time."""
+    r, kind, shape = variant
+    key = (id(allowed), kind, shape)
     short = state.short.get(key)
     if short is not None and want >= short:
         return False
@@ -493,22 +507,24 @@ def with_most_strict(problem: Normalised, compiled: Compiled, solution: dict[str
     strict slots the chosen configurations open, handed to the roles in order. A better start for
     the topology tier than whatever the tier above left in ``s`` (it had no reason to care)."""
     out = dict(solution)
-    strict_vars: dict[int, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)  # class → (role, s)
-    for (r, c), var in compiled.s.items():
-        strict_vars[c].append((r, var))
-    for c, members in strict_vars.items():
-        open_slots: Counter[int] = Counter()
-        for k, config in enumerate(compiled.configs[c]):
-            var = compiled.x.get((c, k))
-            nodes = solution.get(var.name, 0) if var is not None else 0
-            if nodes:  # most configurations hold no node
-                for shape, n in enumerate(config.strict):
-                    open_slots[shape] += n * nodes
-        for r, var in members:
-            shape = problem.roles[r].shape
-            take = min(solution.get(compiled.y[r, c].name, 0), open_slots[shape])
-            out[var.name] = take
-            open_slots[shape] -= take
+    # The slots come from the configurations nodes are in, found by one walk of those variables:
+    # a walk of every configuration of every class cost 0.37 s a plan at 16,384 nodes.
+    open_slots: dict[int, Counter[int]] = defaultdict(Counter)  # class → shape → strict slots
+    for (c, k), var in compiled.x.items():
+        nodes = solution.get(var.name, 0)
+        if nodes:  # most configurations hold no node
+            for shape, n in enumerate(compiled.configs[c][k].strict):
+                if n:
+                    open_slots[c][shape] += n * nodes
+    for (r, c), var in compiled.s.items():  # a class's roles in the order the model lists them
+        slots = open_slots.get(c)
+        if not slots:
+            out[var.name] = 0
+            continue
+        shape = problem.roles[r].shape
+        take = min(solution.get(compiled.y[r, c].name, 0), slots[shape])
+        out[var.name] = take
+        slots[shape] -= take
     return out
 
 
@@ -586,9 +602,9 @@ def repack(
 # --------------------------------------------------------------------------- the portfolio
 
 NAMED_ORDERS = 4  # largest-first, queue, smallest-first, locality-first
-# 64 shuffles at 4,096 nodes x 500 jobs start 1-4 more jobs than 32 (session 11: 318/318/310
-# against 317/317/309 on seeds 1-3, the same GPUs at every priority level).
-MAX_SHUFFLES = 64
+# More tie orders start more jobs at scale: at 4,096 nodes x 500 jobs (session 11, seeds 1-3, the
+# same GPUs at every priority level) 32 shuffles started 317/317/309 jobs, 64 318/318/310.
+MAX_SHUFFLES = 128
 
 
 @dataclass(frozen=True)
@@ -654,33 +670,94 @@ def portfolio(
     remains (the first always), each plan completed and valued on every tier; best first
     (lexicographically by tier values, then the earlier placer). The search starts from the first;
     no answer is worse than it. ``floor``: the indexes of an earlier pass over the same problem."""
-    floor = floor or Floor(problem, compiled)
-    out: list[Candidate] = []
-    tried: set[tuple[int, ...]] = set()
-    # The leading tiers a placement alone decides (work placed, jobs started): a plan already below
-    # the best on them is dropped before it is completed and valued on every tier, which cost more
-    # than placing it (0.7 + 0.7 s a plan at 16,384 nodes, against 0.9 s for the pass).
-    ranks = compiled.tiers[: placement_tiers(compiled)]
-    best_rank: tuple[int, ...] | None = None
-    for name, order in orders(problem, floor, passes, seed):
-        if out and time.perf_counter() >= deadline:
-            break
-        if tuple(order) in tried:
-            # The same order places the same plan: a one-job step of a replay window ran 36 of
-            # them, half its time (bench/RESULTS-replay.md, session 9).
-            continue
-        tried.add(tuple(order))
-        cancellation.check()  # a caller gone stops the floor between placers (solver.domain.cancel)
-        done = Pass.empty(problem)
-        place_jobs(floor, done, order, {})
-        nonzero = placement_of(compiled, done)
-        rank = tuple(t.value_of_nonzero(nonzero) for t in ranks)
-        if best_rank is not None and rank < best_rank:
-            continue  # never first: its placement alone ranks it below a plan in hand
-        best_rank = rank if best_rank is None else max(best_rank, rank)
-        plan = complete(problem, compiled, hint_of(compiled, done))
-        out.append(Candidate(name, plan, tuple(t.value_of(plan) for t in compiled.tiers)))
-    return sorted(out, key=lambda c: c.values, reverse=True)  # stable: ties keep the earlier placer
+    drawing = Portfolio(floor or Floor(problem, compiled), passes, seed)
+    drawing.draw(deadline)
+    return drawing.candidates()
+
+
+class Portfolio:
+    """The floor's placers drawn in turn, resumable: some before the search (the best is its
+    hint), the rest while CP-SAT searches on another core (:meth:`draw` in a thread; CP-SAT lets
+    go of the interpreter while it searches). Plans are kept only when their placement alone does
+    not rank them below a plan in hand."""
+
+    def __init__(self, floor: Floor, passes: int, seed: int) -> None:
+        self.floor = floor
+        self._orders = orders(floor.problem, floor, passes, seed)
+        self._tried: set[tuple[int, ...]] = set()
+        self._out: list[Candidate] = []
+        # The leading tiers a placement alone decides (work placed, jobs started): a plan already
+        # below the best on them is dropped before it is completed and valued on every tier, which
+        # cost more than placing it (0.7 + 0.7 s a plan at 16,384 nodes, against 0.9 s the pass).
+        self._ranks = floor.compiled.tiers[: placement_tiers(floor.compiled)]
+        self._best_rank: tuple[int, ...] | None = None
+        self.drawn = 0  # placers run so far
+        self.exhausted = False  # every order has been tried
+
+    def draw(self, deadline: float, *, least: int = 1, latest: float | None = None) -> None:
+        """Run placers until ``deadline`` or the last order; at least one in all, and past the
+        deadline until ``least`` have run if that is before ``latest``."""
+        problem, compiled = self.floor.problem, self.floor.compiled
+        for name, order in self._orders:
+            key = tuple(order)
+            if key in self._tried:
+                # The same order places the same plan: a one-job step of a replay window ran 36 of
+                # them, half its time (bench/RESULTS-replay.md, session 9).
+                continue
+            self._tried.add(key)
+            cancellation.check()  # a caller gone stops the floor between placers (solver.domain.cancel)
+            done = Pass.empty(problem)
+            place_jobs(self.floor, done, order, {})
+            self.drawn += 1
+            rank = tuple(t.value_of_nonzero(placement_of(compiled, done)) for t in self._ranks)
+            if self._best_rank is None or rank >= self._best_rank:
+                self._best_rank = rank
+                plan = complete(problem, compiled, hint_of(compiled, done))
+                self._out.append(Candidate(name, plan, tuple(t.value_of(plan) for t in compiled.tiers)))
+            now = time.perf_counter()
+            if now >= deadline and (self.drawn >= least or latest is None or now >= latest):
+                return
+        self.exhausted = True
+
+    def candidates(self) -> list[Candidate]:
+        """The plans kept, best first (by tier values, then the earlier placer)."""
+        return sorted(self._out, key=lambda c: c.values, reverse=True)  # stable
+
+    @contextmanager
+    def meanwhile(self, until: float, *, spare_core: bool) -> Iterator[None]:
+        """Draw the placers left in a thread while the body runs (the search, which holds no
+        interpreter lock and one core), until ``until``; on leaving, wait for them up to ``until``
+        so that the same request gets the same floor whatever the search's own speed, then stop
+        the thread mid-pass (a pass cut short is dropped). Nothing is drawn without a
+        ``spare_core``: on one core it would only slow the search."""
+        if self.exhausted or not spare_core or time.perf_counter() >= until:
+            yield
+            return
+        failed: list[BaseException] = []
+        with cancellation.own_token() as token:  # tripped by the caller's token too
+
+            def run() -> None:
+                try:
+                    with cancellation.cancelling(token):
+                        self.draw(until)
+                except cancellation.Cancelled:
+                    pass  # stopped: the time is over, or the caller's own check says why
+                except BaseException as exc:  # re-raised in the caller's thread
+                    failed.append(exc)
+
+            thread = threading.Thread(target=run, daemon=True)
+            thread.start()
+            try:
+                yield
+            except BaseException:
+                token.trip("the search failed")
+                thread.join()
+                raise
+            thread.join(max(0.0, until - time.perf_counter()))
+            token.trip("the search's time is over")
+            thread.join()
+        if failed:
+            raise failed[0]
 
 
 def placement_tiers(compiled: Compiled) -> int:
