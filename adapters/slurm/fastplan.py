@@ -8,8 +8,9 @@ candidate nodes the solver was asked on (~50 for a gang at 1,024 nodes, a few ms
 like every answer:
 
 * one node: :data:`FAST_PLACER` — the fullest node that admits the member (binpack), GPUs with a NIC
-  behind the same switch (Slurm's own GRES binding, as the solver's fallback). It does not weigh
-  NVLink link counts: the solver does.
+  behind the same switch (Slurm's own GRES binding, as the solver's fallback). NVLink counts only
+  as "inside the most strongly linked group" (:func:`nvlink_aligned_pick`); link counts pair by pair
+  are the solver's.
 * a gang (members on distinct nodes — anti-affinity, which the greedy placers do not express): the
   leaf with the fewest free GPUs on the nodes that can hold a member (locality first, then binpack),
   one member at a time on the nodes not used yet; if no leaf holds the gang whole, the whole set.
