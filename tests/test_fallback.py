@@ -53,7 +53,9 @@ def test_a_limit_too_short_for_the_model_gets_a_verified_greedy_answer_inside_it
     assert result.plan_source == "unsearched:first-fit"
     stages = [t.stage for t in result.timings]
     assert "fallback" in stages and "verify" in stages and "compile" not in stages
-    assert result.model_size.variables == 0 and result.model_size.node_classes > 0
+    # No model; normalise itself is cut short when the greedy's answer needs the time (here it does:
+    # 4,096 nodes and 500 jobs in 0.5 s), so node classes are reported only when it ended.
+    assert result.model_size.variables == 0
     # No tier claims a proof it does not have: each is bounded by the most it could take.
     levels = [v for v in result.objectives if is_placed_work(v.name)]
     assert [v.name for v in levels] == [f"placed_work.priority_{p}" for p in (3, 2, 1, 0)]

@@ -97,6 +97,11 @@ def cancelling(cancel: Cancel | None) -> Iterator[None]:
         _CURRENT.reset(token)
 
 
+def current() -> Cancel | None:
+    """The token of the solve running in this context (None outside a service)."""
+    return _CURRENT.get()
+
+
 def check() -> None:
     """Raise :class:`Cancelled` if the current solve's caller has gone; a no-op outside a service."""
     cancel = _CURRENT.get()
