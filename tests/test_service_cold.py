@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from bench import quality
 from solver.answer.measures import cluster_metrics
@@ -21,6 +23,7 @@ from solver.answer.verify import verify
 from solver.compile.cost import PACE, Estimate, Pace, estimate
 from solver.domain.cancel import Cancel, Cancelled, cancelling, checked
 from solver.domain.model import ReasonCode, SolveRequest, SolveStatus
+from solver.domain.validate import validate
 from solver.fallback import NORMALISE_LATE, OutOfBudget, bounded
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import normalise
@@ -176,3 +179,33 @@ def test_the_estimate_scales_with_the_measured_pace(hgx_1024: SolveRequest) -> N
     assert estimate(problem) == idle
     assert isinstance(idle, Estimate)
     assert solve(hgx_1024, deadline_s=3.0).plan_source != "unsearched:first-fit"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.one_of(
+        kit.fabric_problems(max_nodes=6, max_jobs=6, spines=2), kit.small_problems(), kit.share_problems()
+    ),
+    st.floats(min_value=0.0, max_value=1.0),
+)
+def test_a_plan_on_the_nodes_read_is_valid_on_the_whole_inventory(
+    request: SolveRequest, share: float
+) -> None:
+    """The claim ``solver.service.partial`` rests on, over random requests (every member rule,
+    locality, NVLink domains, shares, separation): read the first nodes only (a share of them, as a
+    deadline would), answer from them, and the plan verifies on the whole request too (its cluster
+    measures counted again over every node). A request valid whole is valid on its first nodes."""
+    assume(not validate(request))
+    nodes = len(request.inventory.nodes)
+    read = min(nodes - 1, int(share * nodes)) if nodes > 1 else 0
+    msg = wire.request_to_proto(request)
+    # Room for exactly ``read`` nodes: each costs 1,000 s afterwards, ``read`` x 1,000 + 500 s are left.
+    reading = wire.Reading(until=time.perf_counter() + 1000.0 * read + 500.0, after_s_per_node=1000.0)
+    part = wire.request_from_proto(msg, reading)
+    assert len(part.inventory.nodes) == read
+    assert not validate(part)
+    result = answer_from_nodes_read(part, nodes, time.perf_counter() + 60.0)
+    assert result.plan_source == f"unsearched:first-fit:read-{read}-of-{nodes}-nodes"
+    whole = apply_policy_chains(request)
+    recounted = result.model_copy(update={"metrics": cluster_metrics(whole, result.jobs)})
+    assert not verify(whole, recounted)
