@@ -107,10 +107,11 @@ class Estimate:
 
     build_s: float  # compile and one floor pass
     answer_s: float  # decode, explain, measures and verify
+    pace: float = 1.0  # what both were scaled by (Pace): a small model is judged by its idle size
 
     def fits(self, left_s: float) -> bool:
         """Whether the model can be built and its plan answered in ``left_s``."""
-        return self.build_s <= SMALL_BUILD_S or self.build_s + self.answer_s <= left_s
+        return self.build_s <= SMALL_BUILD_S * self.pace or self.build_s + self.answer_s <= left_s
 
     def why(self, left_s: float) -> str:
         """The decision in words, for the answer and the log."""
@@ -135,6 +136,7 @@ def estimate(problem: Normalised, pace: float | None = None) -> Estimate:
     return Estimate(
         build_s=SAFETY * idle * pace,
         answer_s=answer_s(len(problem.request.inventory.nodes), pace),
+        pace=pace,
     )
 
 

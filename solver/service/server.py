@@ -161,7 +161,8 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             pace = PACE.ratio()
             per_node, per_miss = after_reading_s_per_node(pace)
             reading = wire.Reading(
-                until=started + (1 - PLACING_SHARE) * left - answer_s(0, len(request.jobs), pace),
+                until=started + (1 - PLACING_SHARE) * left,
+                after_s=answer_s(0, len(request.jobs), pace),
                 after_s_per_node=per_node,
                 after_s_per_miss=per_miss,
                 convert_s_per_hit=WARM_CONVERT_S_PER_NODE * pace,

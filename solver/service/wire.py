@@ -65,6 +65,7 @@ class Reading:
     """
 
     until: float
+    after_s: float = 0.0  # what the answer costs after reading whatever was read (its jobs' part)
     after_s_per_node: float = 0.0
     after_s_per_miss: float = 0.0  # validating a node never seen: its per-node memos are empty
     # What converting a node costs at the pace ``after_s_*`` were given for, found and not found in
@@ -81,7 +82,7 @@ class Reading:
     def more(self, read: int) -> bool:
         """Whether one more node may be read after ``read`` of them (the next counted as a miss)."""
         now = time.perf_counter()
-        after = self.after_s_per_node * (read + 1) + self.after_s_per_miss * (self.misses + 1)
+        after = self.after_s + self.after_s_per_node * (read + 1) + self.after_s_per_miss * (self.misses + 1)
         return now + after * self.pace(read, now) < self.until
 
     def pace(self, read: int, now: float) -> float:
