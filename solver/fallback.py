@@ -68,6 +68,10 @@ PLACER_SETUP_S_PER_NODE = 2e-5
 # Not solver.compile.cost's answer estimate: there is no decode, explain or model here, and at
 # 16,384 nodes that estimate (1.3 s) left a 5 s call's greedy a quarter of its time unused.
 ANSWER_S, ANSWER_S_PER_NODE, ANSWER_S_PER_JOB = 0.05, 1.5e-5, 2e-4
+# The cluster measures of a node never measured before (their per-node memos empty: solver.answer.
+# measures), which the placer takes after its deadline: 3.7 s for 16,384 cold nodes under a profiler
+# (load 7), a cold 1,024-node call 57 ms late without it (session 11).
+MEASURES_COLD_S_PER_NODE = 1.5e-4
 # The verifier's share of that, the part of this answer timed against its prediction for the
 # process's pace (solver.compile.cost.PACE): 0.1-0.18 s at 16,384 nodes idle.
 VERIFY_S_PER_NODE = 8e-6
@@ -105,10 +109,12 @@ def normalise_until(nodes: int, jobs: int, deadline: float) -> float:
 
 def after_reading_s_per_node(pace: float | None = None) -> tuple[float, float]:
     """What each node read costs after its conversion, (per node, per node converted afresh): the
-    greedy's indexes and answer, and validating a node never seen (``solver.service.wire.Reading``);
+    greedy's indexes and answer, and validating and measuring a node never seen
+    (``solver.service.wire.Reading``);
     the rest of the answer is :func:`answer_s` of no nodes."""
     pace = PACE.ratio() if pace is None else pace
-    return (PLACER_SETUP_S_PER_NODE + ANSWER_S_PER_NODE) * pace, VALIDATE_S_PER_NODE * pace
+    per_miss = VALIDATE_S_PER_NODE + MEASURES_COLD_S_PER_NODE
+    return (PLACER_SETUP_S_PER_NODE + ANSWER_S_PER_NODE) * pace, per_miss * pace
 
 
 NORMALISE_LATE = (

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import time
 
+from solver.compile.cost import PACE
 from solver.domain.errors import InvalidRequest
 from solver.domain.model import SolveRequest, SolveResult
 from solver.domain.validate import validate
-from solver.fallback import unsearched
+from solver.fallback import MEASURES_COLD_S_PER_NODE, unsearched
 from solver.reduce.policy import apply_policy_chains
 from solver.solve import Stopwatch
 
@@ -46,4 +47,6 @@ def answer_from_nodes_read(request: SolveRequest, nodes_sent: int, deadline: flo
         f"only {read:,} of the {nodes_sent:,} nodes sent could be read in the time left "
         f"({max(0.0, deadline - time.perf_counter()):.2f} s after reading them)"
     )
-    return unsearched(apply_policy_chains(request), clock, deadline, why, nodes_sent=nodes_sent)
+    # The nodes read may never have been measured: the placer stops in time for their measures.
+    cold = MEASURES_COLD_S_PER_NODE * read * PACE.ratio()
+    return unsearched(apply_policy_chains(request), clock, deadline - cold, why, nodes_sent=nodes_sent)
