@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -508,7 +509,7 @@ class Extender:
         job = wire.body_job(body)
         plan = self._plan
         with self._lock:
-            ready = True if plan is None else plan.job_ready(job.uid)
+            ready = True if plan is None else plan.job_ready(job)
         return wire.job_ready_reply(ready)
 
     # allocateFunc/deallocateFunc always answer with an empty errorMessage: Volcano's extender plugin
@@ -590,6 +591,7 @@ class Extender:
             "calls": dict(s.verb_calls),
             "callMs": {k: round(v, 1) for k, v in s.verb_ms.items()},
             "declined": s.declined,
+            "pid": os.getpid(),  # the serving process (under --standby, not the standby's)
             "predicateFullReads": self._predicates.full_reads,  # since start: not in Go's form
             "prioritizeFullReads": self._prioritizes.full_reads,
         }
