@@ -18,7 +18,8 @@ func largeSettings(url, timeout string) extenderSettings {
 	return extenderSettings{url: url, httpTimeout: timeout, conf: largeConf, percentageNodesToFind: 100}
 }
 
-// The large configuration registers no predicate: the test would prove nothing if it did.
+// The large configuration registers no predicate (the test would prove nothing if it did) and vetoes
+// through jobReady, with ignorable false (a failed jobReady then answers "ready").
 func TestLargeConfHasNoPredicateVerb(t *testing.T) {
 	_, tiers, _ := shippedConf(t, largeConf)
 	for _, tier := range tiers {
@@ -31,6 +32,9 @@ func TestLargeConfHasNoPredicateVerb(t *testing.T) {
 			}
 			if v, _ := plugin.Arguments["extender.prioritizeVerb"].(string); v != "prioritize" {
 				t.Fatalf("%s must steer through extender.prioritizeVerb: prioritize, has %q", largeConf, v)
+			}
+			if v, _ := plugin.Arguments["extender.jobReadyVerb"].(string); v != "jobReady" {
+				t.Fatalf("%s must veto through extender.jobReadyVerb: jobReady, has %q", largeConf, v)
 			}
 			if ignorable, _ := plugin.Arguments["extender.ignorable"].(bool); ignorable {
 				t.Fatalf("%s: extender.ignorable must be false (a failed onSessionOpen registers nothing)", largeConf)
