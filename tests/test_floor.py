@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import solver.solve
 from solver.cli import render_table
 from solver.compile import compile_model
+from solver.domain import cancel as cancellation
 from solver.domain.cancel import Cancel, cancelling
 from solver.domain.model import Locality, ObjectiveTier, Policy, ReasonCode, Requirement
 from solver.domain.validate import validate
@@ -233,6 +234,12 @@ def test_the_placers_left_are_drawn_while_the_search_runs() -> None:
     everything.draw(time.perf_counter() + 60)
     assert everything.exhausted and everything.drawn > 1
 
+    named = drawing_of(req, passes=40)
+    named.draw(time.perf_counter(), least=3, latest=time.perf_counter() + 60)
+    assert named.drawn == 3  # past the deadline until three have run, before the latest time
+    named.draw(time.perf_counter(), least=8, latest=time.perf_counter())
+    assert named.drawn == 4  # one more, the latest time passed
+
     drawing = drawing_of(req, passes=40)
     drawing.draw(time.perf_counter())  # no time: the first placer only
     assert drawing.drawn == 1
@@ -271,3 +278,32 @@ def test_a_cancelled_call_stops_the_placers_drawn_meanwhile() -> None:
     with cancelling(token), drawing.meanwhile(time.perf_counter() + 60, spare_core=True):
         pass
     assert drawing.drawn == 1 and not drawing.exhausted
+
+
+def endless_pass(floor, done, order, counts) -> None:
+    """A placer that would take 20 s, checking the token between jobs as place_jobs does."""
+    for _ in cancellation.checked(range(2000)):
+        time.sleep(0.01)
+
+
+def test_the_placers_drawn_meanwhile_stop_mid_pass_when_the_searchs_time_is_over() -> None:
+    req = kit.request([kit.node("n0"), kit.node("n1")], [kit.job("a", 1), kit.job("b", 2), kit.job("c", 3)])
+    drawing = drawing_of(req)
+    drawing.draw(time.perf_counter())
+    started = time.perf_counter()
+    with (
+        patch("solver.search.floor.place_jobs", endless_pass),
+        drawing.meanwhile(time.perf_counter() + 0.3, spare_core=True),
+    ):
+        pass
+    assert 0.25 <= time.perf_counter() - started < 2  # waited for the time left, not for the pass
+    assert drawing.drawn == 1  # the pass cut short is dropped
+
+    started = time.perf_counter()
+    with (
+        patch("solver.search.floor.place_jobs", endless_pass),
+        pytest.raises(RuntimeError, match="search"),
+        drawing.meanwhile(time.perf_counter() + 60, spare_core=True),
+    ):
+        raise RuntimeError("the search failed")
+    assert time.perf_counter() - started < 2  # a failed search does not wait for the placers

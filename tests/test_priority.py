@@ -3,14 +3,22 @@ higher-priority job could have had, as a scheduler's queue behaves), WEIGHTED on
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+
 from hypothesis import HealthCheck, assume, given, settings
 from ortools.sat.python import cp_model
 
-from solver.compile import Compiled, Tier
+from solver.compile import Compiled, Tier, compile_model
 from solver.compile.objective import is_placed_work
-from solver.domain.model import ObjectiveTier, PriorityMode, ReasonCode, SolveStatus, TierValue
+from solver.domain.model import ObjectiveTier, Policy, PriorityMode, ReasonCode, SolveStatus, TierValue
 from solver.domain.validate import validate
+from solver.reduce.intranode import hosts_some_member
+from solver.reduce.normalise import normalise
+from solver.reduce.pools import pool
+from solver.reduce.rails import expand_rails
 from solver.search import tiers
+from solver.search.floor import portfolio
 from solver.search.tiers import TierOutcome
 from solver.service.wire import request_from_dict
 from solver.solve import solve
@@ -118,3 +126,58 @@ def test_a_block_not_proven_bounds_its_first_level_by_what_the_merged_bound_leav
     # Both proven when the bound leaves the second nothing more than it has.
     found = TierOutcome(found.value.model_copy(update={"bound": 8 * 2 + 3}), found.solution)
     assert all(o.value.optimal for o in tiers.block_outcomes(step, found))
+
+
+def test_levels_below_the_proven_ones_are_bounded_by_a_search_under_small_weights() -> None:
+    model = cp_model.CpModel()
+    a, b = model.new_int_var(0, 5, "a"), model.new_int_var(0, 7, "b")
+    model.add(a + b <= 6)  # six GPUs between the two levels
+    high = Tier.of(ObjectiveTier.PLACED_WORK, "placed_work.priority_1", [(1000, a)], 5000)
+    low = Tier.of(ObjectiveTier.PLACED_WORK, "placed_work.priority_0", [(1000, b)], 7000)
+    compiled = Compiled(model, {}, {}, {}, {}, {}, {}, None, None, (high, low))  # type: ignore[arg-type]
+    (step,) = tiers.steps(compiled)
+    plan = {"a": 5, "b": 1}
+
+    def level(tier: Tier, bound: int) -> tiers.TierOutcome:
+        value = float(tier.value_of(plan))
+        return tiers.outcome_of(tier, value, float(bound), 1.0, plan if tier is high else None)
+
+    # The first level proven, the second open (the block's bound left it all 7 GPUs): under
+    # weights 2 and 1 every plan has 2a + b <= 11, so b <= 11 - 2 x 5 = 1 once a keeps its 5.
+    parts = [level(high, 5000), level(low, 7000)]
+    first, second = tiers.bounded_by_weighted_sum(model, step, parts, Policy(), 5.0, 5.0)
+    assert first == parts[0]
+    assert (second.value.value, second.value.bound, second.value.optimal) == (1000, 1000, True)
+    # The first level open too: nothing is said below it, and it keeps the most it can take alone.
+    parts = [level(high, 5000 + 1000), level(low, 7000)]
+    first, second = tiers.bounded_by_weighted_sum(model, step, parts, Policy(), 5.0, 5.0)
+    assert (first.value.bound, first.value.optimal) == (5000, True)  # 2a <= 11: a <= 5, as found
+    assert (second.value.bound, second.value.optimal) == (1000, True)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kit.small_problems())
+def test_the_bounds_a_weighted_search_gives_never_fall_below_the_optimum(req) -> None:
+    """From any plan (the floor's, or nothing placed) with every level open, the bounds the weighted
+    search gives hold: a level's bound is at or above the optimum (brute force) wherever the plan
+    matches the optimum on every level above it, and a level called proven is the optimum there."""
+    assume(not validate(req))
+    pooled, pools = pool(req)
+    problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
+    compiled = compile_model(problem, req.policy)
+    block = next((step for step in tiers.steps(compiled) if step.merged is not None), None)
+    assume(block is not None)
+    best = kit.best_placed_work(req)
+    floor_plan = portfolio(problem, compiled, time.perf_counter() + 60)[0].plan
+    for plan in (floor_plan, dict.fromkeys(floor_plan, 0)):
+        parts = [
+            tiers.outcome_of(t, float(t.value_of(plan)), float(t.upper), 0.0, plan if i == 0 else None)
+            for i, t in enumerate(block.tiers)
+        ]
+        bounded = tiers.bounded_by_weighted_sum(compiled.model, block, parts, req.policy, 5.0, 5.0)
+        values = [o.value.value for o in bounded]
+        for k, outcome in enumerate(bounded):
+            if values[:k] != list(best[:k]):
+                break
+            assert outcome.value.bound >= best[k]
+            assert not outcome.value.optimal or outcome.value.value == best[k]

@@ -97,6 +97,20 @@ def cancelling(cancel: Cancel | None) -> Iterator[None]:
         _CURRENT.reset(token)
 
 
+@contextmanager
+def own_token() -> Iterator[Cancel]:
+    """A token for a part of the current solve that may have to stop on its own (a thread the
+    solve no longer waits for) as well as with the solve: tripped by itself, or when the current
+    token trips, for as long as the block runs. Run the part under :func:`cancelling` it."""
+    token = Cancel()
+    outer = _CURRENT.get()
+    if outer is None:
+        yield token
+        return
+    with outer.stop_with(lambda: token.trip(outer.reason or "cancelled")):
+        yield token
+
+
 def check() -> None:
     """Raise :class:`Cancelled` if the current solve's caller has gone; a no-op outside a service."""
     cancel = _CURRENT.get()

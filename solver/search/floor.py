@@ -16,7 +16,6 @@ time, and a truthful basis for reporting the tiers nobody had time to search.
 
 from __future__ import annotations
 
-import contextvars
 import heapq
 import random
 import threading
@@ -255,8 +254,9 @@ def place_jobs(floor: Floor, done: Pass, jobs: Sequence[int], counts: dict[int, 
     problem = floor.problem
     # A caller gone stops the pass between jobs (a pass is seconds at 16,384 nodes).
     for j in cancellation.checked(jobs):
+        needs = needs_of(floor, j, counts)
         for allowed in floor.scopes(j):
-            if allowed is not None and not may_fit(floor, done.state, allowed, j, counts):
+            if allowed is not None and not may_fit(floor, done.state, allowed, needs):
                 continue  # a try that cannot succeed: at 70 % busy most leaves lack room for a gang
             # Moves are journalled and undone when the job does not fit whole: copying the state of
             # every class for every try cost more than the whole search on a 1,000-node cluster.
@@ -282,26 +282,37 @@ def place_jobs(floor: Floor, done: Pass, jobs: Sequence[int], counts: dict[int, 
             undo(done.state, journal)
 
 
-def may_fit(floor: Floor, state: NodeStates, allowed: set[int], j: int, counts: dict[int, int]) -> bool:
-    """Whether every role of job ``j`` has, in some variant, room in ``allowed`` for the members it
-    wants, each role counted alone: false only when the job cannot fit there, so skipping the try
-    leaves the pass's plan as it was. A gang tried leaf by leaf used to place members in each leaf
-    until the leaf ran out, then take them back."""
+Need = tuple[tuple[tuple[int, int, int], ...], int]  # a role's variants (variant, host kind, shape), want
+
+
+def needs_of(floor: Floor, j: int, counts: dict[int, int]) -> tuple[Need, ...]:
+    """What :func:`may_fit` asks of a scope for job ``j``: per role, its variants and the members
+    it wants; worked out once per job and pass, as a gang asks it of hundreds of leaves."""
     problem = floor.problem
+    out = []
     for variants in floor.roles.get(j, ()):
         want = counts.get(problem.group_of(variants[0]), problem.roles[variants[0]].minimum)
-        if not any(has_room(floor, state, allowed, v, want) for v in variants):
-            return False
-    return True
+        out.append((tuple((v, floor.host_kind.get(v, -1), problem.roles[v].shape) for v in variants), want))
+    return tuple(out)
 
 
-def has_room(floor: Floor, state: NodeStates, allowed: set[int], r: int, want: int) -> bool:
-    """Whether the nodes of ``allowed`` could still take ``want`` members of role variant ``r``,
-    each class counted alone. A pass only ever adds members (a failed try's are taken back), so a
-    scope once short of room for ``want`` stays short for as many or more: remembered, as a gang
-    tries hundreds of leaves and most are short every time."""
-    shape = floor.problem.roles[r].shape
-    key = (id(allowed), floor.host_kind.get(r, -1), shape)
+def may_fit(floor: Floor, state: NodeStates, allowed: set[int], needs: Sequence[Need]) -> bool:
+    """Whether every role of a job has, in some variant, room in ``allowed`` for the members it
+    wants (``needs``, :func:`needs_of`), each role counted alone: false only when the job cannot fit
+    there, so skipping the try leaves the pass's plan as it was. A gang tried leaf by leaf used to
+    place members in each leaf until the leaf ran out, then take them back."""
+    return all(any(has_room(floor, state, allowed, v, want) for v in variants) for variants, want in needs)
+
+
+def has_room(
+    floor: Floor, state: NodeStates, allowed: set[int], variant: tuple[int, int, int], want: int
+) -> bool:
+    """Whether the nodes of ``allowed`` could still take ``want`` members of a role variant
+    (``(variant, host kind, shape)``), each class counted alone. A pass only ever adds members (a
+    failed try's are taken back), so a scope once short of room for ``want`` stays short for as
+    many or more: remembered, as a gang tries hundreds of leaves and most are short every time."""
+    r, kind, shape = variant
+    key = (id(allowed), kind, shape)
     short = state.short.get(key)
     if short is not None and want >= short:
         return False
@@ -683,8 +694,9 @@ class Portfolio:
         self.drawn = 0  # placers run so far
         self.exhausted = False  # every order has been tried
 
-    def draw(self, deadline: float, stop: threading.Event | None = None) -> None:
-        """Run placers until ``deadline``, ``stop`` or the last order; at least one in all."""
+    def draw(self, deadline: float, *, least: int = 1, latest: float | None = None) -> None:
+        """Run placers until ``deadline`` or the last order; at least one in all, and past the
+        deadline until ``least`` have run if that is before ``latest``."""
         problem, compiled = self.floor.problem, self.floor.compiled
         for name, order in self._orders:
             key = tuple(order)
@@ -702,7 +714,8 @@ class Portfolio:
                 self._best_rank = rank
                 plan = complete(problem, compiled, hint_of(compiled, done))
                 self._out.append(Candidate(name, plan, tuple(t.value_of(plan) for t in compiled.tiers)))
-            if time.perf_counter() >= deadline or (stop is not None and stop.is_set()):
+            now = time.perf_counter()
+            if now >= deadline and (self.drawn >= least or latest is None or now >= latest):
                 return
         self.exhausted = True
 
@@ -714,30 +727,34 @@ class Portfolio:
     def meanwhile(self, until: float, *, spare_core: bool) -> Iterator[None]:
         """Draw the placers left in a thread while the body runs (the search, which holds no
         interpreter lock and one core), until ``until``; on leaving, wait for them up to ``until``
-        so that the same request gets the same floor whatever the search's own speed. Nothing is
-        drawn without a ``spare_core``: on one core it would only slow the search."""
+        so that the same request gets the same floor whatever the search's own speed, then stop
+        the thread mid-pass (a pass cut short is dropped). Nothing is drawn without a
+        ``spare_core``: on one core it would only slow the search."""
         if self.exhausted or not spare_core or time.perf_counter() >= until:
             yield
             return
-        stop = threading.Event()
         failed: list[BaseException] = []
+        with cancellation.own_token() as token:  # tripped by the caller's token too
 
-        def run() -> None:
+            def run() -> None:
+                try:
+                    with cancellation.cancelling(token):
+                        self.draw(until)
+                except cancellation.Cancelled:
+                    pass  # stopped: the time is over, or the caller's own check says why
+                except BaseException as exc:  # re-raised in the caller's thread
+                    failed.append(exc)
+
+            thread = threading.Thread(target=run, daemon=True)
+            thread.start()
             try:
-                self.draw(until, stop)
-            except cancellation.Cancelled:
-                pass  # the caller's own check after the search says so
-            except BaseException as exc:  # re-raised in the caller's thread
-                failed.append(exc)
-
-        # The caller's context holds its cancel token (solver.domain.cancel): the thread checks it.
-        thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
+                yield
+            except BaseException:
+                token.trip("the search failed")
+                thread.join()
+                raise
             thread.join(max(0.0, until - time.perf_counter()))
-            stop.set()
+            token.trip("the search's time is over")
             thread.join()
         if failed:
             raise failed[0]
