@@ -35,8 +35,10 @@ import platform
 import random
 import re
 import shutil
+import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -56,7 +58,6 @@ from adapters.slurm.gres import (
 )
 from adapters.slurm.gresconf import gres_string
 from adapters.slurm.nodetypes import load_node_type
-from solver.service.server import serve
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("slurm", "typed", "hook")
@@ -191,6 +192,8 @@ class RunResult:
     answers: dict[str, int] = field(default_factory=dict)
     reasons: dict[str, int] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)
+    refinements: dict[str, int] = field(default_factory=dict)  # what became of the fast plans
+    replans: dict[str, int] = field(default_factory=dict)  # pending plans made again (Agent._replan)
     seconds: float = 0.0
 
 
@@ -202,11 +205,18 @@ class CountingAgent(Agent):
         self.last = answer
         self.counts = getattr(self, "counts", Counter())
         self.counts[answer["action"]] += 1
+        if answer.get("unpinned"):
+            self.counts["apply: node left to Slurm"] += 1
         if answer["action"] != "apply":
             reason = re.sub(r"\d+", "N", answer.get("message", ""))[:110]
             self.why = getattr(self, "why", Counter())
             self.why[reason] += 1
         return answer
+
+
+def _outcome_kind(outcome: str) -> str:
+    """A refinement's outcome without its job ids and node names (for counting)."""
+    return re.sub(r"gn[\[\]\d,\-]+|\d+", "N", outcome.split(" (")[0])[:80]
 
 
 def counting_agent(cluster: EmulatedCluster, port: int, **config: Any) -> CountingAgent:
@@ -223,6 +233,39 @@ def counting_agent(cluster: EmulatedCluster, port: int, **config: Any) -> Counti
     )
 
 
+class SolverProcess:
+    """``topoplace serve`` in a process of its own, as a site runs it next to the agent (in the bench's
+    own process, its Python work would share one interpreter lock with the agent's answers)."""
+
+    def __init__(self, log: Path | None = None) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "solver.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=log.open("ab") if log is not None else subprocess.DEVNULL,
+        )
+        import grpc
+
+        channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        try:
+            grpc.channel_ready_future(channel).result(timeout=60)
+        except grpc.FutureTimeoutError:
+            self.stop()
+            raise RuntimeError(f"topoplace serve did not listen on port {self.port} within 60 s") from None
+        finally:
+            channel.close()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = None) -> RunResult:
     started_at = time.monotonic()
     paths = _write_captures(workdir / "captures")
@@ -233,7 +276,7 @@ def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = N
         ),
     )
     cluster.write_files({"enabled": "no", "timeout": "2"})
-    server = serve("127.0.0.1", 0) if config == "hook" else None
+    server = SolverProcess(workdir / "solver.log") if config == "hook" else None
     os.environ["SLURM_CONF"] = str(cluster.conf)
     os.environ["PATH"] = cluster.env()["PATH"]
     result = RunResult(config=config, seed=seed, nodes=nodes)
@@ -280,6 +323,8 @@ def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = N
         if agent is not None:
             result.answers = dict(getattr(agent, "counts", {}))
             result.reasons = dict(getattr(agent, "why", {}))
+            result.refinements = dict(Counter(_outcome_kind(r["outcome"]) for r in agent.refinements))
+            result.replans = dict(Counter(_outcome_kind(r["outcome"]) for r in agent.replans))
     finally:
         if running:
             running.stop()
@@ -478,7 +523,12 @@ def _lua_job_line(submit: Submit) -> str:
 
 
 def hook_cost(
-    nodes: int, seed: int, workdir: Path, submits: int | None = None, client_kind: str = "python"
+    nodes: int,
+    seed: int,
+    workdir: Path,
+    submits: int | None = None,
+    client_kind: str = "python",
+    budget_ms: float | None = None,
 ) -> dict[str, Any]:
     """The hook's path without slurmctld: the stdlib client (``python3 -I -S place_client.py``, as
     job_submit.lua runs it) → the agent on a unix socket → the gRPC solver, for the bench's job stream
@@ -487,7 +537,9 @@ def hook_cost(
     cluster fills as it would. Per submit: the client's wall time and the agent's stages.
 
     ``client_kind`` "lua": job_submit.lua itself in one long-lived Lua 5.1 interpreter (as slurmctld
-    keeps it), talking to the agent's socket through luaposix; the time is slurm_job_submit's own."""
+    keeps it), talking to the agent's socket through luaposix; the time is slurm_job_submit's own.
+    ``budget_ms``: the agent's answer budget (0: wait for the solver, as before session 11; None:
+    the agent's default)."""
     paths = _write_captures(workdir / "captures")
     spec = ClusterSpec(
         nodes=nodes, nodes_per_leaf=8, leaves_per_spine=2, captures=tuple(paths), type_run=max(1, nodes // 64)
@@ -515,14 +567,16 @@ def hook_cost(
     squeue.write_text(f"#!/bin/sh\ncat {pending}\n")
     for script in (scontrol, squeue):
         script.chmod(0o755)
-    server = serve("127.0.0.1", 0)
-    agent = counting_agent(cluster, server.port, scontrol=str(scontrol), squeue=str(squeue))
+    server = SolverProcess(workdir / "solver.log")
+    budget = {} if budget_ms is None else {"answer_budget_s": budget_ms / 1000}
+    agent = counting_agent(cluster, server.port, scontrol=str(scontrol), squeue=str(squeue), **budget)
     running = serve_agent(agent, unix=workdir / "agent.sock")
     client = ROOT / "adapters" / "slurm" / "place_client.py"
     out: dict[str, Any] = {
         "nodes": nodes,
         "seed": seed,
         "client": client_kind,
+        "budget_ms": agent.config.answer_budget_s * 1000,
         "client_ms": [],
         "agent_ms": [],
         "stages": [],
@@ -587,6 +641,8 @@ def hook_cost(
         running.stop()
         server.stop()
     out["answers"] = dict(agent.counts)
+    out["fast"] = sum(1 for st in out["stages"] if "fast" in st)  # answered with the fast placer's plan
+    out["refinements"] = dict(Counter(_outcome_kind(r["outcome"]) for r in agent.refinements))
     return out
 
 
@@ -596,9 +652,9 @@ def render_cost(runs: list[dict[str, Any]]) -> str:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
     out = [
-        "| nodes | client | submits | hook ms median / p99 | agent ms median / p99 "
-        "| agent stages, median ms |",
-        "|---|---|---|---|---|---|",
+        "| nodes | client | budget ms | submits | hook ms median / p99 | agent ms median / p99 "
+        "| fast plans | agent stages, median ms |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         keys = sorted({k for st in r["stages"] for k in st})
@@ -606,10 +662,11 @@ def render_cost(runs: list[dict[str, Any]]) -> str:
             f"{k} {statistics.median([st.get(k, 0.0) for st in r['stages']]):.1f}" for k in keys
         )
         out.append(
-            f"| {r['nodes']} | {r.get('client', 'python')} | {len(r['client_ms'])} | "
+            f"| {r['nodes']} | {r.get('client', 'python')} | {r.get('budget_ms', 0):g} | "
+            f"{len(r['client_ms'])} | "
             f"{statistics.median(r['client_ms']):.0f} / "
             f"{pct(r['client_ms'], 0.99):.0f} | {statistics.median(r['agent_ms']):.0f} / "
-            f"{pct(r['agent_ms'], 0.99):.0f} | {stages} |"
+            f"{pct(r['agent_ms'], 0.99):.0f} | {r.get('fast', 0)} | {stages} |"
         )
     return "\n".join(out)
 
@@ -756,6 +813,13 @@ def main() -> int:
         choices=["python", "lua"],
         help="--hook-cost: python = place_client.py per submit; lua = job_submit.lua on the socket",
     )
+    parser.add_argument(
+        "--budget-ms",
+        type=float,
+        nargs="+",
+        default=[None],
+        help="--hook-cost: the agent's answer budget(s), side by side (0: wait for the solver)",
+    )
     parser.add_argument("--summarise", type=Path, nargs="+", help="only render these --json files")
     args = parser.parse_args()
     if args.summarise:
@@ -767,10 +831,11 @@ def main() -> int:
     if args.hook_cost:
         costs = []
         for nodes in args.nodes:
-            for seed, kind in ((seed, kind) for seed in args.seeds for kind in args.client):
+            runs = ((s, k, b) for s in args.seeds for k in args.client for b in args.budget_ms)
+            for seed, kind, budget in runs:
                 workdir = Path(tempfile.mkdtemp(prefix="slurm-hook-cost-"))
                 try:
-                    costs.append(hook_cost(nodes, seed, workdir, args.submits, kind))
+                    costs.append(hook_cost(nodes, seed, workdir, args.submits, kind, budget))
                 finally:
                     shutil.rmtree(workdir, ignore_errors=True)
                 print(json.dumps(costs[-1] | {"stages": None}), flush=True)

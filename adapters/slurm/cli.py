@@ -77,6 +77,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         help="seconds: a planned job Slurm expects to start later than this is released to Slurm's "
         "choice of nodes (0: never)",
     )
+    agent.add_argument(
+        "--answer-budget",
+        type=float,
+        default=30.0,
+        help="ms: a solve not done by then is answered with the fast placer's plan, which the solver's "
+        "replaces while the job waits (0: always wait for the solver, up to --time-limit)",
+    )
     agent.set_defaults(run=run_agent)
 
     place = commands.add_parser("place", help="job description JSON on stdin → hook instructions")
@@ -207,6 +214,7 @@ def run_agent(args: argparse.Namespace) -> int:
         time_limit_s=args.time_limit,
         alignment=Requirement[args.alignment.upper()],
         release_after_s=args.release_after,
+        answer_budget_s=max(0.0, args.answer_budget) / 1000,
     )
     try:
         running = serve_agent(

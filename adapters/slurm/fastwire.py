@@ -10,6 +10,8 @@ The answer and the errors are the same as :func:`solver.service.client.solve_rem
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import grpc
 from google.protobuf import json_format
 
@@ -89,15 +91,57 @@ def channel_for(target: str) -> grpc.Channel:
     return _channels[target][0]
 
 
+def _raised(exc: grpc.RpcError) -> Exception:
+    code: grpc.StatusCode = exc.code()  # type: ignore[attr-defined]
+    details: str = exc.details() or ""  # type: ignore[attr-defined]
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidRequest(problems_from_call(exc) or [Problem(path="request", message=details)])
+    return RemoteError(code, details)
+
+
 def solve_message(target: str, message: placement_pb2.SolveRequest, timeout_s: float) -> SolveResult:
     try:
         response = _stub(target).Solve(message, timeout=timeout_s)
     except grpc.RpcError as exc:
-        code: grpc.StatusCode = exc.code()  # type: ignore[attr-defined]
-        details: str = exc.details() or ""  # type: ignore[attr-defined]
-        if code == grpc.StatusCode.INVALID_ARGUMENT:
-            raise InvalidRequest(
-                problems_from_call(exc) or [Problem(path="request", message=details)]
-            ) from None
-        raise RemoteError(code, details) from None
+        raise _raised(exc) from None
     return wire.result_from_proto(response)
+
+
+class SolveCall:
+    """A solve call in flight (``Solve.future``): waited for with a timeout, cancelled when its answer
+    is no longer wanted (the service stops the search: ``solver.domain.cancel``), and decoded only
+    when read. The subset of ``concurrent.futures.Future`` the agent uses."""
+
+    def __init__(self, target: str, message: placement_pb2.SolveRequest, timeout_s: float) -> None:
+        self._call = _stub(target).Solve.future(message, timeout=timeout_s)
+        self._result: SolveResult | None = None
+
+    def done(self) -> bool:
+        return self._call.done()
+
+    def cancel(self) -> bool:
+        return self._call.cancel()
+
+    def result(self, timeout: float | None = None) -> SolveResult:
+        """The answer; ``concurrent.futures.TimeoutError`` if not there within ``timeout``."""
+        if self._result is None:
+            try:
+                response = self._call.result(timeout=timeout)
+            except grpc.FutureTimeoutError:
+                raise TimeoutError(f"no answer within {timeout} s") from None
+            except grpc.FutureCancelledError:
+                raise RemoteError(grpc.StatusCode.CANCELLED, "cancelled by the agent") from None
+            except grpc.RpcError as exc:
+                raise _raised(exc) from None
+            self._result = wire.result_from_proto(response)
+        return self._result
+
+    def exception(self) -> BaseException | None:
+        try:
+            self.result()
+        except Exception as err:
+            return err
+        return None
+
+    def add_done_callback(self, fn: Callable[[SolveCall], None]) -> None:
+        self._call.add_done_callback(lambda _call: fn(self))

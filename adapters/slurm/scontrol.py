@@ -7,6 +7,7 @@ one more Slurm release means touching one reader, not the builder.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -128,9 +129,17 @@ def _int_field(fields: dict[str, str], key: str, number: int, problems: Problems
         return default
 
 
+@functools.lru_cache(maxsize=8192)
+def _gres_items(text: str) -> tuple[GresItem, ...]:
+    """:func:`parse_gres_string`, remembered: the agent reads every node every 0.5 s, and nodes of
+    one type share their ``Gres=`` (and often their ``GresUsed=``) strings — parsing them afresh was
+    0.21 of a 0.28 s read of 1,024 nodes, all of it holding the agent's interpreter lock."""
+    return tuple(parse_gres_string(text))
+
+
 def _gres_field(fields: dict[str, str], key: str, number: int, problems: Problems) -> tuple[GresItem, ...]:
     try:
-        return tuple(parse_gres_string(fields.get(key, "")))
+        return _gres_items(fields.get(key, ""))
     except ValueError as err:
         problems.add(number, f"{key}: {err}")
         return ()

@@ -151,6 +151,7 @@ def agent(tmp_path: Path, fixtures: Path) -> Agent:
         topology=fixtures / "topology.conf",
         scontrol=scontrol,
         squeue=squeue,
+        answer_budget_s=0,  # the solver's own answers (the budget: test_fast_answer.py)
     )
     agent = Agent(config, solve_fn=lambda request, timeout: solve(request, deadline_s=timeout))
     agent.refresh()
@@ -521,6 +522,7 @@ def test_agent_does_not_pin_a_job_to_nodes_promised_to_earlier_jobs(tmp_path: Pa
             gres_conf=fixtures / "gres.conf",
             scontrol=scontrol,
             squeue=str(squeue),
+            answer_budget_s=0,
         ),
         solve_fn=lambda request, timeout: solve(request, deadline_s=timeout),
     )
@@ -594,3 +596,114 @@ def test_an_unexpected_error_is_an_error_answer_with_its_traceback_as_text(
     answer = agent.place({"tres_per_node": "gres:gpu:1"})
     assert answer["action"] == "error" and "ValueError: boom" in answer["message"], answer
     assert 'raise ValueError("boom")' in capsys.readouterr().out  # the traceback, as plain text
+
+
+@pytest.mark.needs_pipeline
+def test_a_one_node_job_is_not_pinned_while_an_earlier_job_waits_for_backfill(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    """Seen on the real Slurm (bench seed 1): a job pinned to a node the next backfill pass reserved
+    for an earlier job (submitted a second before, no reservation yet) waited, typed, while Slurm
+    alone started it elsewhere. While such a job exists, a one-node job keeps its switch types but
+    Slurm chooses the node; a gang stays pinned."""
+    from solver.solve import solve
+
+    scontrol, squeue = _fake_slurm(tmp_path, fixtures)
+    just_now = datetime.now().isoformat(timespec="seconds")
+    Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|N/A|(null)|'\n")
+    agent = Agent(
+        AgentConfig(
+            solver="unused",
+            topo_dir=fixtures / "topo",
+            gres_conf=fixtures / "gres.conf",
+            topology=fixtures / "topology.conf",
+            scontrol=scontrol,
+            squeue=squeue,
+            answer_budget_s=0,
+        ),
+        solve_fn=lambda request, timeout: solve(request, deadline_s=timeout),
+    )
+    agent.refresh()
+    one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2,gres:nic:2", "comment": "mine"})
+    assert one["action"] == "apply" and one.get("unpinned"), one
+    assert "req_nodes" not in one["set"]
+    assert one["set"]["tres_per_node"].startswith("gres:gpu:sw")  # GPU↔NIC alignment stays enforced
+    assert "node left to Slurm (job 7 waits for backfill's reservation" in one["message"]
+    assert one["set"]["comment"].startswith("mine topoplace/released id=")
+    assert parse_plan_comment(one["set"]["comment"]) is None  # holds nothing, compared with nothing
+    gang = agent.place({"min_nodes": 2, "max_nodes": 2, "tres_per_node": "gres:gpu:2"})
+    assert gang["action"] == "apply" and gang["set"]["req_nodes"] == "gpu[01-02]", gang
+    # Once Slurm has given job 7 a start (its reservation is made), plans pin again.
+    Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|{just_now}|gpu01|'\n")
+    agent.refresh()
+    again = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1"})
+    assert again["action"] == "apply" and not again.get("unpinned") and "req_nodes" in again["set"], again
+
+
+PLANNED = "topoplace/v1 id=p9 gpu03:gpu=0,1:nic=mlx5_2,mlx5_3"
+
+
+@pytest.mark.needs_pipeline
+@pytest.mark.parametrize(
+    ("tres", "replanned"),
+    [
+        ("gres:gpu:sw0:2,gres:nic:sw0:2", True),  # sw0 pairs are free on gpu01 (and gpu02)
+        ("gres:gpu:sw1:2,gres:nic:sw1:2", True),  # gpu02's sw1 GPUs are busy: gpu01 only
+        ("gres:gpu:2", False),  # not typed per switch (not planned by us): released as before
+    ],
+)
+def test_a_stale_plan_is_made_again_on_nodes_where_its_gres_types_are_free(
+    tmp_path: Path, fixtures: Path, tres: str, replanned: bool
+) -> None:
+    """A pending job planned on gpu03, which others filled while it waited, is planned again with
+    topoplace (not just released to Slurm's choice): on the nodes where the switch types it already
+    holds are free, as a pending job cannot be re-typed; the node list and the comment are updated."""
+    from solver.solve import solve
+
+    updates = tmp_path / "updates.txt"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = update ]; then echo "$@" >> {updates}; exit 0; fi\n'
+        'if [ "$3" = job ]; then echo "JobId=9 JobName=wrap Priority=1 TimeLimit=01:00:00 NumNodes=1 '
+        f'NumCPUs=1 TresPerNode={tres} Comment=x"; exit 0; fi\n'
+        f"cat {fixtures / 'scontrol-show-node-d.txt'}\n"
+    )
+    scontrol.chmod(0o755)
+    stamp = (datetime.now() - timedelta(minutes=1)).isoformat(timespec="seconds")
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f"#!/bin/sh\necho '9|{stamp}|Resources|N/A|(null)|mine {PLANNED}'\n")
+    squeue.chmod(0o755)
+    agent = Agent(
+        AgentConfig(
+            solver="unused",
+            topo_dir=fixtures / "topo",
+            gres_conf=fixtures / "gres.conf",
+            topology=fixtures / "topology.conf",
+            scontrol=str(scontrol),
+            squeue=str(squeue),
+            answer_budget_s=0,
+        ),
+        solve_fn=lambda request, timeout: solve(request, deadline_s=timeout),
+    )
+    agent.refresh()  # the first read: no node state yet to plan on, so job 9 is released or kept
+    updates.unlink(missing_ok=True)
+    agent._replans.clear()
+    agent.refresh()
+    (line,) = updates.read_text().splitlines()
+    (tried,) = agent.replans[-1:]
+    assert tried["why"] == "planned node gpu03 has 0 free GPUs, the plan needs 2"
+    if not replanned:
+        assert "not typed per switch" in tried["outcome"]
+        assert line == f"update JobId=9 ReqNodeList= Comment=mine {PLANNED.replace('/v1', '/released')}"
+        return
+    assert tried["outcome"].startswith("re-planned on gpu0"), tried
+    assert line.startswith("update JobId=9 ReqNodeList=gpu0") and " Comment=mine topoplace/v1 id=p9 " in line
+    plan = parse_plan_comment(line.split("Comment=", 1)[1])
+    assert plan is not None and list(plan.nodes) != ["gpu03"]
+    ((node, (gpus, _nics)),) = plan.nodes.items()
+    gtype = tres.split(":")[2]
+    assert set(gpus) == ({0, 1} if gtype == "sw0" else {2, 3})  # the devices of its own switch type
+    if gtype == "sw1":
+        assert node == "gpu01"  # gpu02's sw1 GPUs run another job
+    assert set(agent._issued["p9"].nodes) == {node}  # the new plan holds its devices at once

@@ -1,0 +1,173 @@
+"""The hook's plan when the solver has not answered within the agent's answer budget.
+
+slurmctld waits for ``job_submit.lua`` with its job write lock held, so the agent answers within a
+budget (``AgentConfig.answer_budget_s``); a solve still running then — at 1,024 nodes, gangs — is
+answered with this module's plan, and the solver's plan replaces it while the job waits
+(``Agent.refine``). The plan comes from one of the project's greedy placers, run over the same
+candidate nodes the solver was asked on (~50 for a gang at 1,024 nodes, a few ms), and is verified
+like every answer:
+
+* one node: :data:`FAST_PLACER` — the fullest node that admits the member (binpack), GPUs with a NIC
+  behind the same switch (Slurm's own GRES binding, as the solver's fallback). NVLink counts only
+  as "inside the most strongly linked group" (:func:`nvlink_aligned_pick`); link counts pair by pair
+  are the solver's.
+* a gang (members on distinct nodes — anti-affinity, which the greedy placers do not express): the
+  leaf with the fewest free GPUs on the nodes that can hold a member (locality first, then binpack),
+  one member at a time on the nodes not used yet; if no leaf holds the gang whole, the whole set.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from solver.answer.measures import cluster_metrics
+from solver.baselines import volcano
+from solver.baselines.topology import (
+    Free,
+    Greedy,
+    LocalityIndex,
+    Pick,
+    first_aligned_pick,
+    nic_count,
+    usable_gpus,
+)
+from solver.domain.model import (
+    JobResult,
+    MemberPlacement,
+    MemberShape,
+    Node,
+    Reason,
+    ReasonCode,
+    SolveRequest,
+    SolveResult,
+    SolveStatus,
+)
+
+
+def strong_groups(free: Free) -> list[frozenset[str]]:
+    """The node's GPUs joined by its strongest NVLinks (the most ``NV#``), as connected groups: on a
+    node whose two halves are joined by NV2 and each half by NV18, the two halves."""
+    groups = free.memo.get("strong_groups")
+    if groups is None:
+        links = free.node.nvlinks
+        strongest = max((link.links for link in links), default=0)
+        parent = {g.id: g.id for g in free.node.gpus}
+
+        def root(gpu: str) -> str:
+            while parent[gpu] != gpu:
+                gpu = parent[gpu]
+            return gpu
+
+        for link in links:
+            if link.links == strongest and link.gpu_a in parent and link.gpu_b in parent:
+                parent[root(link.gpu_a)] = root(link.gpu_b)
+        by_root: dict[str, set[str]] = {}
+        for gpu in parent:
+            by_root.setdefault(root(gpu), set()).add(gpu)
+        groups = free.memo["strong_groups"] = [frozenset(g) for g in by_root.values()]
+    return groups  # type: ignore[return-value]
+
+
+def nvlink_aligned_pick(free: Free, shape: MemberShape) -> Pick | None:
+    """:func:`first_aligned_pick` inside one group of strongly NVLinked GPUs when one has room (the
+    fullest such group first: binpack inside the node), else over the whole node: a 2- or 4-GPU
+    member then does not straddle a node's weakly linked halves, as the solver's NVLink rule would
+    not let it (the bench's "NVLink halves straddled" measure)."""
+    if shape.gpus < 2:
+        return first_aligned_pick(free, shape)
+    usable = usable_gpus(free, shape)
+    rooms = []
+    for group in strong_groups(free):
+        inside = [g for g in usable if g.id in group]
+        if len(inside) >= shape.gpus:
+            rooms.append((len(inside), inside))
+    for _, inside in sorted(rooms, key=lambda room: room[0]):
+        narrowed = free.copy()
+        narrowed.gpus = inside
+        pick = first_aligned_pick(narrowed, shape)
+        if pick is not None and (pick.aligned or not nic_count(shape)):
+            return pick
+    return first_aligned_pick(free, shape)
+
+
+FAST_PLACER = Greedy(
+    name="fast:aligned-binpack",
+    pick=nvlink_aligned_pick,
+    node_score=volcano.node_score,
+    domain_key=volcano.free_fraction,
+    domains_from_start=True,
+)
+
+
+# What the fast placer may cost: its answer is already late. At 1,024 nodes a gang no leaf held, placed
+# member by member over every candidate node with binpack's scoring, once took 177 ms; idle, a plan
+# takes 1-5 ms. 10 ms ran out 3-4 times a run on the loaded real-Slurm bench (64 nodes, session 11),
+# and each such job went to Slurm untyped (off-switch pairs): 20 ms.
+FAST_PLACER_S = 0.020
+
+
+def fast_place(request: SolveRequest, seconds: float = FAST_PLACER_S) -> SolveResult:
+    """The one job of ``request`` placed by the fast placer (see the module docstring) within
+    ``seconds``; a job not placed by then is unplaced (TIME_LIMIT)."""
+    deadline = time.perf_counter() + seconds
+    job = request.jobs[0]
+    role = job.roles[0]
+    if role.replicas == 1 or len(job.roles) != 1:
+        return FAST_PLACER.place(request, deadline)
+    member_job = job.model_copy(
+        update={"anti_affinity": (), "roles": (role.model_copy(update={"replicas": 1}),)}
+    )
+    one = request.model_copy(update={"jobs": (member_job,)})
+    nodes = [n for n in request.inventory.nodes if n.schedulable]
+    by_leaf: dict[str, list[Node]] = {}
+    for node in nodes:
+        by_leaf.setdefault(node.leaf, []).append(node)
+    whole = [members for leaf, members in by_leaf.items() if leaf and len(members) >= role.replicas]
+    whole.sort(key=lambda members: (sum(_free_gpus(n) for n in members), members[0].leaf))
+    for pool in [*whole, nodes]:
+        if time.perf_counter() >= deadline:
+            break
+        members = _one_by_one(one, pool, role.replicas, deadline)
+        if members is not None:
+            report = LocalityIndex(request.inventory).report(job, members)
+            jobs = (JobResult(job_id=job.id, placed=True, members=members, **report),)
+            return SolveResult(
+                request_id=request.request_id,
+                status=SolveStatus.FEASIBLE,
+                jobs=jobs,
+                metrics=cluster_metrics(request, jobs),
+            )
+    reason = Reason(
+        code=ReasonCode.NO_NODE_FITS,
+        message=f"the fast placer found no {role.replicas} distinct nodes for the gang "
+        f"within {seconds * 1000:.0f} ms",
+    )
+    unplaced = (JobResult(job_id=job.id, placed=False, reason=reason),)
+    return SolveResult(
+        request_id=request.request_id,
+        status=SolveStatus.FEASIBLE,
+        jobs=unplaced,
+        metrics=cluster_metrics(request, unplaced),
+    )
+
+
+def _one_by_one(
+    one: SolveRequest, pool: Sequence[Node], replicas: int, deadline: float
+) -> tuple[MemberPlacement, ...] | None:
+    members: list[MemberPlacement] = []
+    left = list(pool)
+    for index in range(replicas):
+        inventory = one.inventory.model_copy(update={"nodes": tuple(left)})
+        result = FAST_PLACER.place(one.model_copy(update={"inventory": inventory}), deadline)
+        placed = result.jobs[0]
+        if not placed.placed:
+            return None
+        member = placed.members[0]
+        members.append(member.model_copy(update={"index": index}))
+        left = [n for n in left if n.name != member.node]
+    return tuple(members)
+
+
+def _free_gpus(node: Node) -> int:
+    return len(node.gpus) - len({g for a in node.allocations for g in a.gpus})
