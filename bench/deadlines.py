@@ -15,6 +15,9 @@ Runs against whichever ``solver`` is first on the path, so the same file measure
 by side: ``PYTHONPATH=/other/tree:/other/tree/proto python bench/deadlines.py``.
 
     python -m bench.deadlines --sizes 1024x200:0.5,1,2 --sizes 16384x500:5,15
+    python -m bench.deadlines --against /path/to/main --sizes 1024x200:0.5,2,5,15   # side by side
+
+Cold: every deadline gets its own copy of the request with node names no server has seen.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import subprocess
 import sys
 import time
@@ -117,16 +121,15 @@ def markdown(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--sizes", action="append", default=[], metavar="NODESxJOBS:D1,D2", help="a size and its deadlines"
-    )
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
-    sizes = args.sizes or ["1024x200:0.5,1,2"]
+def unseen(req: SolveRequest, tag: str) -> SolveRequest:
+    """``req`` with node names no server has seen (new wire bytes, new node objects): a cold call."""
+    nodes = tuple(n.model_copy(update={"name": f"{tag}-{n.name}"}) for n in req.inventory.nodes)
+    return req.model_copy(update={"inventory": req.inventory.model_copy(update={"nodes": nodes})})
+
+
+def one_side(sizes: list[str], with_in_process: bool) -> list[dict[str, object]]:
+    """Every size and deadline against a real server of the tree on the path: cold (nodes never
+    seen, one fresh copy per deadline), then warm (after a call with time to spare)."""
     proc, port = start_server()
     rows: list[dict[str, object]] = []
     try:
@@ -135,26 +138,75 @@ def main() -> None:
             nodes, jobs = (int(x) for x in shape.split("x"))
             req = sized(nodes, jobs)
             limits = [float(d) for d in deadlines.split(",")]
-            # The server's first sight of these nodes, under the shortest deadline; then one call
-            # with time to spare, so that every cache of the server holds them (a call stopped in
-            # its conversion or validation leaves them half filled), and the same in this process.
-            first = [over_grpc(port, req, limits[0], "cold")]
+            got = [over_grpc(port, unseen(req, f"c{i}"), d, "cold") for i, d in enumerate(limits)]
+            # One call with time to spare fills every cache of the server (a call stopped in its
+            # conversion or validation leaves them half filled).
             over_grpc(port, req, 120.0, "warm-up")
-            in_process(req, 120.0)
-            warm = [
-                r
-                for deadline in limits
-                for r in (over_grpc(port, req, deadline, "warm"), in_process(req, deadline))
-            ]
-            for row in first + warm:
+            got += [over_grpc(port, req, d, "warm") for d in limits]
+            if with_in_process:
+                in_process(req, 120.0)
+                got += [in_process(req, d) for d in limits]
+            for row in got:
                 rows.append({"size": f"{nodes:,} x {jobs}", **row})
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
-    print(f"commit {commit()} · {machine()} · solver from {ROOT}")
+    return rows
+
+
+def cell(r: dict[str, object] | None) -> str:
+    if r is None:
+        return "–"
+    if not r["in_time"]:
+        return f"**late {r['wall_s']}** ({r.get('client', 'late')}, server `{r.get('server_event')}`)"
+    return f"{r['wall_s']} · `{r['plan_source'] or '–'}` · {r['placed']}"
+
+
+def side_by_side(ours: list[dict[str, object]], theirs: list[dict[str, object]]) -> str:
+    key = lambda r: (r["size"], r["where"], r["deadline_s"])  # noqa: E731
+    other = {key(r): r for r in theirs}
+    lines = [
+        "| size | deadline s | call | other tree: wall s · plan · jobs | this tree: wall s · plan · jobs |",
+        "|---|---:|---|---|---|",
+    ]
+    for r in ours:
+        lines.append(
+            f"| {r['size']} | {r['deadline_s']} | {r['where']} | {cell(other.get(key(r)))} | {cell(r)} |"
+        )
+    in_time = sum(bool(r["in_time"]) for r in ours), sum(bool(r["in_time"]) for r in theirs)
+    lines.append(f"\nin time: this tree {in_time[0]}/{len(ours)}, other tree {in_time[1]}/{len(theirs)}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", action="append", default=[], metavar="NODESxJOBS:D1,D2", help="a size and its deadlines"
+    )
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--in-process", action="store_true", help="also solve in this process, warm")
+    parser.add_argument(
+        "--against", type=Path, help="another tree (e.g. main's worktree), run first by this same file"
+    )
+    args = parser.parse_args()
+    sizes = args.sizes or ["1024x200:0.5,1,2"]
+    theirs: list[dict[str, object]] = []
+    if args.against:
+        other = args.against.resolve()
+        out = Path(f"/tmp/deadlines-{os.getpid()}.json")
+        env = {**os.environ, "PYTHONPATH": f"{other}{os.pathsep}{other / 'proto'}"}
+        command = [sys.executable, str(Path(__file__).resolve()), "--json", str(out)]
+        command += [f"--sizes={s}" for s in sizes] + (["--in-process"] if args.in_process else [])
+        subprocess.run(command, cwd=other, env=env, check=True)
+        theirs = json.loads(out.read_text())
+        out.unlink()
+    rows = one_side(sizes, args.in_process)
+    print(f"commit {commit()} · {machine()} · solver from {ROOT} · load average {os.getloadavg()}")
     print(f"command: python -m bench.deadlines {' '.join(sys.argv[1:])}")
-    print(markdown(rows))
+    print(side_by_side(rows, theirs) if args.against else markdown(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
 

@@ -16,7 +16,17 @@ file, Volcano's default 1 s `httpTimeout`), and this process plays Volcano's ext
 * **predicate**: ``--calls`` calls (pending GPU task × node, full ``TaskInfo`` and ``NodeInfo``
   bodies, drawn at random) from 16 threads, each with its own kept-alive connection (Volcano's
   allocate action runs 16 predicate workers); latency per call and calls per second;
-* **allocateFunc**: every planned task on its planned node, one connection.
+* **allocateFunc**: every planned task on its planned node, one connection;
+* **prioritize** (``volcano-scheduler-large.conf``): one call per pending GPU task with every node's
+  whole ``NodeInfo`` in Go's compact form (Volcano v1.10's batch node-order call with
+  ``--percentage-nodes-to-find=100``), one after another on one connection as the allocate action
+  asks; the round trip, topoplace's own server time (``/status`` ``callMs``), and how many answers
+  scored a planned node; **jobReady** (the large configuration's veto): once per job.
+
+topoplace's own share of a large-configuration session is then ``changed open + prioritize calls ×
+their server time + jobReady calls + close``; the rest of a session (Volcano's predicates and
+scoring, and the Go side writing each 1,024-node prioritize body) is Volcano's, measured with its
+own scheduler by ``tests/volcano/gosched`` (``TestSessionLatency``).
 
 The cluster is ``fixtures.volcano.build``'s DGX A100 nodes (8 GPUs, 10 NICs, topology and HAMi
 register annotations) in leaves of 8 under spines of 5 leaves, a third of them running a pod that
@@ -237,6 +247,50 @@ def predicate_calls(server: Server, bodies: list[bytes], fresh: bool) -> tuple[l
     return times, time.perf_counter() - started
 
 
+def prioritize_calls(
+    server: Server, conn: http.client.HTTPConnection, body: dict[str, Any], pending: list[tuple[str, Any]]
+) -> dict[str, Any]:
+    """The large configuration's calls in a session with a plan: prioritize per pending GPU task
+    (every node, Go's compact form), then jobReady per job. Round trips and topoplace's server time."""
+    compact = (",", ":")
+    nodes_json = json.dumps(list(body["Nodes"].values()), separators=compact).encode()
+    gpu_tasks = [t for _, t in pending if t["Resreq"]["ScalarResources"]]
+    before = server.get("/status")
+    times, steered = [], 0
+    for task in gpu_tasks:
+        data = b'{"task":' + json.dumps(task, separators=compact).encode() + b',"nodes":' + nodes_json + b"}"
+        started = time.perf_counter()
+        conn.request("POST", "/prioritize", data, {"Content-Type": "application/json"})
+        reply = conn.getresponse()
+        scores = json.loads(reply.read())["nodeScore"]
+        times.append(time.perf_counter() - started)
+        if reply.status != 200:
+            raise RuntimeError(f"prioritize answered {reply.status}")
+        steered += any(v > 0 for v in scores.values())
+    ready_times = [
+        post(conn, "jobReady", json.dumps({"job": job}, separators=compact).encode())
+        for job in body["Jobs"].values()
+    ]
+    after = server.get("/status")
+
+    def server_ms(verb: str) -> float:
+        return after["callMs"].get(verb, 0.0) - before["callMs"].get(verb, 0.0)
+
+    return {
+        "prioritize_calls": len(times),
+        "prioritize_body_mib": (len(nodes_json) + 2000) / 2**20,
+        "prioritize_median_ms": ms(times),
+        "prioritize_p99_ms": ms(times, 0.99),
+        "prioritize_total_s": sum(times),
+        "prioritize_server_s": server_ms("prioritize") / 1000,
+        "prioritize_steered": steered,
+        "prioritize_full_reads": after.get("prioritizeFullReads", 0),
+        "jobready_calls": len(ready_times),
+        "jobready_median_ms": ms(ready_times),
+        "jobready_server_s": server_ms("jobReady") / 1000,
+    }
+
+
 def ms(values: list[float], q: float = 0.5) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
@@ -274,6 +328,7 @@ def measure(nodes: int, calls: int, seed: int, root: Path = ROOT) -> dict[str, A
             for _ in range(calls):
                 _, task = rng.choice(pending)
                 bodies.append(json.dumps({"task": task, "node": rng.choice(node_infos)}).encode())
+            prio = prioritize_calls(server, conn, body, pending)
             pred_times, pred_wall = predicate_calls(server, bodies, fresh=False)
             fresh_times, fresh_wall = predicate_calls(server, bodies[: calls // 2], fresh=True)
             # allocateFunc: each task on a node its plan admits (asked through predicate, one
@@ -338,6 +393,7 @@ def measure(nodes: int, calls: int, seed: int, root: Path = ROOT) -> dict[str, A
         "fresh_median_ms": ms(fresh_times),
         "fresh_p99_ms": ms(fresh_times, 0.99),
         "fresh_per_s": len(fresh_times) / fresh_wall,
+        **prio,
         "allocate_calls": len(alloc_times),
         "allocate_median_ms": ms(alloc_times) if alloc_times else 0.0,
         "allocate_p99_ms": ms(alloc_times, 0.99) if alloc_times else 0.0,
@@ -386,8 +442,10 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| server | nodes | pending GPU pods (jobs) | body | cold open | cold: plan ready | changed open "
         "| changed: plan ready | predicate median / p99 | predicate calls/s (16 conns) "
-        "| new connection each call: median / p99, calls/s | allocateFunc median / p99 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| new connection each call: median / p99, calls/s | allocateFunc median / p99 "
+        "| prioritize (every node): body, median / p99, topoplace's server time for all, steered "
+        "| jobReady: calls, median, server time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -397,7 +455,13 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {r['changed_ready_s']:.2f} s (session {r['changed_sessions']}) "
             f"| {r['predicate_median_ms']:.2f} / {r['predicate_p99_ms']:.1f} ms | {r['predicate_per_s']:.0f} "
             f"| {r['fresh_median_ms']:.2f} / {r['fresh_p99_ms']:.1f} ms, {r['fresh_per_s']:.0f} "
-            f"| {r['allocate_median_ms']:.2f} / {r['allocate_p99_ms']:.1f} ms ({r['allocate_calls']}) |"
+            f"| {r['allocate_median_ms']:.2f} / {r['allocate_p99_ms']:.1f} ms ({r['allocate_calls']}) "
+            f"| {r['prioritize_body_mib']:.1f} MiB, "
+            f"{r['prioritize_median_ms']:.1f} / {r['prioritize_p99_ms']:.1f} ms, "
+            f"{r['prioritize_server_s']:.2f} s for {r['prioritize_calls']}, "
+            f"{r['prioritize_steered']}/{r['prioritize_calls']} "
+            f"| {r['jobready_calls']}, {r['jobready_median_ms']:.2f} ms, "
+            f"{r['jobready_server_s'] * 1000:.0f} ms |"
         )
     return "\n".join(lines)
 

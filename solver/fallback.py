@@ -24,14 +24,17 @@ The answer is verified like every other, and says what it is:
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 from solver.answer.verify import verify
 from solver.baselines import volcano
 from solver.baselines.topology import Greedy, first_aligned_pick
-from solver.compile.cost import Estimate
+from solver.compile.cost import NORMALISE_S_PER_NODE, PACE, SMALL_BUILD_S, VALIDATE_S_PER_NODE, Estimate
 from solver.compile.objective import member_work, priority_levels, priority_weight
+from solver.domain import cancel as cancellation
+from solver.domain.cancel import Cancel, Cancelled
 from solver.domain.errors import VerificationFailed
 from solver.domain.model import (
     JobResult,
@@ -59,12 +62,117 @@ class Clock(Protocol):
 # at 4,096 nodes (the development machine of solver.compile.cost, idle, caches warm).
 PLACER_SETUP_S_PER_NODE = 2e-5
 # What this answer needs after the placer's deadline: the job in hand when it passes (the placer
-# looks at the clock per member and per domain, but a job's domains are summed over every node),
-# the placer's measures, the tiers and the verifier: 0.03 s at 1,024 nodes; at 16,384 the verifier
-# alone took 0.1-0.18 s and the whole 0.35 s (same machine). Not solver.compile.cost's answer
-# estimate: there is no decode, explain or model here, and at 16,384 nodes that estimate (1.3 s)
-# left a 5 s call's greedy a quarter of its time unused; 1.2e-5 s a node (0.2 s) answered 0.1 s late.
-ANSWER_S, ANSWER_S_PER_NODE = 0.05, 4e-5
+# looks at the clock per member and per domain), the placer's measures, the tiers and the verifier.
+# Per node and per job: at 16,384 nodes x 500 jobs the verifier alone took 0.1-0.18 s and the whole
+# 0.35 s (idle); at 1,024 x 200 the verifier alone 0.03-0.06 s (load 20), its walk per job showing.
+# Not solver.compile.cost's answer estimate: there is no decode, explain or model here, and at
+# 16,384 nodes that estimate (1.3 s) left a 5 s call's greedy a quarter of its time unused.
+ANSWER_S, ANSWER_S_PER_NODE, ANSWER_S_PER_JOB = 0.05, 1.5e-5, 2e-4
+# The cluster measures of a node never measured before (their per-node memos empty: solver.answer.
+# measures), which the placer takes after its deadline: 3.7 s for 16,384 cold nodes under a profiler
+# (load 7), a cold 1,024-node call 57 ms late without it (session 11).
+MEASURES_COLD_S_PER_NODE = 1.5e-4
+# The verifier's share of that, the part of this answer timed against its prediction for the
+# process's pace (solver.compile.cost.PACE): 0.1-0.18 s at 16,384 nodes idle.
+VERIFY_S_PER_NODE = 8e-6
+
+# Of the time left when a stage that may be cut short starts (reading nodes, normalising them), the
+# share kept for the greedy's placing, on top of what its indexes and answer need per node: at
+# 1,024 nodes x 200 jobs the placer takes 0.13-0.38 s for its 132 jobs (load 1-19).
+PLACING_SHARE = 0.3
+
+
+def answer_s(nodes: int, jobs: int, pace: float | None = None) -> float:
+    """What this answer needs after its placer stops, on ``nodes`` nodes and ``jobs`` jobs, at
+    ``pace`` (:data:`PACE`'s unless given)."""
+    pace = PACE.ratio() if pace is None else pace
+    return (ANSWER_S + ANSWER_S_PER_NODE * nodes + ANSWER_S_PER_JOB * jobs) * pace
+
+
+def needs_s(nodes: int, jobs: int, left_s: float, pace: float | None = None) -> float:
+    """What :func:`unsearched` needs, at ``pace`` (:data:`PACE`'s unless given), to place and answer
+    on ``nodes`` nodes and ``jobs`` jobs when ``left_s`` are left: its indexes, its answer, and
+    :data:`PLACING_SHARE` of the time left for the placing itself."""
+    pace = PACE.ratio() if pace is None else pace
+    setup = PLACER_SETUP_S_PER_NODE * pace * nodes
+    return setup + answer_s(nodes, jobs, pace) + PLACING_SHARE * max(0.0, left_s)
+
+
+def normalise_until(nodes: int, jobs: int, deadline: float) -> float:
+    """When normalising ``nodes`` nodes must stop for the greedy to answer by ``deadline`` (both
+    ``time.perf_counter()``); never for an inventory whose normalising, even cold, is predicted
+    under ``SMALL_BUILD_S`` (a small model is built whatever the clock says: solver.compile.cost)."""
+    if NORMALISE_S_PER_NODE * nodes * PACE.ratio() <= SMALL_BUILD_S:
+        return float("inf")
+    return deadline - needs_s(nodes, jobs, deadline - time.perf_counter())
+
+
+def after_reading_s_per_node(pace: float | None = None) -> tuple[float, float]:
+    """What each node read costs after its conversion, (per node, per node converted afresh): the
+    greedy's indexes and answer, and validating and measuring a node never seen
+    (``solver.service.wire.Reading``);
+    the rest of the answer is :func:`answer_s` of no nodes."""
+    pace = PACE.ratio() if pace is None else pace
+    per_miss = VALIDATE_S_PER_NODE + MEASURES_COLD_S_PER_NODE
+    return (PLACER_SETUP_S_PER_NODE + ANSWER_S_PER_NODE) * pace, per_miss * pace
+
+
+NORMALISE_LATE = (
+    "normalising the inventory's nodes (first seen by this process) could not end in time for the model"
+)
+
+
+class OutOfBudget(Exception):
+    """A stage run :func:`bounded` did not end before its time; ``why`` says so, for the answer."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+        super().__init__(why)
+
+
+class Budget(Cancel):
+    """The caller's token and a clock in one: reads as tripped when the caller's token is, or once
+    ``time.perf_counter()`` passes ``until``. Every stage loop already asks its token per item
+    (``solver.domain.cancel.checked``), so a stage run under a budget stops within one item of its
+    time without a timer thread. Only :attr:`reason` is read through: a search's stop registered on
+    this token (``stopping``) is not called at ``until``, so a budget is for stages before the search."""
+
+    def __init__(self, caller: Cancel | None, until: float, why: str) -> None:
+        super().__init__()
+        self._caller, self._until, self._why = caller, until, why
+
+    @property  # type: ignore[override]
+    def reason(self) -> str | None:
+        if self._own is not None:
+            return self._own
+        if self._caller is not None and self._caller.reason is not None:
+            return self._caller.reason
+        return self._why if time.perf_counter() >= self._until else None
+
+    @reason.setter
+    def reason(self, value: str | None) -> None:
+        self._own = value
+
+    @property
+    def expired(self) -> bool:
+        """The budget's own time passed (not the caller's cancel)."""
+        caller_gone = self._caller is not None and self._caller.reason is not None
+        return not caller_gone and self._own is None and time.perf_counter() >= self._until
+
+
+@contextmanager
+def bounded(until: float, why: str) -> Iterator[None]:
+    """Run the block under a :class:`Budget` ending at ``until``: :class:`OutOfBudget` when it is the
+    budget that stopped it, :class:`Cancelled` as ever when the caller went away."""
+    budget = Budget(cancellation.current(), until, why)
+    try:
+        with cancellation.cancelling(budget):
+            yield
+    except Cancelled:
+        if budget.expired:
+            raise OutOfBudget(why) from None
+        raise
+
 
 FIRST_FIT = Greedy(
     name="first-fit",
@@ -80,19 +188,26 @@ def unsearched(
     request: SolveRequest,
     clock: Clock,
     deadline: float,
-    estimate: Estimate,
+    estimate: Estimate | str,
     model_size: ModelSize | None = None,
+    nodes_sent: int | None = None,
 ) -> SolveResult:
     """``request`` (validated, policy chains applied) placed by :data:`FIRST_FIT` before
     ``deadline`` (``time.perf_counter()``) less the time its answer needs, verified, timed on
-    ``clock``; see the module docstring."""
-    why = estimate.why(deadline - time.perf_counter())
+    ``clock``; see the module docstring. ``estimate``: why no model was built (the estimate, or a
+    sentence). ``nodes_sent``: the caller sent more nodes than ``request`` holds, and only these
+    were read in time (``solver.service.partial``): the plan uses the first nodes only, and its
+    ``plan_source`` says how many of how many."""
+    why = estimate if isinstance(estimate, str) else estimate.why(deadline - time.perf_counter())
     with clock.stage("fallback"):
         nodes = len(request.inventory.nodes)
-        ends = deadline - max(ANSWER_S, ANSWER_S_PER_NODE * nodes)
+        ends = deadline - answer_s(nodes, len(request.jobs))
         if ends - time.perf_counter() < PLACER_SETUP_S_PER_NODE * nodes:
             ends = 0.0  # no time even for the placer's indexes: it hands back every job untried
         greedy = FIRST_FIT.place(request, ends)
+        source = f"unsearched:{FIRST_FIT.name}"
+        if nodes_sent is not None and nodes_sent > nodes:
+            source += f":read-{nodes}-of-{nodes_sent}-nodes"
         jobs = tuple(job if job.placed else _unplaced(job, why) for job in greedy.jobs)
         objectives = tiers(request, jobs)
         reported = {ObjectiveTier.PLACED_WORK}
@@ -106,10 +221,12 @@ def unsearched(
             else max((v.gap for v in objectives), default=0.0),
             model_size=model_size or ModelSize(),
             metrics=greedy.metrics,
-            plan_source=f"unsearched:{FIRST_FIT.name}",
+            plan_source=source,
         )
     with clock.stage("verify"):
+        verify_started = time.perf_counter()
         violations = verify(request, result)
+        PACE.observe(VERIFY_S_PER_NODE * nodes, time.perf_counter() - verify_started)
     if violations:
         raise VerificationFailed(violations)
     return result.model_copy(update={"timings": tuple(clock.stages)})

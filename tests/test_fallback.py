@@ -5,6 +5,7 @@ every reported tier bounded by its largest value and every unplaced job saying w
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from bench import quality
 from solver.answer.verify import verify
 from solver.cli import render_table
-from solver.compile.cost import Estimate, estimate
+from solver.compile.cost import PACE, Estimate, estimate
 from solver.compile.objective import is_placed_work
 from solver.domain.model import ObjectiveTier, ReasonCode, SolveRequest, SolveStatus
 from solver.domain.validate import validate
@@ -30,6 +31,14 @@ LIMIT_S = 0.5
 # Building this model alone is predicted at 1.7 s (measured 1.5 s idle), so even the tolerance
 # could not hold a built answer.
 TOLERANCE_S = 0.5
+
+
+@pytest.fixture(autouse=True)
+def fresh_pace() -> Iterator[None]:
+    """The pace is the process's (solver.compile.cost.PACE): no test leaves its measures to the next."""
+    PACE.forget()
+    yield
+    PACE.forget()
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +62,17 @@ def test_a_limit_too_short_for_the_model_gets_a_verified_greedy_answer_inside_it
     assert result.plan_source == "unsearched:first-fit"
     stages = [t.stage for t in result.timings]
     assert "fallback" in stages and "verify" in stages and "compile" not in stages
-    assert result.model_size.variables == 0 and result.model_size.node_classes > 0
+    # No model; normalise itself is cut short when the greedy's answer needs the time (here it does:
+    # 4,096 nodes and 500 jobs in 0.5 s), so node classes are reported only when it ended.
+    assert result.model_size.variables == 0
     # No tier claims a proof it does not have: each is bounded by the most it could take.
     levels = [v for v in result.objectives if is_placed_work(v.name)]
     assert [v.name for v in levels] == [f"placed_work.priority_{p}" for p in (3, 2, 1, 0)]
     for v in levels:
         p = int(v.name.rpartition("_")[2])
         most = sum(1000 * r.member.gpus * r.replicas for j in big.jobs if j.priority == p for r in j.roles)
-        assert v.bound == most and v.value < v.bound and not v.optimal
+        # Optimal only where the greedy placed all of the level's work (it may: it is fast now).
+        assert v.bound == most and v.value <= v.bound and v.optimal == (v.value == v.bound)
     jobs_tier = result.objectives[-1]
     assert (jobs_tier.name, jobs_tier.bound) == ("placed_work.jobs", 500)
     assert jobs_tier.value == sum(job.placed for job in result.jobs)

@@ -120,6 +120,14 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--dry-run", action="store_true", help="log patches instead of writing them")
     serve.add_argument(
+        "--standby",
+        action="store_true",
+        help="bind the port in a small standby process that runs the server and, while the server is "
+        "down or restarting, answers every verb neutrally (Volcano schedules alone; no crash of Volcano "
+        "v1.10's allocate action on a failed prioritize)",
+    )
+    serve.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)  # from --standby
+    serve.add_argument(
         "--verb",
         action="append",
         default=[],
@@ -210,6 +218,14 @@ def _shuffles(text: str) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    if args.standby:
+        from adapters.volcano import standby
+        from solver.service.logging import configure_logging
+
+        configure_logging()
+        aliases = dict(v.split("=", 1) for v in args.verb if "=" in v)
+        child_argv = [a for a in sys.argv[1:] if a != "--standby"]
+        return standby.run(child_argv, args.host, args.port, aliases)
     from adapters.volcano.extender import Config, Extender, local_solve, remote_solve
     from adapters.volcano.hypernodes import HyperNodeFiles
     from adapters.volcano.patcher import KubernetesPatcher, NamespacePolicy, PodPatcher, RecordingPatcher
@@ -255,7 +271,11 @@ def run_serve(args: argparse.Namespace) -> int:
         read_timeout_s=args.read_timeout,
         max_connections=args.max_connections,
     )
-    running = serve(extender, args.host, args.port, aliases, limits)
+    running = serve(extender, args.host, args.port, aliases, limits, listen_fd=args.listen_fd)
+    if args.listen_fd is not None:
+        from adapters.volcano.standby import signal_ready
+
+        signal_ready()
     print(f"topoplace volcano extender on {running.url}", file=sys.stderr, flush=True)
     stop = threading.Event()
 

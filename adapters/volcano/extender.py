@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -458,8 +459,16 @@ class Extender:
         with self._lock:
             self._overhead_s = max(0.0, sum(t.ms for t in result.timings) / 1000 - search)
             self._solves += 1
-            if result.status != SolveStatus.UNKNOWN:
+            # An unsearched plan (no time was left to build the model: a greedy placer's answer,
+            # which may place nothing) is not kept for reuse: an unchanged cluster would be served
+            # it every session and never solved again (bench.volcano_cost at 256 nodes and a 1 s
+            # httpTimeout: no job placed in 60 sessions). The next session solves it anew, in the
+            # background with a whole session's search when the overhead says so.
+            unsearched = result.plan_source.startswith("unsearched:")
+            if result.status != SolveStatus.UNKNOWN and not unsearched:
                 self._cache = (key, result)
+            elif unsearched:
+                _log.info("an unsearched plan is not reused", source=result.plan_source)
 
     # ------------------------------------------------------------------ per-task verbs (never solve)
 
@@ -508,7 +517,7 @@ class Extender:
         job = wire.body_job(body)
         plan = self._plan
         with self._lock:
-            ready = True if plan is None else plan.job_ready(job.uid)
+            ready = True if plan is None else plan.job_ready(job)
         return wire.job_ready_reply(ready)
 
     # allocateFunc/deallocateFunc always answer with an empty errorMessage: Volcano's extender plugin
@@ -590,6 +599,7 @@ class Extender:
             "calls": dict(s.verb_calls),
             "callMs": {k: round(v, 1) for k, v in s.verb_ms.items()},
             "declined": s.declined,
+            "pid": os.getpid(),  # the serving process (under --standby, not the standby's)
             "predicateFullReads": self._predicates.full_reads,  # since start: not in Go's form
             "prioritizeFullReads": self._prioritizes.full_reads,
         }

@@ -25,6 +25,8 @@ from adapters.volcano.wire import (
     CODE_SUCCESS,
     CODE_UNRESOLVABLE,
     CODE_UNSCHEDULABLE,
+    HOLDING,
+    Job,
     Task,
 )
 from solver.domain.model import JobResult, MemberPlacement, Node, SolveResult, SolveStatus
@@ -149,17 +151,24 @@ class Plan:
         target = assignment.node if assignment else None
         return {n: (self.planned_score if n == target else 0.0) for n in nodes}
 
-    def job_ready(self, vjob: str) -> bool:
+    def job_ready(self, job: Job) -> bool:
         """Neutral (True) for jobs outside the batch; else placed by the plan and at least its
-        gang minimum of GPU tasks allocated this session."""
-        entry = self.batch.jobs.get(vjob)
+        gang minimum of GPU tasks allocated this session.
+
+        Allocated counts both the allocateFunc ledger (Volcano >= v1.13.3) and the tasks the
+        jobReady body itself shows holding a node: Volcano v1.10.0 has no allocateFunc, and its
+        allocate action asks jobReady right after ``stmt.Allocate`` marks the task Allocated in
+        the JobInfo it sends — so the large configuration's veto works without allocateFunc."""
+        entry = self.batch.jobs.get(job.uid)
         if entry is None:
             return True
         if entry.minimum == 0:
             return True
-        if not self.gang_placed(vjob):
+        if not self.gang_placed(job.uid):
             return False
-        allocated = sum(1 for uid in self.allocated if self.batch.task_job.get(uid) == vjob)
+        holding = {t.uid for t in job.tasks if t.status in HOLDING and t.node_name}
+        members = holding | self.allocated.keys()
+        allocated = sum(1 for uid in members if self.batch.task_job.get(uid) == job.uid)
         return allocated >= entry.minimum
 
     def allocate(self, task: Task) -> tuple[dict[str, str | None], dict[str, str | None], str]:

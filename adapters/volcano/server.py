@@ -228,6 +228,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            # Under --standby, no connection is kept alive: Go's client writes a POST onto a kept-alive
+            # connection whose process just died and fails it (a POST is not retried), where a new
+            # connection would have reached the standby. One loopback handshake per call.
+            if self.server.standby:
+                self.close_connection = True
             if self.close_connection:
                 self.send_header("Connection", "close")
             self.end_headers()
@@ -269,7 +274,12 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(
-        self, address: tuple[str, int], extender: Extender, aliases: dict[str, str], limits: Limits
+        self,
+        address: tuple[str, int],
+        extender: Extender,
+        aliases: dict[str, str],
+        limits: Limits,
+        listen_fd: int | None = None,
     ) -> None:
         self.request_queue_size = limits.backlog  # read by server_activate's listen()
         self.limits = limits
@@ -280,7 +290,15 @@ class _Server(ThreadingHTTPServer):
         self._deadlines: dict[socket.socket, float] = {}
         self._watch_lock = threading.Lock()
         self._stopped = threading.Event()
-        super().__init__(address, _Handler)
+        super().__init__(address, _Handler, bind_and_activate=listen_fd is None)
+        self.standby = listen_fd is not None
+        if listen_fd is not None:
+            # A socket bound and listening in the standby process (--standby), shared with it: it
+            # accepts on it too whenever this process is gone.
+            self.socket.close()
+            self.socket = socket.socket(fileno=listen_fd)
+            self.server_address = self.socket.getsockname()
+            self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
         self._watchdog = threading.Thread(target=self._expire, name="volcano-extender-watchdog", daemon=True)
         self._watchdog.start()
 
@@ -356,10 +374,11 @@ def serve(
     port: int = 8888,
     aliases: dict[str, str] | None = None,
     limits: Limits = Limits(),
+    listen_fd: int | None = None,
 ) -> RunningServer:
     """Start serving in a background thread (``port=0`` picks a free port). ``aliases`` maps other
     verb names an operator configured (e.g. ``allocate`` → ``allocateFunc``)."""
-    server = _Server((host, port), extender, aliases or {}, limits)
+    server = _Server((host, port), extender, aliases or {}, limits, listen_fd)
     thread = threading.Thread(target=server.serve_forever, name="volcano-extender", daemon=True)
     thread.start()
     return RunningServer(server, thread)

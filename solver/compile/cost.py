@@ -19,6 +19,9 @@ small member shapes on large nodes) build slower than predicted; a loaded machin
 
 from __future__ import annotations
 
+import statistics
+import threading
+from collections import deque
 from dataclasses import dataclass
 
 from solver.reduce.normalise import Normalised
@@ -42,16 +45,73 @@ ANSWER_S_PER_NODE = 8e-5
 SMALL_BUILD_S = 0.1
 
 
+# Before a request is converted, all that is known for free is what the wire says: how many nodes and
+# jobs. What converting, validating and normalising a node the server has never seen costs, per
+# node. Session 10's cold calls took about 1 s at 1,024 nodes and 5 s at 16,384 (load 1-2) for the
+# three; the split below was measured in session 11 with bench.quality's nodes at load 3-20 (no
+# idle machine was to be had: 0.25-0.9 ms a node converted, 0.12-0.14 ms validated, 0.28 ms
+# normalised) and taken at its fast end. :class:`Pace` scales them by what the process measures.
+CONVERT_S_PER_NODE = 3e-4  # the wire's node into the domain's (solver.service.wire): pydantic
+WARM_CONVERT_S_PER_NODE = 1.5e-5  # the same node found in the wire's node cache (its bytes hashed)
+VALIDATE_S_PER_NODE = 1.2e-4  # solver.domain.validate, cold
+NORMALISE_S_PER_NODE = 2.5e-4  # solver.reduce.normalise's shape of a node, cold
+
+
+class Pace:
+    """How much slower than its calibration this process runs now: the median ratio of measured to
+    predicted seconds over the last :attr:`KEPT` stages that were timed against a prediction.
+
+    Every constant of this module was fitted idle; on a loaded machine (another engineer's search
+    on both cores, load average 10-13) the same stages took 1.5-3x as long and the estimate sent
+    answers late (bench/RESULTS.md, session 10). Scaling each prediction by what this process has
+    just measured needs no guess at the load: the stages report what they cost. The ratio never
+    goes below 1 (a fast spell must not talk the estimate into a model that misses on the next
+    slow one) and is capped at :attr:`MOST` (one stage stalled by a swap is not the machine's pace).
+    """
+
+    KEPT = 9
+    MOST = 8.0
+    # A stage shorter than this measures the clock and the scheduler more than the stage's work.
+    SHORTEST_S = 0.02
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ratios: deque[float] = deque(maxlen=self.KEPT)
+
+    def observe(self, predicted_s: float, measured_s: float) -> None:
+        """A stage predicted (idle) at ``predicted_s`` that took ``measured_s``."""
+        if predicted_s < self.SHORTEST_S or measured_s < 0:
+            return
+        with self._lock:
+            self._ratios.append(measured_s / predicted_s)
+
+    def ratio(self) -> float:
+        with self._lock:
+            ratios = list(self._ratios)
+        if not ratios:
+            return 1.0
+        return min(self.MOST, max(1.0, statistics.median(ratios)))
+
+    def forget(self) -> None:
+        with self._lock:
+            self._ratios.clear()
+
+
+# This process's pace, shared by every call (the cores are too).
+PACE = Pace()
+
+
 @dataclass(frozen=True)
 class Estimate:
     """The predicted cost, in seconds, of the stages a model-built answer cannot skip."""
 
     build_s: float  # compile and one floor pass
     answer_s: float  # decode, explain, measures and verify
+    pace: float = 1.0  # what both were scaled by (Pace): a small model is judged by its idle size
 
     def fits(self, left_s: float) -> bool:
         """Whether the model can be built and its plan answered in ``left_s``."""
-        return self.build_s <= SMALL_BUILD_S or self.build_s + self.answer_s <= left_s
+        return self.build_s <= SMALL_BUILD_S * self.pace or self.build_s + self.answer_s <= left_s
 
     def why(self, left_s: float) -> str:
         """The decision in words, for the answer and the log."""
@@ -61,15 +121,27 @@ class Estimate:
         )
 
 
-def answer_s(nodes: int) -> float:
-    """What decode, explain, measures and verify cost on ``nodes`` nodes, predicted."""
-    return ANSWER_S_PER_NODE * nodes
+def answer_s(nodes: int, pace: float | None = None) -> float:
+    """What decode, explain, measures and verify cost on ``nodes`` nodes, predicted at ``pace``
+    (:data:`PACE`'s ratio unless given)."""
+    return ANSWER_S_PER_NODE * nodes * (PACE.ratio() if pace is None else pace)
 
 
-def estimate(problem: Normalised) -> Estimate:
-    """The cost of compiling ``problem`` and running one floor pass over it, and of answering."""
+def estimate(problem: Normalised, pace: float | None = None) -> Estimate:
+    """The cost of compiling ``problem`` and running one floor pass over it, and of answering, at
+    ``pace`` (:data:`PACE`'s ratio unless given: the machine's recent speed against the fit's)."""
+    pace = PACE.ratio() if pace is None else pace
     classes, roles = len(problem.classes), len(problem.roles)
+    idle = BUILD_S + BUILD_S_PER_CLASS * classes + BUILD_S_PER_CLASS_ROLE * classes * roles
     return Estimate(
-        build_s=SAFETY * (BUILD_S + BUILD_S_PER_CLASS * classes + BUILD_S_PER_CLASS_ROLE * classes * roles),
-        answer_s=answer_s(len(problem.request.inventory.nodes)),
+        build_s=SAFETY * idle * pace,
+        answer_s=answer_s(len(problem.request.inventory.nodes), pace),
+        pace=pace,
     )
+
+
+def before_model_s(nodes: int, pace: float | None = None) -> float:
+    """What converting, validating and normalising ``nodes`` nodes never seen before costs, at
+    ``pace``: an upper bound from the node count alone (seen nodes cost a few percent of it)."""
+    pace = PACE.ratio() if pace is None else pace
+    return (CONVERT_S_PER_NODE + VALIDATE_S_PER_NODE + NORMALISE_S_PER_NODE) * nodes * pace

@@ -97,6 +97,11 @@ def cancelling(cancel: Cancel | None) -> Iterator[None]:
         _CURRENT.reset(token)
 
 
+def current() -> Cancel | None:
+    """The token of the solve running in this context (None outside a service)."""
+    return _CURRENT.get()
+
+
 @contextmanager
 def own_token() -> Iterator[Cancel]:
     """A token for a part of the current solve that may have to stop on its own (a thread the

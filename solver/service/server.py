@@ -27,6 +27,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from solver.domain import cancel as cancellation
 from solver.domain.cancel import Cancel, Cancelled
 from solver.domain.errors import InvalidRequest, VerificationFailed
 from solver.domain.model import SolveRequest, SolveResult
@@ -98,8 +99,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             request_id=request_id, jobs=len(request.jobs), nodes=len(request.inventory.nodes), lane=call.lane
         )
         try:
-            result = self._run(request, request_id, call)
-            response = wire.result_to_proto(result)
+            result, response = self._run(request, request_id, call)
         except InvalidRequest as exc:
             log.info("solve_rejected", code="INVALID_ARGUMENT", problems=len(exc.problems), ms=_ms(call))
             context.abort_with_status(invalid_argument_status(exc.problems))
@@ -133,20 +133,51 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         self._observe(result, call)
         return response
 
-    def _run(self, request: placement_pb2.SolveRequest, request_id: str, call: Call) -> SolveResult:
+    def _run(
+        self, request: placement_pb2.SolveRequest, request_id: str, call: Call
+    ) -> tuple[SolveResult, placement_pb2.SolveResponse]:
         from solver.solve import rare_full_collections  # OR-Tools on first use, as _pipeline_solve
 
-        # The conversion too: a full collection during a 16,384-node conversion took 1.4-1.7 s of
-        # warm calls whose solve then kept its deadline (bench/RESULTS.md, session 10).
+        # The conversions too: a full collection during a 16,384-node conversion took 1.4-1.7 s of
+        # warm calls whose solve then kept its deadline (bench/RESULTS.md, session 10); one during
+        # the answer's conversion made a cold 1,024-node call 0.29 s late (session 11).
         with rare_full_collections():
-            return self._converted_and_solved(request, request_id, call)
+            result = self._converted_and_solved(request, request_id, call)
+            return result, wire.result_to_proto(result)
 
     def _converted_and_solved(
         self, request: placement_pb2.SolveRequest, request_id: str, call: Call
     ) -> SolveResult:
+        from solver.compile.cost import CONVERT_S_PER_NODE, PACE, WARM_CONVERT_S_PER_NODE
+        from solver.fallback import PLACING_SHARE, after_reading_s_per_node, answer_s
+        from solver.service.partial import answer_from_nodes_read
+
         started = time.perf_counter()
-        domain = wire.request_from_proto(request)
-        self._metrics.stage_seconds.labels(stage="convert").observe(time.perf_counter() - started)
+        left = call.remaining_s()
+        reading = None
+        if left is not None:
+            # Nodes are read while the answer from them still fits (solver.service.partial): what
+            # each costs afterwards, and a share of the time for the greedy's placing, are kept back.
+            pace = PACE.ratio()
+            per_node, per_miss = after_reading_s_per_node(pace)
+            reading = wire.Reading(
+                until=started + (1 - PLACING_SHARE) * left,
+                after_s=answer_s(0, len(request.jobs), pace),
+                after_s_per_node=per_node,
+                after_s_per_miss=per_miss,
+                convert_s_per_hit=WARM_CONVERT_S_PER_NODE * pace,
+                convert_s_per_miss=CONVERT_S_PER_NODE * pace,
+                started=started,
+            )
+        domain = wire.request_from_proto(request, reading)
+        converted_s = time.perf_counter() - started
+        self._metrics.stage_seconds.labels(stage="convert").observe(converted_s)
+        if reading is not None:
+            read = len(domain.inventory.nodes)
+            predicted = CONVERT_S_PER_NODE * reading.misses + WARM_CONVERT_S_PER_NODE * (
+                read - reading.misses
+            )
+            PACE.observe(predicted, converted_s)
         update: dict[str, object] = {}
         if domain.request_id != request_id:
             update["request_id"] = request_id
@@ -158,8 +189,12 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         if update:
             domain = domain.model_copy(update=update)
         call.cancel.check()  # gone while its request was converted: no search for nobody
-        # The call's deadline already keeps the reply's margin back (admission.REPLY_MARGIN_S).
-        result = self._solve(domain, deadline_s=call.remaining_s(), cancel=call.cancel)
+        if left is not None and len(domain.inventory.nodes) < len(request.inventory.nodes):
+            with cancellation.cancelling(call.cancel):
+                result = answer_from_nodes_read(domain, len(request.inventory.nodes), started + left)
+        else:
+            # The call's deadline already keeps the reply's margin back (admission.REPLY_MARGIN_S).
+            result = self._solve(domain, deadline_s=call.remaining_s(), cancel=call.cancel)
         if result.request_id != request_id:  # the caller matches answers to requests by this id
             result = result.model_copy(update={"request_id": request_id})
         return result

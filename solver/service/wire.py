@@ -25,11 +25,14 @@ from __future__ import annotations
 import functools
 import json
 import re
+import time
 import types
 import typing
 from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from enum import IntEnum
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -48,12 +51,56 @@ M = TypeVar("M", bound=BaseModel)
 # --------------------------------------------------------------------------- public API
 
 
-def request_from_proto(msg: placement_pb2.SolveRequest) -> SolveRequest:
+@dataclass
+class Reading:
+    """How long a request's nodes may be read (issue 23 item 2: a cold call keeps its deadline).
+
+    Converting a node the server has never seen costs about half a millisecond (pydantic's
+    validation of it), so 1,024 new nodes are more than a 0.5 s deadline. Nodes are read in wire
+    order while the clock, plus what each node read will cost afterwards (``after_s_per_node``:
+    placing on it, verifying it; ``after_s_per_miss`` more for validating a node never seen), stays
+    before ``until`` (``time.perf_counter()``); the nodes after that are left unread and the caller
+    answers from the ones read (``solver.service.partial``).
+    ``misses``: nodes converted afresh (not found in :data:`NODE_CACHE`), for the caller's pace.
+    """
+
+    until: float
+    after_s: float = 0.0  # what the answer costs after reading whatever was read (its jobs' part)
+    after_s_per_node: float = 0.0
+    after_s_per_miss: float = 0.0  # validating a node never seen: its per-node memos are empty
+    # What converting a node costs at the pace ``after_s_*`` were given for, found and not found in
+    # the cache: the reading's own pace against them scales what comes after (a loaded machine
+    # converts and places alike more slowly), from the first :attr:`PACED_AFTER` nodes on.
+    convert_s_per_hit: float = 0.0
+    convert_s_per_miss: float = 0.0
+    misses: int = 0
+    started: float = dataclass_field(default_factory=time.perf_counter)
+
+    PACED_AFTER: ClassVar[int] = 64
+    SLOWEST: ClassVar[float] = 8.0  # as solver.compile.cost.Pace.MOST
+
+    def more(self, read: int) -> bool:
+        """Whether one more node may be read after ``read`` of them (the next counted as a miss)."""
+        now = time.perf_counter()
+        after = self.after_s + self.after_s_per_node * (read + 1) + self.after_s_per_miss * (self.misses + 1)
+        return now + after * self.pace(read, now) < self.until
+
+    def pace(self, read: int, now: float) -> float:
+        """How much slower than predicted the nodes read so far were converted (1 when faster)."""
+        predicted = self.convert_s_per_miss * self.misses + self.convert_s_per_hit * (read - self.misses)
+        if read < self.PACED_AFTER or predicted <= 0:
+            return 1.0
+        return min(self.SLOWEST, max(1.0, (now - self.started) / predicted))
+
+
+def request_from_proto(msg: placement_pb2.SolveRequest, reading: Reading | None = None) -> SolveRequest:
     """The domain request a wire request stands for; :class:`InvalidRequest` when a local rule fails.
 
     Nodes are converted one by one and remembered by their wire bytes: a scheduler sends nearly the
     same inventory on every call, and converting thousands of unchanged nodes again would cost more
-    than the whole search.
+    than the whole search. With ``reading``, only the nodes :class:`Reading` has time for, in wire
+    order (so every path a problem names is the wire's), and the policy's ``node_order`` is kept to
+    the nodes read: the request is then the batch on the first nodes of the inventory.
     """
     if not msg.HasField("inventory"):
         return _from_proto(msg, SolveRequest)
@@ -61,13 +108,20 @@ def request_from_proto(msg: placement_pb2.SolveRequest) -> SolveRequest:
     nodes = []
     # checked: converting a big inventory cold is seconds; a caller gone stops it (solver.domain.cancel)
     for i, node_msg in enumerate(checked(msg.inventory.nodes)):
+        if reading is not None and not reading.more(i):
+            break
         try:
-            nodes.append(_node_from_proto(node_msg))
+            nodes.append(_node_from_proto(node_msg, reading))
         except InvalidRequest as exc:
             problems += [_under(f"inventory.nodes[{i}]", p) for p in exc.problems]
     shell = _without_nodes(msg)
     data = _message_data(shell, SolveRequest)
     data.setdefault("inventory", {})["nodes"] = nodes
+    if len(nodes) < len(msg.inventory.nodes) and not problems:
+        read = {node.name for node in nodes}
+        order = data.get("policy", {}).get("node_order")
+        if order:
+            data["policy"]["node_order"] = [name for name in order if name in read]
     try:
         request = SolveRequest.model_validate(data)
     except ValidationError as exc:
@@ -207,10 +261,12 @@ def _from_proto(msg: Message, model_cls: type[M]) -> M:
 NODE_CACHE: BoundedLru[bytes, Node] = BoundedLru(budget=NODE_BUDGET)
 
 
-def _node_from_proto(msg: placement_pb2.Node) -> Node:
+def _node_from_proto(msg: placement_pb2.Node, reading: Reading | None = None) -> Node:
     key = msg.SerializeToString(deterministic=True)
     node = NODE_CACHE.get(key)
     if node is None:
+        if reading is not None:
+            reading.misses += 1
         node = _from_proto(msg, Node)
         NODE_CACHE.put(key, node, len(key), node=node)
     return node

@@ -7,7 +7,9 @@ package gosched
 
 import (
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 const largeConf = "volcano-scheduler-large.conf"
@@ -16,7 +18,8 @@ func largeSettings(url, timeout string) extenderSettings {
 	return extenderSettings{url: url, httpTimeout: timeout, conf: largeConf, percentageNodesToFind: 100}
 }
 
-// The large configuration registers no predicate: the test would prove nothing if it did.
+// The large configuration registers no predicate (the test would prove nothing if it did) and vetoes
+// through jobReady, with ignorable false (a failed jobReady then answers "ready").
 func TestLargeConfHasNoPredicateVerb(t *testing.T) {
 	_, tiers, _ := shippedConf(t, largeConf)
 	for _, tier := range tiers {
@@ -29,6 +32,9 @@ func TestLargeConfHasNoPredicateVerb(t *testing.T) {
 			}
 			if v, _ := plugin.Arguments["extender.prioritizeVerb"].(string); v != "prioritize" {
 				t.Fatalf("%s must steer through extender.prioritizeVerb: prioritize, has %q", largeConf, v)
+			}
+			if v, _ := plugin.Arguments["extender.jobReadyVerb"].(string); v != "jobReady" {
+				t.Fatalf("%s must veto through extender.jobReadyVerb: jobReady, has %q", largeConf, v)
 			}
 			if ignorable, _ := plugin.Arguments["extender.ignorable"].(bool); ignorable {
 				t.Fatalf("%s: extender.ignorable must be false (a failed onSessionOpen registers nothing)", largeConf)
@@ -123,19 +129,87 @@ func TestLargeConfSessionWithoutAPlanMakesNoCalls(t *testing.T) {
 	}
 }
 
-// What the large configuration gives up, shown so that docs/volcano.md is revisited if it changes:
-// prioritize can only rank, so a hard-tier gang the plan leaves unplaced (no leaf has room) is
-// bound by Volcano's own rules across leaves; volcano-scheduler.conf's predicate holds it
-// (TestHardTierWithoutRoomBindsNothingSoftSpreads).
-func TestLargeConfCannotHoldAGangThePlanLeavesUnplaced(t *testing.T) {
+// The veto: jobReady. A hard-tier gang the plan leaves unplaced (no leaf has two free nodes) is not
+// bound: Volcano's allocate action asks jobReady once gang's own minAvailable is allocated, topoplace
+// answers "not ready", and the statement is not committed. A gang the plan places is bound in the
+// same session. The calls are per gang (two: after the last member, then the final check), never per
+// node. With topoplace down, the same gang is bound by Volcano's own rules: the veto never stalls it.
+func TestLargeConfHoldsAGangThePlanLeavesUnplaced(t *testing.T) {
 	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
 	hard := gang{name: "hard", members: 2, gpus: 8, annotations: map[string]string{modeKey: "hard", tierKey: "1"}}
-	r := runPlanned(t, tp, largeSettings(tp.url(), planTimeout), fourNodes(), []gang{busy("busy", "n0", "n3"), hard})
-	if s := tp.status(); len(s.UnplacedJobs) != 1 {
+	small := gang{name: "small", members: 1, gpus: 4}
+	gangs := []gang{busy("busy", "n0", "n3"), hard, small}
+	r := runPlanned(t, tp, largeSettings(tp.url(), planTimeout), fourNodes(), gangs)
+	s := tp.status()
+	if _, left := s.UnplacedJobs[testNamespace+"/hard"]; !left {
 		t.Fatalf("topoplace should leave the hard gang unplaced: %v", s)
 	}
-	if nodes := boundNodes(t, r, hard); strings.Join(nodes, ",") != "n1,n2" {
-		t.Fatalf("expected Volcano to bind the gang the plan left unplaced on n1,n2 (prioritize cannot "+
-			"refuse); it bound %v — revisit docs/volcano.md, Two configurations", nodes)
+	if r.panicked != "" {
+		t.Fatalf("Volcano's scheduler panicked: %s", r.panicked)
 	}
+	if nodes := boundNodes(t, r, hard); len(nodes) != 0 {
+		t.Fatalf("jobReady should hold the gang the plan leaves unplaced; Volcano bound it on %v\n%s", nodes, tp.explain())
+	}
+	requireBound(t, tp, r, small)
+	requirePlanned(t, tp, small)
+	if n := s.Calls["jobReady"]; n == 0 || n > 2*2 {
+		t.Fatalf("expected one or two jobReady calls per planned gang (2 gangs), got %d: %v", n, s.Calls)
+	}
+	if s.Calls["predicate"] != 0 {
+		t.Fatalf("the large configuration made %d predicate calls", s.Calls["predicate"])
+	}
+	url := tp.url()
+	tp.stop()
+	r = runSession(t, largeSettings(url, "1s"), fourNodes(), gangs)
+	if r.panicked != "" {
+		t.Fatalf("topoplace down: Volcano's scheduler panicked: %s", r.panicked)
+	}
+	if nodes := boundNodes(t, r, hard); strings.Join(nodes, ",") != "n1,n2" {
+		t.Fatalf("topoplace down: Volcano's own rules bind the hard gang on n1,n2 (the only free nodes); got %v", nodes)
+	}
+}
+
+// The crash window, closed: with --standby, the serving process killed (SIGKILL) between a
+// successful onSessionOpen and the allocate action leaves the port answering: prioritize gets no
+// scores and jobReady "ready" from the standby, so Volcano finishes the session by its own rules
+// instead of dereferencing a nil node. The standby restarts the server and the next session is
+// planned again. Without --standby the same kill crashes Volcano's allocate action (shown first).
+func TestLargeConfServerKilledMidSession(t *testing.T) {
+	nodes, gangs, g := ownRulesCluster()
+	bare := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	settings := largeSettings(bare.url(), planTimeout)
+	settings.afterOpen = func() { bare.stop() }
+	if r := runSession(t, settings, nodes, gangs); r.panicked == "" {
+		t.Fatalf("without --standby, topoplace gone after onSessionOpen should crash Volcano v1.10.0's " +
+			"allocate action (a failed prioritize); it did not — revisit docs/volcano.md, Two configurations")
+	}
+
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout, "--standby")
+	runPlanned(t, tp, largeSettings(tp.url(), planTimeout), nodes, gangs) // a plan in place
+	settings = largeSettings(tp.url(), planTimeout)
+	killed := 0
+	settings.afterOpen = func() {
+		killed = tp.status().Pid
+		if err := syscall.Kill(killed, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill the serving process %d: %v", killed, err)
+		}
+	}
+	r := runSession(t, settings, nodes, gangs)
+	requireOwnRules(t, "serving process killed mid-session, --standby", r, g)
+	if !strings.Contains(tp.log(), "answered neutrally: no serving process") {
+		t.Fatalf("the standby answered no call; the test proves nothing\n%s", tp.log())
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for !tp.healthy() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the standby did not bring the server back within 90 s\n%s", tp.log())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if pid := tp.status().Pid; pid == killed || pid == 0 {
+		t.Fatalf("expected a new serving process, /status names pid %d (killed %d)", pid, killed)
+	}
+	r = runPlanned(t, tp, largeSettings(tp.url(), planTimeout), nodes, gangs)
+	requireBound(t, tp, r, g)
+	requirePlanned(t, tp, g)
 }

@@ -240,6 +240,17 @@ type status struct {
 	CallMs       map[string]float64 `json:"callMs"` // their server time
 	FullReads    int                `json:"predicateFullReads"`
 	Declined     bool               `json:"declined"`
+	Pid          int                `json:"pid"` // the serving process (under --standby, its child)
+}
+
+// healthy: /healthz answers 200 (a serving process with its solver ready, not the standby).
+func (tp *topoplace) healthy() bool {
+	resp, err := http.Get(tp.url() + "/healthz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 func (tp *topoplace) status() status {
