@@ -203,10 +203,11 @@ class BestOfOrders:
     ``BatchOrder.BEST_OF_ORDERS`` tries (``solver.search.sequence.candidate_orders``), keeping the plan that
     places the most work, then leaves the least fragmentation, then comes first.
 
-    Judged as the solver judges: the fragmentation compared is the total over the nodes the solver's
-    request holds (those some pod of the window fits), rounded to a milli-GPU as the result's
-    ``fragmentation_after`` is, so that near-ties go the same way (rounding the change alone sent
-    some to another order)."""
+    Judged as the solver judges (``solver.answer.measures.fragmentation_change``): the change the
+    plan makes to fragmentation, node by node over the nodes it touches, unrounded and summed in
+    the request's node order, so that near-ties go the same way. (Until session 11 both compared the
+    total over the request's nodes rounded to a milli-GPU, and which untouched nodes a request held
+    could flip a near-tie.)"""
 
     def __init__(
         self, name: str, policy: FGD, window: int, judge: FGD | None = None, *, pruned: bool = False
@@ -219,15 +220,13 @@ class BestOfOrders:
         from solver.search.sequence import candidate_orders
 
         specs = [pod.spec() for pod in batch]
-        held = window_nodes(state, specs, pruned=self.pruned)
-        base = sum(self._fragmentation(state, i) for i in held)
         arrival = list(range(len(batch)))
-        plans = [self._plan(state, specs, arrival, base)]
+        plans = [self._plan(state, specs, arrival)]
         left_out = [k for k in arrival if plans[0][2][k] is None]
         sizes = [(0, p.total_milli) for p in batch]
         shuffles = SolvePolicy().order_shuffles  # the solver's default
         for order in candidate_orders(sizes, left_out, f"{seed}/replay-{batch[0].name}", shuffles):
-            plans.append(self._plan(state, specs, order, base))
+            plans.append(self._plan(state, specs, order))
         best = max(range(len(plans)), key=lambda k: (plans[k][0], -plans[k][1], -k))
         return plans[best][2]
 
@@ -235,16 +234,18 @@ class BestOfOrders:
         return self.judge.fragmentation(int(state.cpu_left[i]), state.free_of(i), state.models[i])
 
     def _plan(
-        self, state: ClusterState, specs: list, order: list[int], base: float
+        self, state: ClusterState, specs: list, order: list[int]
     ) -> tuple[int, float, list[Choice | None]]:
-        """(work placed as the solver counts it, fragmentation after, in GPUs to a milli, choices);
-        ``base`` is the fragmentation of the request's nodes before the window."""
+        """(work placed as the solver counts it, the change to fragmentation in milli-GPU over the
+        nodes the plan touches, choices)."""
         with placed_in_order(self.policy, state, specs, order) as chosen:
             touched = sorted({c[0] for c in chosen if c is not None})
             after = [self._fragmentation(state, i) for i in touched]
-        change = sum(after) - sum(self._fragmentation(state, i) for i in touched)
+        change = 0.0
+        for i, frag in zip(touched, after, strict=True):
+            change += frag - self._fragmentation(state, i)
         work = sum(spec.total_milli or 1 for spec, c in zip(specs, chosen, strict=True) if c is not None)
-        return work, round((base + change) / 1000, 3), chosen
+        return work, round(change, 6), chosen  # as the solver rounds it
 
 
 class UnfedFGD(FGD):
@@ -422,7 +423,12 @@ def make_policy(
 
         fast = UnfedFGD(workload, tight_gpu=True) if head.endswith("-fast") and endgame else None
         return RequestPolicy(
-            name, place, window, filtered=filtered, endgame=endgame, before_endgame=fast,
+            name,
+            place,
+            window,
+            filtered=filtered,
+            endgame=endgame,
+            before_endgame=fast,
             pruned=filtered and tie != "fill",
         )
     return _unknown(name)

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from solver.answer.measures import fragmentation_change
 from solver.domain.fragmentation import (
     FreeCapacity,
     Profile,
@@ -233,3 +234,28 @@ def test_a_profiles_measure_is_the_definition_summed(found: list[Typical], nodes
         fragmentation, stranded = measured.measure(cap)
         assert fragmentation == pytest.approx(expected)
         assert stranded == (0 if not asking or hosted else cap.free_milli)
+
+
+def test_a_plans_fragmentation_change_is_counted_on_the_nodes_it_touches_alone() -> None:
+    """best-of-orders ranks plans by this change: it equals what the totals say, and nodes the plan
+    does not touch (a window holding more or fewer of them) add nothing to it, not even rounding."""
+    busy = kit.node("b", kit.SMALL, switches=1, gpus=2, nics=0).model_copy(
+        update={"allocations": (Allocation(owner="old", gpu_shares=(GpuShare(gpu="GPU0", milli=300),)),)}
+    )
+    idle = kit.node("a", kit.SMALL, switches=1, gpus=2, nics=0)
+    workload = (WorkloadShape(gpus=1, popularity=1), WorkloadShape(milli=700, popularity=2))
+    jobs = [kit.job("s", role="pod", share=GpuShare(milli=400)), kit.job("w", 1, role="pod")]
+    req = kit.request([idle, busy], jobs, workload=workload)
+    result = solve(req)
+    change = fragmentation_change(req, result.jobs)
+    metrics = result.metrics
+    assert change / 1000 == pytest.approx(
+        metrics.fragmentation_after - metrics.fragmentation_before, abs=2e-3
+    )
+    # Untouched nodes, each with its own fragments, around the same placements.
+    others = [
+        busy.model_copy(update={"name": f"x{i}", "allocations": (Allocation(owner=f"o{i}", gpus=("GPU1",)),)})
+        for i in range(7)
+    ]
+    wider = kit.request([*others[:3], idle, busy, *others[3:]], jobs, workload=workload)
+    assert fragmentation_change(wider, result.jobs) == change

@@ -66,6 +66,27 @@ def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> Cluster
     )
 
 
+def fragmentation_change(request: SolveRequest, jobs: Sequence[JobResult]) -> float:
+    """How much the plan adds to fragmentation (in milli-GPU, unrounded), summed over the nodes it
+    touches only: what ranks two plans of one request, which differ nowhere else. The reported
+    totals are rounded to a milli-GPU over every node, so what the untouched nodes add could flip
+    a near-tie between two plans (a replay's window held more or fewer untouched nodes)."""
+    workload = profile(request.policy.workload, (r.member for job in request.jobs for r in job.roles))
+    shapes = {(job.id, r.name): r.member for job in request.jobs for r in job.roles}
+    members_on: dict[str, list[tuple[MemberPlacement, MemberShape]]] = defaultdict(list)
+    for j in jobs:
+        for m in j.members:
+            members_on[m.node].append((m, shapes[j.job_id, m.role]))
+    change = 0.0
+    for node in request.inventory.nodes:  # in inventory order, so equal plans sum alike
+        landing = members_on.get(node.name)
+        if landing and node.schedulable:
+            before, _ = workload.measure(node_use(node).free)
+            after, _ = workload.measure(free_capacity(node, landing))
+            change += after - before
+    return change
+
+
 @dataclass(frozen=True)
 class NodeUse:
     """What the metrics need of one node as the inventory has it."""
