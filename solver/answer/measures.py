@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solver.domain.fragmentation import FreeCapacity, profile
+from solver.domain.fragmentation import FreeCapacity, Profile, profile
 from solver.domain.model import ClusterMetrics, JobResult, MemberPlacement, MemberShape, Node, SolveRequest
 from solver.domain.nodefold import NodeMemo, fold_for
 
@@ -22,12 +22,7 @@ def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> Cluster
     whole. Fragmentation and stranded GPUs (in GPUs) are measured against the workload profile;
     only the nodes the plan touches change, so only they are measured twice."""
     placed = sum(len(m.gpus) for j in jobs for m in j.members if not m.gpu_shares)  # whole GPUs only
-    workload = profile(request.policy.workload, (r.member for job in request.jobs for r in job.roles))
-    shapes = {(job.id, r.name): r.member for job in request.jobs for r in job.roles}
-    members_on: dict[str, list[tuple[MemberPlacement, MemberShape]]] = defaultdict(list)
-    for j in jobs:
-        for m in j.members:
-            members_on[m.node].append((m, shapes[j.job_id, m.role]))
+    workload, members_on = measured_against(request, jobs)
 
     def measured(node: Node) -> tuple[NodeUse, tuple[float, int]] | None:
         if not node.schedulable:
@@ -66,17 +61,25 @@ def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> Cluster
     )
 
 
-def fragmentation_change(request: SolveRequest, jobs: Sequence[JobResult]) -> float:
-    """How much the plan adds to fragmentation (in milli-GPU, unrounded), summed over the nodes it
-    touches only: what ranks two plans of one request, which differ nowhere else. The reported
-    totals are rounded to a milli-GPU over every node, so what the untouched nodes add could flip
-    a near-tie between two plans (a replay's window held more or fewer untouched nodes)."""
+def measured_against(
+    request: SolveRequest, jobs: Sequence[JobResult]
+) -> tuple[Profile, dict[str, list[tuple[MemberPlacement, MemberShape]]]]:
+    """The workload profile a plan is measured against, and the members it puts on each node."""
     workload = profile(request.policy.workload, (r.member for job in request.jobs for r in job.roles))
     shapes = {(job.id, r.name): r.member for job in request.jobs for r in job.roles}
     members_on: dict[str, list[tuple[MemberPlacement, MemberShape]]] = defaultdict(list)
     for j in jobs:
         for m in j.members:
             members_on[m.node].append((m, shapes[j.job_id, m.role]))
+    return workload, members_on
+
+
+def fragmentation_change(request: SolveRequest, jobs: Sequence[JobResult]) -> float:
+    """How much the plan adds to fragmentation (in milli-GPU, unrounded), summed over the nodes it
+    touches only: what ranks two plans of one request, which differ nowhere else. The reported
+    totals are rounded to a milli-GPU over every node, so what the untouched nodes add could flip
+    a near-tie between two plans (a replay's window held more or fewer untouched nodes)."""
+    workload, members_on = measured_against(request, jobs)
     change = 0.0
     for node in request.inventory.nodes:  # in inventory order, so equal plans sum alike
         landing = members_on.get(node.name)
