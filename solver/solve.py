@@ -241,7 +241,7 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
         # A small model is searched whatever the clock says: it is proven in milliseconds.
         variables = len(compiled.model.proto.variables)
         repack_fn = partial(repack_in_time, problem, compiled, floor=floor, ends=search_ends)
-        with drawing.meanwhile(search_ends, spare_core=spare):
+        with drawing.meanwhile(search_ends, spare_core=spare) as enough:
             if (
                 budget >= max(MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE * variables)
                 or variables <= MERGE_MAX_VARIABLES
@@ -254,6 +254,8 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
                     polish=lambda solution: complete(problem, compiled, solution),
                     repack_fn=repack_fn,
                 )
+                if outcomes and all(o.value.optimal for o in outcomes):
+                    enough()  # proven: no placer can better it, and none is waited for
         best = best_first([*held, *drawing.candidates()])  # with the placers drawn meanwhile
         # The answer's true tier values and bounds: a walk of every tier's terms (379k variables
         # at 16,384 nodes), timed with the search it settles.

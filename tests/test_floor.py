@@ -307,3 +307,17 @@ def test_the_placers_drawn_meanwhile_stop_mid_pass_when_the_searchs_time_is_over
     ):
         raise RuntimeError("the search failed")
     assert time.perf_counter() - started < 2  # a failed search does not wait for the placers
+
+
+def test_the_placers_drawn_meanwhile_stop_once_the_search_says_enough() -> None:
+    """A search that proved its answer optimal does not wait for placers that cannot better it."""
+    req = kit.request([kit.node("n0"), kit.node("n1")], [kit.job("a", 1), kit.job("b", 2), kit.job("c", 3)])
+    drawing = drawing_of(req)
+    drawing.draw(time.perf_counter())
+    started = time.perf_counter()
+    with (
+        patch("solver.search.floor.place_jobs", endless_pass),
+        drawing.meanwhile(time.perf_counter() + 60, spare_core=True) as enough,
+    ):
+        enough()
+    assert time.perf_counter() - started < 2 and drawing.drawn == 1

@@ -724,14 +724,16 @@ class Portfolio:
         return sorted(self._out, key=lambda c: c.values, reverse=True)  # stable
 
     @contextmanager
-    def meanwhile(self, until: float, *, spare_core: bool) -> Iterator[None]:
+    def meanwhile(self, until: float, *, spare_core: bool) -> Iterator[Callable[[], None]]:
         """Draw the placers left in a thread while the body runs (the search, which holds no
         interpreter lock and one core), until ``until``; on leaving, wait for them up to ``until``
         so that the same request gets the same floor whatever the search's own speed, then stop
         the thread mid-pass (a pass cut short is dropped). Nothing is drawn without a
-        ``spare_core``: on one core it would only slow the search."""
+        ``spare_core``: on one core it would only slow the search. The body is handed ``enough``,
+        to call when no placer can matter any more (the search proved its answer optimal): the
+        thread stops then, and leaving does not wait for it."""
         if self.exhausted or not spare_core or time.perf_counter() >= until:
-            yield
+            yield lambda: None
             return
         failed: list[BaseException] = []
         with cancellation.own_token() as token:  # tripped by the caller's token too
@@ -748,7 +750,7 @@ class Portfolio:
             thread = threading.Thread(target=run, daemon=True)
             thread.start()
             try:
-                yield
+                yield lambda: token.trip("the search's answer is proven optimal")
             except BaseException:
                 token.trip("the search failed")
                 thread.join()
