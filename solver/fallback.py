@@ -73,8 +73,11 @@ ANSWER_S, ANSWER_S_PER_NODE, ANSWER_S_PER_JOB = 0.05, 1.5e-5, 2e-4
 # (load 7), a cold 1,024-node call 57 ms late without it (session 11).
 MEASURES_COLD_S_PER_NODE = 1.5e-4
 # The verifier's share of that, the part of this answer timed against its prediction for the
-# process's pace (solver.compile.cost.PACE): 0.1-0.18 s at 16,384 nodes idle.
-VERIFY_S_PER_NODE = 8e-6
+# process's pace (solver.compile.cost.PACE): 0.33 s at 16,384 nodes never verified before, 0.11-0.14 s
+# once seen (load 0.5, session 12). Calibrated cold: at 8e-6 a node, the first call of an idle process
+# read a pace of 2.5 and sent the next warm 5 s call to this greedy. Warm calls read below 1, which
+# the pace's median of several stages weighs against the others.
+VERIFY_S_PER_NODE = 2e-5
 
 # Of the time left when a stage that may be cut short starts (reading nodes, normalising them), the
 # share kept for the greedy's placing, on top of what its indexes and answer need per node: at
@@ -120,6 +123,7 @@ def after_reading_s_per_node(pace: float | None = None) -> tuple[float, float]:
 NORMALISE_LATE = (
     "normalising the inventory's nodes (first seen by this process) could not end in time for the model"
 )
+COMPILE_LATE = "building the model ran slower than predicted and could not end in time for its first plan"
 
 
 class OutOfBudget(Exception):

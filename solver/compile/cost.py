@@ -10,11 +10,12 @@ with the time left and, when it does not fit, answers with a plan that needs no 
 (``solver.fallback``) instead of a late one.
 
 The prediction is only as good as its calibration: the constants below were fitted on this
-project's development machine (2 cores, idle: load average 0.5) at commit 469d9ea with
-``bench.quality``'s generator (HGX nodes, 32 a leaf; one-member pods and 8-GPU gangs), 256 to
-16,384 nodes x 50 to 500 jobs, cold and warm caches, the slower of the two: every point within
--27 % / +26 % of its measure. Requests whose nodes offer many more configurations per class (many
-small member shapes on large nodes) build slower than predicted; a loaded machine too.
+project's development machine (2 cores, idle: load average 0.5) with ``bench.quality``'s
+generator (HGX nodes, 32 a leaf; one-member pods and 8-GPU gangs), 1,024 to 16,384 nodes x 200 to
+500 jobs, first at 469d9ea and again in session 12 (the constants' comments say what each saw).
+Requests whose nodes offer many more configurations per class (many small member shapes on large
+nodes) build slower than predicted, and a loaded machine too: compile is timed against its part of
+the prediction, and :data:`PACE` scales every later prediction by what it measured.
 """
 
 from __future__ import annotations
@@ -27,19 +28,29 @@ from dataclasses import dataclass
 from solver.reduce.normalise import Normalised
 
 # compile + one floor pass ~ BUILD_S + BUILD_S_PER_CLASS x classes + BUILD_S_PER_CLASS_ROLE x
-# classes x roles (see the module docstring for where these come from). Measured, in seconds:
-# 339 classes x 72 roles 0.44 (predicted 0.32), 1,327 x 167 1.53 (1.70), 5,460 x 167 8.1 (6.9).
-BUILD_S, BUILD_S_PER_CLASS, BUILD_S_PER_CLASS_ROLE = 0.04, 5.1e-4, 4.4e-6
+# classes x roles (see the module docstring for where these come from). Refitted in session 12 at
+# 14d19a2 (the floor's indexes and compile's once-computed weights had halved both; load 0.5-0.7),
+# CPU seconds, measured (predicted): 339 classes x 72 roles 0.16 (0.16), 1,124 x 167 0.63-0.73
+# (0.72), 4,557 x 167 2.80-3.05 (2.86). Session 10's fit predicted twice these, and a warm 5 s call
+# at 16,384 nodes answered with the first-fit greedy (289-335 jobs) where the model's floor
+# places 355 (bench/RESULTS.md, session 12).
+BUILD_S, BUILD_S_PER_CLASS, BUILD_S_PER_CLASS_ROLE = 0.02, 2.55e-4, 2.2e-6
+# Compile's part of that prediction: 0.66-0.69 of the build at all three sizes. Compile is timed
+# against it, so the process's pace (:data:`PACE`) follows the load through the model path as well.
+COMPILE_SHARE = 2 / 3
+# Of the floor's first pass (the rest of the build), placing members is this share; completing the
+# plan and valuing it on every tier take the rest (16,384 nodes: 0.35-0.42 s placing, 0.5-0.6 s the
+# rest, session 12). A pass still placing when only the rest and the answer fit stops there.
+FLOOR_PLACING_SHARE = 0.4
 # The fit is scaled up by its worst under-prediction before it is compared with the time left: a
 # model built when it should not have been is an answer after the promise, while one not built
-# when it could have been is a greedy answer in time. Re-measured at 0f61531 (the lead's compile
-# changes): 1,024 x 200 0.35 s, 4,096 x 500 1.6-1.9 s, 16,384 x 500 6.9-8.9 s against 0.32, 1.70,
-# 6.9 predicted before this factor.
-SAFETY = 1.25
+# when it could have been is a greedy answer in time.
+SAFETY = 1.15
 # Decode, verify, the measures and the answer's tier values walk every node or every variable
-# (explain takes what time is left, solver.solve): 0.06-0.1 s at 1,024 nodes x 200 jobs, 0.8-1.1 s
-# at 16,384 x 500 (bench/deadlines.py's stage timings, same machine, commit 0f61531).
-ANSWER_S_PER_NODE = 8e-5
+# (explain takes what time is left, solver.solve): at 16,384 nodes x 500 jobs decode 0.21 s, the
+# measures 0.33 s cold (0.03 warm), verify 0.34 s cold (0.14 warm), 0.9 s in all cold (session 12,
+# load 0.5); session 10's 8e-5 a node (1.3 s) sent 5 s calls there to the greedy.
+ANSWER_S_PER_NODE = 5.5e-5
 # A model predicted to build in less than this is built whatever the clock says: it is answered
 # at most this late, and a small model is proven optimal where a greedy plan is not.
 SMALL_BUILD_S = 0.1
@@ -109,9 +120,30 @@ class Estimate:
     answer_s: float  # decode, explain, measures and verify
     pace: float = 1.0  # what both were scaled by (Pace): a small model is judged by its idle size
 
+    @property
+    def compile_idle_s(self) -> float:
+        """Compile's part of the build, as the fit predicts it idle: what compile is timed against."""
+        return COMPILE_SHARE * self.build_s / (SAFETY * self.pace)
+
+    @property
+    def floor_s(self) -> float:
+        """The floor's first pass: the build after compile."""
+        return (1 - COMPILE_SHARE) * self.build_s
+
+    @property
+    def valuing_s(self) -> float:
+        """The floor's first pass after its placing: completing its plan and valuing it."""
+        return (1 - FLOOR_PLACING_SHARE) * self.floor_s
+
+    @property
+    def small(self) -> bool:
+        """A model built, and its first plan made whole, whatever the clock says: it is answered at
+        most :data:`SMALL_BUILD_S` late, and a small model is proven optimal where a greedy plan is not."""
+        return self.build_s <= SMALL_BUILD_S * self.pace
+
     def fits(self, left_s: float) -> bool:
         """Whether the model can be built and its plan answered in ``left_s``."""
-        return self.build_s <= SMALL_BUILD_S * self.pace or self.build_s + self.answer_s <= left_s
+        return self.small or self.build_s + self.answer_s <= left_s
 
     def why(self, left_s: float) -> str:
         """The decision in words, for the answer and the log."""

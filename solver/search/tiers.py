@@ -437,26 +437,35 @@ def overall_status(outcomes: list[TierOutcome]) -> SolveStatus:
 
 
 def settle(
-    compiled: Compiled, outcomes: Sequence[TierOutcome], floor_plan: dict[str, int]
+    compiled: Compiled,
+    outcomes: Sequence[TierOutcome],
+    floor_plan: dict[str, int],
+    floor_values: Sequence[int] | None = None,
 ) -> tuple[dict[str, int], tuple[TierValue, ...], bool]:
     """The plan to return and the truth about it, tier by tier: the search's plan unless the floor's
     is lexicographically better (then the floor's: no answer is worse than the floor); every tier's
     value is the returned plan's own; every bound is a true one — never above what the tier can
     take, the tier's trivial bound where no search bounded it (or where the bound was proved with
     tiers above held at other values), never below the plan's value. Returns (plan, values, whether
-    the floor's plan was kept)."""
+    the floor's plan was kept). ``floor_values``: the floor plan's tier values when known already
+    (the portfolio values every plan it keeps): each walk of every tier's terms took 0.2 s at
+    16,384 nodes."""
     found = next((o.solution for o in reversed(outcomes) if o.solution is not None), None)
-    floor_values = tuple(t.value_of(floor_plan) for t in compiled.tiers)
+    if floor_values is None:
+        floor_values = tuple(t.value_of(floor_plan) for t in compiled.tiers)
+    floor_values = tuple(floor_values)
     found_values = tuple(t.value_of(found) for t in compiled.tiers) if found is not None else None
     keep_floor = found_values is None or floor_values > found_values
     plan = floor_plan if keep_floor else found
+    plan_values = floor_values if keep_floor else found_values
+    assert plan_values is not None
     # Bounds of tiers below the first where the plans differ were proved for other values above.
     differs = len(compiled.tiers)
     if keep_floor and found_values is not None:
         differs = next(i for i, (a, b) in enumerate(zip(floor_values, found_values, strict=True)) if a != b)
     values = []
     for i, tier in enumerate(compiled.tiers):
-        value = float(tier.value_of(plan))
+        value = float(plan_values[i])
         searched = outcomes[i] if i < len(outcomes) else None
         bound = float(tier.upper)
         if searched is not None and i <= differs:
