@@ -191,7 +191,9 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         call.cancel.check()  # gone while its request was converted: no search for nobody
         if left is not None and len(domain.inventory.nodes) < len(request.inventory.nodes):
             with cancellation.cancelling(call.cancel):
-                result = answer_from_nodes_read(domain, len(request.inventory.nodes), started + left)
+                result = answer_from_nodes_read(
+                    domain, len(request.inventory.nodes), started + left, misses=reading.misses
+                )
         else:
             # The call's deadline already keeps the reply's margin back (admission.REPLY_MARGIN_S).
             result = self._solve(domain, deadline_s=call.remaining_s(), cancel=call.cancel)
