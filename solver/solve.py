@@ -54,7 +54,7 @@ from solver.search.alone import AloneProbe
 from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, Candidate, Floor, Portfolio, complete, repack
 from solver.search.previous import from_previous
 from solver.search.sequence import arrival_steps, candidate_orders, solve_in_order, step_size
-from solver.search.tiers import MERGE_MAX_VARIABLES, settle, solve_lexicographic
+from solver.search.tiers import MERGE_MAX_VARIABLES, least_search_s, settle, solve_lexicographic
 
 # Time kept back from the caller's deadline for the reply: a fixed part, and a share of the time
 # for what drifts with the call's length (a search told to stop finishing its work, a stage slowed by
@@ -65,11 +65,6 @@ DEADLINE_MARGIN_S, DEADLINE_MARGIN_SHARE = 0.05, 0.01
 # limit, at least the minimum and at most the maximum, for all unplaced jobs of a request together,
 # and never past the call's end-to-end deadline.
 EXPLAIN_SHARE, EXPLAIN_MIN_S, EXPLAIN_MAX_S = 0.2, 0.25, 2.0
-# Below this, CP-SAT would not even hand back its hint on a big model: the floor's plan is the answer.
-# CP-SAT's presolve runs to its end whatever the time limit, and grows with the model: at 1,024
-# nodes x 200 jobs (15,000 variables) a search given 0.06 s took 0.15 s and the call missed its
-# 0.5 s deadline, so a search starts only with at least this much time per variable as well.
-MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE = 0.05, 8e-6
 # What one pass of the floor (a greedy plan, completed and valued) costs per model variable: 7 us
 # on an idle 2-core machine before the floor's indexes (8ad933b) took 40 % of its CPU time off
 # (12.5 -> 7.4 us of CPU a variable measured side by side on a loaded machine, 4,096 nodes x 500
@@ -261,10 +256,7 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
         variables = len(compiled.model.proto.variables)
         repack_fn = partial(repack_in_time, problem, compiled, floor=floor, ends=search_ends)
         with drawing.meanwhile(search_ends, spare_core=spare) as enough:
-            if (
-                budget >= max(MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE * variables)
-                or variables <= MERGE_MAX_VARIABLES
-            ):
+            if budget >= least_search_s(compiled) or variables <= MERGE_MAX_VARIABLES:
                 outcomes = solve_lexicographic(
                     compiled,
                     request.policy,

@@ -42,8 +42,24 @@ MERGE_MAX_VARIABLES = 2_000
 # The least time a search that only bounds a STRICT block's levels (bounded_by_weighted_sum) is
 # started with, per model variable: 0.6 s at 4,096 nodes x 500 jobs, where it proved its sum in 1.1 s.
 BOUND_SEARCH_S_PER_VARIABLE = 1e-5
+# Below this, CP-SAT would not even hand back its hint on a big model: the plan in hand is the answer.
+# CP-SAT's presolve runs to its end whatever the time limit, and grows with the model: at 1,024
+# nodes x 200 jobs (15,000 variables) a search given 0.06 s took 0.15 s and the call missed its
+# 0.5 s deadline, so a search starts only with at least this much time per variable as well; a
+# tier below the first too (at 4,096 nodes x 500 jobs, tiers started with a few tenths of a second
+# left took the search 0.2-0.5 s past its budget and a 5 s call past its deadline, session 12).
+MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE = 0.05, 8e-6
 # CP-SAT scales the objective through a double: sums beyond 2^53 would lose units.
 EXACT_OBJECTIVE = 2**50
+
+
+def least_search_s(compiled: Compiled) -> float:
+    """The least time a search of ``compiled`` is started with (:data:`MIN_SEARCH_S_PER_VARIABLE`);
+    none for a small model, which is proven in milliseconds."""
+    variables = len(compiled.model.proto.variables)
+    if variables <= MERGE_MAX_VARIABLES:
+        return 0.0
+    return max(MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE * variables)
 
 
 @dataclass(frozen=True)
@@ -86,7 +102,7 @@ def solve_lexicographic(
         part = weight / sum(weights[i:])
         # At least enough for CP-SAT's presolve to hand back the hint on a big model.
         share = max(remaining * part, min(remaining, 0.5 + 0.05 * budget_s))
-        if i > 0 and remaining <= 0:
+        if i > 0 and (remaining <= 0 or remaining < least_search_s(compiled)):
             outcomes += [unsolved(t, hint) for t in block]  # out of time: the answer above still stands
             continue
         model.maximize(tier.expr)
