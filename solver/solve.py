@@ -200,11 +200,10 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
         return unsearched(request, clock, deadline, estimate, model_size(problem, None))
     with clock.stage("compile"):
         # Compile may run slower than the pace said when it was predicted (a 16,384-node compile
-        # took 2.0-4.6 s at one pace): it stops while half the floor's first pass and the answer
-        # still fit, and the greedy answers in the time left. Not sooner: the floor's first pass,
-        # cut short, places more in 0.2 s than the greedy in 1.4 s (92 against 354 jobs there).
+        # took 2.0-4.6 s at one pace): it stops while the floor's first pass and the answer still
+        # fit, and the greedy answers in the time left.
         compile_started = time.perf_counter()
-        until = float("inf") if estimate.small else deadline - estimate.answer_s - estimate.floor_s / 2
+        until = float("inf") if estimate.small else deadline - estimate.answer_s - estimate.floor_s
         try:
             with bounded(until, COMPILE_LATE):
                 compiled: Compiled | None = compile_model(problem, request.policy)
@@ -237,9 +236,6 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
             time.perf_counter() + floor_part * (search_ends - time.perf_counter()),
             least=NAMED_ORDERS,
             latest=search_ends,
-            # The first plan is made whole for a small model; otherwise it stops placing while
-            # completing it, valuing it and answering still fit.
-            cut=None if estimate.small else deadline - estimate.answer_s - estimate.valuing_s,
         )
         held = []
         if request.previous:

@@ -257,7 +257,7 @@ def test_a_placer_failing_on_the_spare_core_fails_the_call() -> None:
     drawing = drawing_of(req)
     drawing.draw(time.perf_counter())
 
-    def broken(*_, **__):
+    def broken(*_):
         raise ValueError("a bug in a placer")
 
     with (
@@ -280,11 +280,10 @@ def test_a_cancelled_call_stops_the_placers_drawn_meanwhile() -> None:
     assert drawing.drawn == 1 and not drawing.exhausted
 
 
-def endless_pass(floor, done, order, counts, until=None) -> bool:
+def endless_pass(floor, done, order, counts) -> None:
     """A placer that would take 20 s, checking the token between jobs as place_jobs does."""
     for _ in cancellation.checked(range(2000)):
         time.sleep(0.01)
-    return True
 
 
 def test_the_placers_drawn_meanwhile_stop_mid_pass_when_the_searchs_time_is_over() -> None:
@@ -322,28 +321,3 @@ def test_the_placers_drawn_meanwhile_stop_once_the_search_says_enough() -> None:
     ):
         enough()
     assert time.perf_counter() - started < 2 and drawing.drawn == 1
-
-
-def test_a_first_plan_still_placing_at_its_cut_keeps_the_jobs_placed_so_far() -> None:
-    """The answer needs a plan: with none in hand, the placer running at ``cut`` stops placing (its
-    plan is named ``-cut`` and drawing stops); a placer drawn once a plan is in hand is never cut."""
-    nodes = [kit.node(f"n{i}", kit.SMALL) for i in range(6)]
-    req = kit.request(nodes, [kit.job(f"j{i}", 1 + i % 2) for i in range(8)])
-    clock = iter(range(1000))
-    late = 2.5  # the clock below reads 0, 1, 2, ...: jobs are tried at 0, 1, 2, then the cut
-
-    drawing = drawing_of(req)
-    with patch("solver.search.floor.time.perf_counter", lambda: float(next(clock))):
-        drawing.draw(1e9, least=4, latest=1e9, cut=late)
-    (cut,) = drawing.candidates()
-    assert cut.placer.endswith("-cut") and drawing.drawn == 1 and not drawing.exhausted
-    whole = drawing_of(req)
-    whole.draw(time.perf_counter())
-    assert 0 < jobs_of(cut) < jobs_of(whole.candidates()[0])
-    drawing.draw(time.perf_counter(), least=2, cut=time.perf_counter() - 1)  # a plan is in hand
-    assert not drawing.candidates()[0].placer.endswith("-cut")
-
-
-def jobs_of(candidate) -> int:
-    """Jobs placed by a candidate's plan: its jobs tier."""
-    return sum(1 for name, value in candidate.plan.items() if name.startswith("placed[") and value)

@@ -249,17 +249,11 @@ def greedy_hint(
     return hint_of(compiled, done)
 
 
-def place_jobs(
-    floor: Floor, done: Pass, jobs: Sequence[int], counts: dict[int, int], until: float | None = None
-) -> bool:
-    """Add ``jobs`` to the pass ``done`` in turn, each whole or not at all; stop short once
-    ``time.perf_counter()`` passes ``until`` (the jobs placed so far stay placed). Whether every job
-    was tried."""
+def place_jobs(floor: Floor, done: Pass, jobs: Sequence[int], counts: dict[int, int]) -> None:
+    """Add ``jobs`` to the pass ``done`` in turn, each whole or not at all."""
     problem = floor.problem
     # A caller gone stops the pass between jobs (a pass is seconds at 16,384 nodes).
     for j in cancellation.checked(jobs):
-        if until is not None and time.perf_counter() >= until:
-            return False
         needs = needs_of(floor, j, counts)
         for allowed in floor.scopes(j):
             if allowed is not None and not may_fit(floor, done.state, allowed, needs):
@@ -286,7 +280,6 @@ def place_jobs(
                 done.variants.update(chosen)
                 break
             undo(done.state, journal)
-    return True
 
 
 Need = tuple[tuple[tuple[int, int, int], ...], int]  # a role's variants (variant, host kind, shape), want
@@ -701,14 +694,9 @@ class Portfolio:
         self.drawn = 0  # placers run so far
         self.exhausted = False  # every order has been tried
 
-    def draw(
-        self, deadline: float, *, least: int = 1, latest: float | None = None, cut: float | None = None
-    ) -> None:
+    def draw(self, deadline: float, *, least: int = 1, latest: float | None = None) -> None:
         """Run placers until ``deadline`` or the last order; at least one in all, and past the
-        deadline until ``least`` have run if that is before ``latest``. ``cut``: while no plan is
-        in hand, the placer running stops placing jobs at this time, and the jobs it placed are its
-        plan (named ``<placer>-cut``): the answer needs a plan, and a plan of fewer jobs in time is
-        worth more than a late one."""
+        deadline until ``least`` have run if that is before ``latest``."""
         problem, compiled = self.floor.problem, self.floor.compiled
         for name, order in self._orders:
             key = tuple(order)
@@ -719,8 +707,7 @@ class Portfolio:
             self._tried.add(key)
             cancellation.check()  # a caller gone stops the floor between placers (solver.domain.cancel)
             done = Pass.empty(problem)
-            whole = place_jobs(self.floor, done, order, {}, until=None if self._out else cut)
-            name = name if whole else f"{name}-cut"
+            place_jobs(self.floor, done, order, {})
             self.drawn += 1
             rank = tuple(t.value_of_nonzero(placement_of(compiled, done)) for t in self._ranks)
             if self._best_rank is None or rank >= self._best_rank:
@@ -728,7 +715,7 @@ class Portfolio:
                 plan = complete(problem, compiled, hint_of(compiled, done))
                 self._out.append(Candidate(name, plan, tuple(t.value_of(plan) for t in compiled.tiers)))
             now = time.perf_counter()
-            if not whole or (now >= deadline and (self.drawn >= least or latest is None or now >= latest)):
+            if now >= deadline and (self.drawn >= least or latest is None or now >= latest):
                 return
         self.exhausted = True
 
