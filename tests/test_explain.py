@@ -35,7 +35,7 @@ from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import normalise
 from solver.reduce.policy import apply_policy_chains
 from solver.reduce.rails import expand_rails
-from solver.search.alone import AloneProbe
+from solver.search.alone import PROBE_S_PER_NODE, AloneProbe
 from solver.solve import solve
 from tests import kit
 
@@ -286,3 +286,14 @@ def test_applying_the_suggested_relaxation_places_the_job(request: SolveRequest)
     relaxed = relaxed_job(request)
     if relaxed is not None:
         assert places(request, relaxed), (result.reason, relaxed)
+
+
+def test_no_question_is_asked_with_less_time_than_the_first_is_judged_to_cost() -> None:
+    """Before any question, the cost judged is a walk of every node (PROBE_S_PER_NODE): a first
+    question asked with any time left ran a cold 4,096-node call's explanations past its deadline."""
+    request = kit.request(kit.cluster(100), [kit.job("j", 1)])
+    prior = PROBE_S_PER_NODE * 100
+    short = AloneProbe(request, prior / 2)
+    assert short(request.jobs[0]) is None and short.asked == 0
+    enough = AloneProbe(request, 10.0)
+    assert enough(request.jobs[0]) is True and enough.asked == 1
