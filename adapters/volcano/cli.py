@@ -122,9 +122,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--standby",
         action="store_true",
-        help="bind the port in a small standby process that runs the server and, while the server is "
-        "down or restarting, answers every verb neutrally (Volcano schedules alone; no crash of Volcano "
-        "v1.10's allocate action on a failed prioritize)",
+        help="bind the port in a small front process that runs the server on a private port, relays each "
+        "call to it within --http-timeout and answers neutrally itself when the server is down, "
+        "restarting, killed mid-call or hung (then killed and restarted): Volcano schedules alone and "
+        "v1.10's allocate action never sees a failed prioritize",
     )
     serve.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)  # from --standby
     serve.add_argument(
@@ -225,7 +226,15 @@ def run_serve(args: argparse.Namespace) -> int:
         configure_logging()
         aliases = dict(v.split("=", 1) for v in args.verb if "=" in v)
         child_argv = [a for a in sys.argv[1:] if a != "--standby"]
-        return standby.run(child_argv, args.host, args.port, aliases)
+        return standby.run(
+            child_argv,
+            args.host,
+            args.port,
+            aliases,
+            http_timeout_s=args.http_timeout,
+            max_body_bytes=args.max_body_mib * 1024 * 1024,
+            read_timeout_s=args.read_timeout,
+        )
     from adapters.volcano.extender import Config, Extender, local_solve, remote_solve
     from adapters.volcano.hypernodes import HyperNodeFiles
     from adapters.volcano.patcher import KubernetesPatcher, NamespacePolicy, PodPatcher, RecordingPatcher

@@ -228,9 +228,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            # Under --standby, no connection is kept alive: Go's client writes a POST onto a kept-alive
-            # connection whose process just died and fails it (a POST is not retried), where a new
-            # connection would have reached the standby. One loopback handshake per call.
+            # Under --standby the front relays each call on a connection of its own and reads the
+            # answer to its end: closing it marks the end (and a cut answer is seen as one).
             if self.server.standby:
                 self.close_connection = True
             if self.close_connection:
@@ -293,8 +292,8 @@ class _Server(ThreadingHTTPServer):
         super().__init__(address, _Handler, bind_and_activate=listen_fd is None)
         self.standby = listen_fd is not None
         if listen_fd is not None:
-            # A socket bound and listening in the standby process (--standby), shared with it: it
-            # accepts on it too whenever this process is gone.
+            # A private loopback socket bound by the front process (--standby), which relays
+            # Volcano's calls to it and answers them itself whenever this process cannot.
             self.socket.close()
             self.socket = socket.socket(fileno=listen_fd)
             self.server_address = self.socket.getsockname()
