@@ -37,6 +37,7 @@ import structlog
 
 from adapters.volcano import wire
 from adapters.volcano.extender import Extender
+from adapters.volcano.standby import SPENT_HEADER  # set by the --standby front on the calls it relays
 from adapters.volcano.wire import BadPayload
 
 
@@ -101,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
             raw = self._read_body(wait=neutral is not None)
             self.server.unwatch(self.connection)  # read in time; the verb has its own budget
             extender = self.server.extender
-            started = time.perf_counter()
+            started = time.perf_counter() - self._spent_in_front()
             if handler is Extender.on_session_open:
                 digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
                 reply = extender.reopen(digest)
@@ -151,6 +152,16 @@ class _Handler(BaseHTTPRequestHandler):
             return
         _log.warning("answered neutrally", verb=verb, status=code, reason=reason)
         self._reply(200, neutral)
+
+    def _spent_in_front(self) -> float:
+        """Under --standby: the part of Volcano's httpTimeout the front process spent reading the
+        call and relaying it, so that the session's budget counts from the call's arrival."""
+        if not self.server.standby:
+            return 0.0
+        try:
+            return min(max(float(self.headers.get(SPENT_HEADER) or 0) / 1000, 0.0), 60.0)
+        except ValueError:
+            return 0.0
 
     def do_GET(self) -> None:
         self.server.unwatch(self.connection)

@@ -45,6 +45,7 @@ import structlog
 
 from adapters.volcano import wire
 
+SPENT_HEADER = "X-Topoplace-Spent-Ms"  # the time the front spent on a call; the serving process reads it
 READY_FD_ENV = "TOPOPLACE_READY_FD"  # the serving process writes one byte here once it listens
 
 RELAY_MARGIN_S = 0.08  # kept back from Volcano's httpTimeout: the front's own reply and the network
@@ -93,9 +94,11 @@ class Backend:
                 raise RelayFailed(f"no answer within {self.budget_s:.2f} s")
             return remaining
 
+        spent_ms = (time.monotonic() - started) * 1000  # reading the call: the server's budget is shorter
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {self.address[0]}:{self.address[1]}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            f"{SPENT_HEADER}: {spent_ms:.1f}\r\nConnection: close\r\n\r\n"
         ).encode()
         try:
             with socket.create_connection(self.address, timeout=left()) as conn:
