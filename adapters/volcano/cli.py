@@ -102,6 +102,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         default=True,
         help="plan PodGroups still in phase Pending (default; --no-plan-pending: only Inqueue/Running)",
     )
+    serve.add_argument(
+        "--all-nodes-scored",
+        action="store_true",
+        help="vc-scheduler runs with --percentage-nodes-to-find=100, so each prioritize call lists every "
+        "node Volcano's predicates pass: a planned node missing from it was refused by a rule topoplace "
+        "does not model; its job is held that session and re-planned without the node",
+    )
     serve.add_argument("--packing", choices=("binpack", "spread"), default="binpack")
     serve.add_argument(
         "--batch-order",
@@ -268,6 +275,7 @@ def run_serve(args: argparse.Namespace) -> int:
             **({} if args.planned_score is None else {"planned_score": args.planned_score}),
             plan_pending=args.plan_pending,
             decline_without_plan=args.decline_without_plan,
+            all_nodes_scored=args.all_nodes_scored,
             packing=Packing[args.packing.upper()],
             batch_order=BatchOrder[args.batch_order.upper().replace("-", "_")],
             order_shuffles=args.order_shuffles,

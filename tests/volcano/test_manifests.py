@@ -131,6 +131,7 @@ def test_the_large_deployment_runs_standby_on_loopback_with_its_own_least_privil
     assert "--percentage-nodes-to-find=100" in scheduler["args"]  # the planned node is always scored
     serve = _serve_args(topoplace["args"])
     assert serve.standby and serve.decline_without_plan and serve.host == "127.0.0.1"
+    assert serve.all_nodes_scored  # true only with --percentage-nodes-to-find=100
     conf = _extender_args(
         docs[("ConfigMap", "volcano-scheduler-configmap")]["data"]["volcano-scheduler.conf"], ""
     )

@@ -289,3 +289,38 @@ func waitNewServer(t *testing.T, tp *topoplace, old int) int {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// A planned node Volcano's own predicates refuse for a reason the plan does not model (here the
+// node's pod count: allocatable pods 1, one pod running). Binpack plans the hard-tier gang (2 x 6
+// GPUs) on n0,n1 (6 GPUs free on each, leaf-a) rather than the empty n2,n3; Volcano never offers n0 to prioritize. With --all-nodes-scored
+// topoplace sees its planned node missing, holds the gang that session (jobReady "not ready": no
+// member on n1 and one wherever Volcano likes, across leaves), and plans it without n0 next
+// session: both members bound in leaf-b (n2,n3), where the hard tier allows them. Without
+// --all-nodes-scored the same session binds the gang split across the leaves (n1 and n2: seen
+// when this test was written), breaking its hard tier.
+func TestLargeConfPlannedNodeVolcanoRefusesIsPlannedAround(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout, "--all-nodes-scored")
+	nodes := fourNodes()
+	nodes[0].maxPods = 1
+	busy0 := gang{name: "busy-0", members: 1, gpus: 2, runningOn: []string{"n0"}, podNotes: []map[string]string{holding("n0", 0, 1)}}
+	busy1 := gang{name: "busy-1", members: 1, gpus: 2, runningOn: []string{"n1"}, podNotes: []map[string]string{holding("n1", 0, 1)}}
+	train := gang{name: "train", members: 2, gpus: 6, annotations: map[string]string{modeKey: "hard", tierKey: "1"}}
+	gangs := []gang{busy0, busy1, train}
+	r := runPlanned(t, tp, largeSettings(tp.url(), planTimeout), nodes, gangs)
+	if r.panicked != "" {
+		t.Fatalf("Volcano's scheduler panicked: %s", r.panicked)
+	}
+	s := tp.status()
+	if len(s.Refused) == 0 {
+		t.Fatalf("topoplace saw no planned node refused; the plan did not choose n0 and the test proves nothing (bound %v): %+v\n%s", boundNodes(t, r, train), s, tp.explain())
+	}
+	if got := boundNodes(t, r, train); len(got) != 0 {
+		t.Fatalf("the gang whose planned node Volcano refused should be held this session; bound on %v", got)
+	}
+	r = runSession(t, largeSettings(tp.url(), planTimeout), nodes, gangs)
+	got := requireBound(t, tp, r, train)
+	requirePlanned(t, tp, train)
+	if strings.Join(got, ",") != "n2,n3" {
+		t.Fatalf("re-planned without n0, the hard-tier gang belongs in leaf-b (n2,n3); bound on %v\n%s", got, tp.explain())
+	}
+}
