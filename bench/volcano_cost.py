@@ -375,9 +375,15 @@ def measure(nodes: int, calls: int, seed: int, root: Path = ROOT, standby: bool 
                 else until_planned(server, conn, changed_data, started)
             )
             conn.close()
+        except Exception:
+            print((Path(tmp) / "serve.log").read_text()[-6000:], file=sys.stderr)  # why, before it is gone
+            raise
         finally:
             server.stop()
+        log = (Path(tmp) / "serve.log").read_text()
     return {
+        "standby_kills": log.count("serving process hung: killed"),
+        "standby_neutral": log.count("answered neutrally"),
         "nodes": nodes,
         "gpu_tasks": status["gpuTasks"],
         "jobs": status["jobs"],

@@ -49,8 +49,10 @@ SPENT_HEADER = "X-Topoplace-Spent-Ms"  # the time the front spent on a call; the
 READY_FD_ENV = "TOPOPLACE_READY_FD"  # the serving process writes one byte here once it listens
 
 RELAY_MARGIN_S = 0.08  # kept back from Volcano's httpTimeout: the front's own reply and the network
-PROBE_TIMEOUT_S = 1.0  # a /healthz the serving process does not answer in this time is a miss
-PROBE_MISSES = 3  # misses in a row before the serving process is killed as hung
+# A busy serving process (a 1,000-node session's JSON parsed under the GIL, on a loaded machine)
+# still answers /healthz within a second or two; one that answers nothing for ~10 s is hung.
+PROBE_TIMEOUT_S = 2.0  # a /healthz the serving process does not answer in this time is a miss
+PROBE_MISSES = 5  # misses in a row before the serving process is killed as hung
 
 _log = structlog.get_logger("topoplace.volcano.standby")
 
