@@ -37,6 +37,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
@@ -75,6 +76,32 @@ class RelayFailed(Exception):
     """The serving process gave no whole answer within the budget (refused, reset, timed out)."""
 
 
+class ClientGone(Exception):
+    """Volcano's side of the call closed before its whole body arrived (not the serving process's
+    fault: no neutral answer, no suspicion)."""
+
+
+class _Body:
+    """A call's body, read from Volcano's connection as it is relayed: a 5 MiB prioritize body is
+    passed on while it arrives instead of after (the two processes overlap on two cores)."""
+
+    def __init__(self, rfile: Any, length: int) -> None:
+        self.rfile, self.length, self.left = rfile, length, length
+
+    def chunks(self) -> Iterator[bytes]:
+        while self.left > 0:
+            chunk = self.rfile.read1(min(self.left, 1 << 20))
+            if not chunk:
+                raise ClientGone(f"{self.left} of {self.length} body bytes never came")
+            self.left -= len(chunk)
+            yield chunk
+
+    def drain(self) -> None:
+        """Read what is left, so the answer goes to a client that is no longer writing."""
+        for _ in self.chunks():
+            pass
+
+
 class Backend:
     """The serving process as the front sees it: its private address, whether it is up, whether the
     last relay to it failed (suspect)."""
@@ -86,8 +113,11 @@ class Backend:
         self.suspect = threading.Event()
         self.pid = 0
 
-    def relay(self, method: str, path: str, body: bytes, started: float) -> tuple[int, bytes]:
-        """Send one request and return (status, body) of a whole answer before ``started + budget``."""
+    def relay(
+        self, method: str, path: str, started: float, length: int = 0, body: Iterable[bytes] = ()
+    ) -> tuple[int, bytes]:
+        """Send one request (``length`` bytes of ``body``) and return (status, body) of a whole
+        answer before ``started + budget``."""
         deadline = started + self.budget_s
 
         def left() -> float:
@@ -99,17 +129,17 @@ class Backend:
         spent_ms = (time.monotonic() - started) * 1000  # reading the call: the server's budget is shorter
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {self.address[0]}:{self.address[1]}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {length}\r\n"
             f"{SPENT_HEADER}: {spent_ms:.1f}\r\nConnection: close\r\n\r\n"
         ).encode()
         try:
             with socket.create_connection(self.address, timeout=left()) as conn:
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 conn.settimeout(left())  # Python 3.5+: the whole sendall, not each chunk
-                conn.sendall(head + body if len(body) < 65536 else head)
-                if len(body) >= 65536:
+                conn.sendall(head)
+                for chunk in body:
                     conn.settimeout(left())
-                    conn.sendall(body)  # no copy of a 5 MiB prioritize body into one buffer
+                    conn.sendall(chunk)
                 chunks: list[bytes] = []
                 while True:
                     conn.settimeout(left())
@@ -161,18 +191,18 @@ class _FrontHandler(BaseHTTPRequestHandler):
             self.close_connection = True  # the body is not read: the connection cannot be reused
             self._neutral(verb, f"Content-Length {self.headers.get('Content-Length')!r} refused")
             return
-        body = self.rfile.read(length)
-        if len(body) != length:
+        body = _Body(self.rfile, length)
+        try:
+            self._relay(verb, body, started)
+        except ClientGone:
             self.close_connection = True
-            return  # the client went away mid-body
-        self._relay("POST", verb, body, started)
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
         backend = self.server.backend
         if backend.up.is_set() and not backend.suspect.is_set():
             try:
-                code, answer = backend.relay("GET", self.path, b"", time.monotonic())
+                code, answer = backend.relay("GET", self.path, time.monotonic())
                 self._send(code, answer)
                 return
             except RelayFailed as err:
@@ -190,17 +220,20 @@ class _FrontHandler(BaseHTTPRequestHandler):
         }
         self._send(503 if path.endswith(("/healthz", "/status")) else 404, json.dumps(state).encode())
 
-    def _relay(self, method: str, verb: str, body: bytes, started: float) -> None:
+    def _relay(self, verb: str, body: _Body, started: float) -> None:
         backend = self.server.backend
         if not backend.up.is_set():
+            body.drain()
             self._neutral(verb, "no serving process")
             return
         if backend.suspect.is_set():
+            body.drain()
             self._neutral(verb, "the serving process is not answering")
             return
         try:
-            code, answer = backend.relay(method, self.path, body, started)
+            code, answer = backend.relay("POST", self.path, started, body.length, body.chunks())
         except RelayFailed as err:
+            body.drain()
             backend.suspect.set()
             _log.error(
                 "serving process failed a call: answering neutrally",
@@ -260,7 +293,7 @@ class _Front(ThreadingHTTPServer):
 def _probe(backend: Backend) -> bool:
     """Does the serving process answer ``GET /healthz`` within PROBE_TIMEOUT_S?"""
     try:
-        code, _ = Backend(backend.address, PROBE_TIMEOUT_S).relay("GET", "/healthz", b"", time.monotonic())
+        code, _ = Backend(backend.address, PROBE_TIMEOUT_S).relay("GET", "/healthz", time.monotonic())
     except RelayFailed:
         return False
     return code == 200
