@@ -17,6 +17,7 @@ from math import floor, gcd
 from ortools.sat.python import cp_model
 
 from solver.compile import Compiled, Tier
+from solver.compile.cost import PACE
 from solver.compile.objective import JOBS_TIER, is_placed_work
 from solver.domain import cancel as cancellation
 from solver.domain.model import ObjectiveTier, Policy, SolveStatus, TierValue
@@ -48,18 +49,20 @@ BOUND_SEARCH_S_PER_VARIABLE = 1e-5
 # 0.5 s deadline, so a search starts only with at least this much time per variable as well; a
 # tier below the first too (at 4,096 nodes x 500 jobs, tiers started with a few tenths of a second
 # left took the search 0.2-0.5 s past its budget and a 5 s call past its deadline, session 12).
+# Both are idle figures, scaled by the process's pace (solver.compile.cost.PACE): a cold 4,096-node
+# call at load 3 (compile 4x its idle time) ran a search given 2.1 s for 3.2 s and was 0.45 s late.
 MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE = 0.05, 8e-6
 # CP-SAT scales the objective through a double: sums beyond 2^53 would lose units.
 EXACT_OBJECTIVE = 2**50
 
 
 def least_search_s(compiled: Compiled) -> float:
-    """The least time a search of ``compiled`` is started with (:data:`MIN_SEARCH_S_PER_VARIABLE`);
-    none for a small model, which is proven in milliseconds."""
+    """The least time a search of ``compiled`` is started with (:data:`MIN_SEARCH_S_PER_VARIABLE`
+    at the process's pace); none for a small model, which is proven in milliseconds."""
     variables = len(compiled.model.proto.variables)
     if variables <= MERGE_MAX_VARIABLES:
         return 0.0
-    return max(MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE * variables)
+    return max(MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE * variables) * PACE.ratio()
 
 
 @dataclass(frozen=True)
@@ -265,7 +268,7 @@ def bounded_by_weighted_sum(
         (levels - i) * (t.upper // u) for i, (t, u) in enumerate(zip(step.tiers, step.units, strict=True))
     )
     weighted = Tier(step.tiers[0].tier, "placed_work.weighted", tuple(terms), upper)
-    if seconds < BOUND_SEARCH_S_PER_VARIABLE * len(model.proto.variables):
+    if seconds < BOUND_SEARCH_S_PER_VARIABLE * len(model.proto.variables) * PACE.ratio():
         return parts  # too little time to bound this model: the answer would come late
     started = time.perf_counter()
     # Without presolve: faster to its bound here (4,096 nodes x 500 jobs: 1.1 s against 1.9 s), and
