@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -54,6 +55,9 @@ RELAY_MARGIN_S = 0.08  # kept back from Volcano's httpTimeout: the front's own r
 # still answers /healthz within a second or two; one that answers nothing for ~10 s is hung.
 PROBE_TIMEOUT_S = 2.0  # a /healthz the serving process does not answer in this time is a miss
 PROBE_MISSES = 5  # misses in a row before the serving process is killed as hung
+# A serving process not listening this long after its start hung while starting (OR-Tools loads in
+# a few seconds); TOPOPLACE_STANDBY_STARTUP_S overrides it (tests).
+STARTUP_S = float(os.environ.get("TOPOPLACE_STANDBY_STARTUP_S") or 120)
 
 _log = structlog.get_logger("topoplace.volcano.standby")
 
@@ -374,8 +378,13 @@ def run(
         backend.pid = child.pid
         _log.info("serving process started", pid=child.pid, restarts=restarts)
         with os.fdopen(ready_r, "rb") as ready:
-            # A byte: listening. End of file without one: it died while starting.
-            if ready.read(1):
+            # A byte: listening. End of file without one: it died while starting. Neither in
+            # STARTUP_S: it hung while starting (killed; the loop starts another).
+            if not select.select([ready], [], [], STARTUP_S)[0]:
+                _log.error("serving process hung while starting: killed", pid=child.pid, seconds=STARTUP_S)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid, signal.SIGKILL)
+            elif ready.read(1):
                 backend.suspect.clear()
                 backend.up.set()
                 _log.info("serving process ready: calls relayed", pid=child.pid)

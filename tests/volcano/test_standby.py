@@ -10,6 +10,7 @@ and TestLargeConfServerHungMidSession.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -84,8 +85,15 @@ class Tree:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Iterator[Tree]:
+    with _running(tmp_path) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def _running(tmp_path: Path, **env_extra: str) -> Iterator[Tree]:
+    """`topoplace volcano serve --standby` on a free loopback port; SIGTERM and a closed port after."""
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'proto'}"}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'proto'}", **env_extra}
     command = [sys.executable, "-m", "solver.cli", "volcano", "serve", "--port", str(port), "--dry-run"]
     command += ["--http-timeout", f"{HTTP_TIMEOUT_S:g}s", "--standby"]
     log_path = tmp_path / "serve.log"  # a file, not a pipe: nobody reads a pipe while the test runs
@@ -147,3 +155,25 @@ def test_call_in_flight_when_the_server_is_killed_is_answered_at_once(tree: Tree
     assert took < HTTP_TIMEOUT_S / 2, took
     assert "serving process failed a call" in tree.log(), tree.log()
     _wait_serving(tree.url, other_than=(victim, tree.front.pid))
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def test_server_hung_while_starting_is_killed_and_replaced(tmp_path: Path) -> None:
+    """A serving process that never signals ready (stopped while loading) is killed after the
+    startup limit (TOPOPLACE_STANDBY_STARTUP_S, 6 s here; 120 s by default) and another one started;
+    meanwhile every call is answered neutrally."""
+    with _running(tmp_path, TOPOPLACE_STANDBY_STARTUP_S="6") as t:
+        deadline = time.monotonic() + 5
+        while not _children(t.front.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (starting,) = _children(t.front.pid)
+        os.kill(starting, signal.SIGSTOP)  # before it listens (OR-Tools takes seconds to load)
+        assert _call(t.url + "/jobReady", b"{}") == NEUTRAL["jobReady"]
+        _wait_serving(t.url, other_than=(starting, t.front.pid))
+        assert "serving process hung while starting: killed" in t.log(), t.log()
