@@ -144,7 +144,7 @@ def bind(body: dict[str, Any], job_key: str, where: dict[str, str]) -> dict[str,
 class Server:
     """``topoplace volcano serve`` in its own process group on a free loopback port."""
 
-    def __init__(self, hypernodes: Path, log: Path, root: Path = ROOT) -> None:
+    def __init__(self, hypernodes: Path, log: Path, root: Path = ROOT, standby: bool = False) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -152,7 +152,7 @@ class Server:
         self._log = log.open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "solver.cli", "volcano", "serve", "--port", str(self.port),
-             "--dry-run", "--hypernodes", str(hypernodes), "--http-timeout", "1s"],
+             "--dry-run", "--hypernodes", str(hypernodes), "--http-timeout", "1s", *["--standby"] * standby],
             cwd=root, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         started = deadline = time.monotonic()
@@ -174,12 +174,17 @@ class Server:
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
 
     def get(self, path: str) -> dict[str, Any]:
-        conn = self.connection()
-        try:
-            conn.request("GET", path)
-            return json.loads(conn.getresponse().read())
-        finally:
-            conn.close()
+        for _ in range(100):
+            conn = self.connection()
+            try:
+                conn.request("GET", path)
+                answer = json.loads(conn.getresponse().read())
+            finally:
+                conn.close()
+            if not answer.get("standby"):
+                return answer
+            time.sleep(0.1)  # the --standby front answered: its serving process is checked or restarting
+        raise RuntimeError(f"GET {path}: only the --standby front answered for 10 s")
 
     def stop(self) -> None:
         try:
@@ -197,7 +202,8 @@ def post(conn: http.client.HTTPConnection, verb: str, data: bytes) -> float:
     reply = conn.getresponse()
     text = reply.read()
     took = time.perf_counter() - started
-    if reply.status != 200:
+    # A 503 open is Volcano's "schedule alone" (the --standby front's answer to an open past its budget).
+    if reply.status != 200 and not (verb == "onSessionOpen" and reply.status == 503):
         raise RuntimeError(f"{verb} answered {reply.status}: {text[:200]!r}")
     return took
 
@@ -296,14 +302,14 @@ def ms(values: list[float], q: float = 0.5) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def measure(nodes: int, calls: int, seed: int, root: Path = ROOT) -> dict[str, Any]:
+def measure(nodes: int, calls: int, seed: int, root: Path = ROOT, standby: bool = False) -> dict[str, Any]:
     body, objects = cluster(nodes)
     data = json.dumps(body).encode()
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
         hyper = Path(tmp) / "hypernodes.yaml"
         hyper.write_text(yaml.safe_dump_all(objects))
-        server = Server(hyper, Path(tmp) / "serve.log", root)
+        server = Server(hyper, Path(tmp) / "serve.log", root, standby)
         try:
             conn = server.connection()
             started = time.perf_counter()
@@ -369,9 +375,15 @@ def measure(nodes: int, calls: int, seed: int, root: Path = ROOT) -> dict[str, A
                 else until_planned(server, conn, changed_data, started)
             )
             conn.close()
+        except Exception:
+            print((Path(tmp) / "serve.log").read_text()[-6000:], file=sys.stderr)  # why, before it is gone
+            raise
         finally:
             server.stop()
+        log = (Path(tmp) / "serve.log").read_text()
     return {
+        "standby_kills": log.count("serving process hung: killed"),
+        "standby_neutral": log.count("answered neutrally"),
         "nodes": nodes,
         "gpu_tasks": status["gpuTasks"],
         "jobs": status["jobs"],
@@ -478,6 +490,11 @@ def main() -> int:
         help="also serve from this checkout (e.g. `git archive <commit> | tar -x -C DIR`), alternating",
     )
     parser.add_argument(
+        "--standby",
+        action="store_true",
+        help="also serve behind --standby's front process (the extra relay hop), side by side",
+    )
+    parser.add_argument(
         "--profile", type=int, metavar="NODES", help="profile a changed session's open instead"
     )
     args = parser.parse_args()
@@ -488,6 +505,9 @@ def main() -> int:
     for n in args.nodes or [128, 256, 1024]:
         for label, root in [("before", args.before)] * bool(args.before) + [(commit(), ROOT)]:
             rows.append({"server": label, **measure(n, args.calls, args.seed, root)})
+            print(json.dumps(rows[-1]), flush=True)
+            if args.standby:
+                rows.append({"server": f"{label} --standby", **measure(n, args.calls, args.seed, root, True)})
             print(json.dumps(rows[-1]), flush=True)
     print(f"commit {commit()}, {machine()}, load {os.getloadavg()[0]:.1f}")
     print(table(rows))

@@ -161,9 +161,11 @@ def build(
     *,
     plan_pending: bool = True,
     cache: NodeCache | None = None,
+    avoid: Mapping[str, frozenset[str]] | None = None,
 ) -> Batch:
     """The batch for ``snapshot``: inventory from its nodes, jobs from its pending GPU work.
-    ``cache``: the last session's nodes, reused where unchanged (a fresh one converts all)."""
+    ``cache``: the last session's nodes, reused where unchanged (a fresh one converts all).
+    ``avoid``: Volcano job → nodes its tasks are not planned on (Volcano's predicates refused them)."""
     warn = kube.NodeWarnings(list(fabric.warnings))
     cache = cache if cache is not None else NodeCache()
     nodes = cache.nodes(snapshot.nodes, fabric, warn)
@@ -178,7 +180,13 @@ def build(
     for job in snapshot.jobs:
         if job.podgroup is not None and job.podgroup.phase not in phases:
             continue
-        jobs += job_entries(job, batch, fabric if switches else HyperNodeTree(), models)
+        jobs += job_entries(
+            job,
+            batch,
+            fabric if switches else HyperNodeTree(),
+            models,
+            (avoid or {}).get(job.uid, frozenset()),
+        )
     if batch.eligibility.labels:  # the eligible-node labels of tasks that cannot use every node
         nodes = cache.labelled(nodes, batch.eligibility.labels)
         batch.nodes = {n.name: n for n in nodes}
@@ -210,8 +218,11 @@ def preferring(policy: Policy, weights: Mapping[str, int]) -> Policy:
 # --------------------------------------------------------------------------- jobs
 
 
-def job_entries(job: Job, batch: Batch, fabric: HyperNodeTree, models: set[str]) -> list[SolverJob]:
-    """The solver jobs for one Volcano job (none if it has no pending GPU work), recorded in ``batch``."""
+def job_entries(
+    job: Job, batch: Batch, fabric: HyperNodeTree, models: set[str], avoid: frozenset[str] = frozenset()
+) -> list[SolverJob]:
+    """The solver jobs for one Volcano job (none if it has no pending GPU work), recorded in ``batch``;
+    its tasks kept off ``avoid``."""
     pending_gpu: list[Task] = []
     pending_other = 0
     for task in job.tasks:
@@ -230,7 +241,7 @@ def job_entries(job: Job, batch: Batch, fabric: HyperNodeTree, models: set[str])
     apart: dict[str, tuple[AntiAffinity, ...]] = {}
     for task in pending_gpu:
         try:
-            shapes[task.uid] = kube.member_shape(task, models, batch.eligibility.selector(task))
+            shapes[task.uid] = kube.member_shape(task, models, batch.eligibility.selector(task, avoid))
             apart[task.uid] = kube.pod_anti_affinity(task)
             batch.eligibility.prefer(task)
         except kube.PodRefused as err:

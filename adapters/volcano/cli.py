@@ -102,6 +102,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         default=True,
         help="plan PodGroups still in phase Pending (default; --no-plan-pending: only Inqueue/Running)",
     )
+    serve.add_argument(
+        "--all-nodes-scored",
+        action="store_true",
+        help="vc-scheduler runs with --percentage-nodes-to-find=100, so each prioritize call lists every "
+        "node Volcano's predicates pass: a planned node missing from it was refused by a rule topoplace "
+        "does not model; its job is held that session and re-planned without the node",
+    )
     serve.add_argument("--packing", choices=("binpack", "spread"), default="binpack")
     serve.add_argument(
         "--batch-order",
@@ -122,9 +129,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--standby",
         action="store_true",
-        help="bind the port in a small standby process that runs the server and, while the server is "
-        "down or restarting, answers every verb neutrally (Volcano schedules alone; no crash of Volcano "
-        "v1.10's allocate action on a failed prioritize)",
+        help="bind the port in a small front process that runs the server on a private port, relays each "
+        "call to it within --http-timeout and answers neutrally itself when the server is down, "
+        "restarting, killed mid-call or hung (then killed and restarted): Volcano schedules alone and "
+        "v1.10's allocate action never sees a failed prioritize",
     )
     serve.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)  # from --standby
     serve.add_argument(
@@ -225,7 +233,15 @@ def run_serve(args: argparse.Namespace) -> int:
         configure_logging()
         aliases = dict(v.split("=", 1) for v in args.verb if "=" in v)
         child_argv = [a for a in sys.argv[1:] if a != "--standby"]
-        return standby.run(child_argv, args.host, args.port, aliases)
+        return standby.run(
+            child_argv,
+            args.host,
+            args.port,
+            aliases,
+            http_timeout_s=args.http_timeout,
+            max_body_bytes=args.max_body_mib * 1024 * 1024,
+            read_timeout_s=args.read_timeout,
+        )
     from adapters.volcano.extender import Config, Extender, local_solve, remote_solve
     from adapters.volcano.hypernodes import HyperNodeFiles
     from adapters.volcano.patcher import KubernetesPatcher, NamespacePolicy, PodPatcher, RecordingPatcher
@@ -259,6 +275,7 @@ def run_serve(args: argparse.Namespace) -> int:
             **({} if args.planned_score is None else {"planned_score": args.planned_score}),
             plan_pending=args.plan_pending,
             decline_without_plan=args.decline_without_plan,
+            all_nodes_scored=args.all_nodes_scored,
             packing=Packing[args.packing.upper()],
             batch_order=BatchOrder[args.batch_order.upper().replace("-", "_")],
             order_shuffles=args.order_shuffles,

@@ -225,15 +225,22 @@ class Eligibility:
             out |= {name for name, labels, _ in self._nodes if labels.get(key) == domain}
         return out
 
-    def selector(self, task: Task) -> dict[str, str]:
+    def selector(self, task: Task, avoid: frozenset[str] = frozenset()) -> dict[str, str]:
         """The node-selector entry that keeps ``task`` on nodes its taints, node affinity and
-        required pod affinity allow ({} if every node is allowed)."""
+        required pod affinity allow, less ``avoid`` (nodes Volcano's predicates refused its job in an
+        earlier session for a reason not modelled here); {} if every node is allowed."""
         tolerations, affinity = _rules(task)
         pod_terms = _pod_affinity_terms(affinity)
         # The pod's namespace and labels decide a pod-affinity term's answer too.
         by_pod = bool(pod_terms or self._repelling)
         spec = json.dumps(
-            [tolerations, affinity, task.namespace if by_pod else "", task.labels if by_pod else {}],
+            [
+                tolerations,
+                affinity,
+                task.namespace if by_pod else "",
+                task.labels if by_pod else {},
+                sorted(avoid),
+            ],
             sort_keys=True,
         )
         label = self._by_spec.get(spec)
@@ -247,6 +254,7 @@ class Eligibility:
                 and affinity_allows(affinity, labels, name)
                 and (by_pods is None or name in by_pods)
                 and name not in repelled
+                and name not in avoid
             )
             if len(eligible) == len(self._nodes):
                 label = ""

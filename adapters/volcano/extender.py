@@ -42,6 +42,10 @@ class Config:
     margin_s: float = 0.25  # kept back for parsing, the reply and the network
     planned_score: float = PLANNED_SCORE
     plan_pending: bool = True  # also plan PodGroups still in phase Pending (enqueued in this session)
+    # Each prioritize call lists every node Volcano's predicates pass (vc-scheduler
+    # --percentage-nodes-to-find=100): a planned node missing from it was refused by a rule not
+    # modelled here, so the job is held this session and re-planned without that node.
+    all_nodes_scored: bool = False
     packing: Packing = Packing.BINPACK
     batch_order: BatchOrder = BatchOrder.JOINT  # the session's PodGroups as one model, or one at a time
     order_shuffles: int = 3  # BEST_OF_ORDERS: seeded shuffles besides the fixed orders
@@ -75,6 +79,7 @@ class SessionStatus:
     error: str = ""
     warnings: list[str] = field(default_factory=list)
     off_plan: list[str] = field(default_factory=list)  # allocations Volcano made elsewhere than planned
+    refused: list[str] = field(default_factory=list)  # planned nodes Volcano's predicates refused
     patch_failures: list[str] = field(default_factory=list)  # annotations that could not be written
     verb_calls: dict[str, int] = field(default_factory=dict)  # calls answered this session, by verb
     verb_ms: dict[str, float] = field(default_factory=dict)  # their server time
@@ -179,6 +184,7 @@ class Extender:
         self._overhead_s = 0.0  # the last solve's time outside the search (validate, compile, explain)
         self._solves = 0
         self._nodes = batch_mod.NodeCache()  # the last session's inventory nodes, reused if unchanged
+        self._refusals: dict[str, set[str]] = {}  # Volcano job → planned nodes Volcano's predicates refused
         self._fabric: tuple[Sequence[hn.HyperNode], Any, hn.HyperNodeTree] | None = None
         self._solver_process = solver_process
         self._shipped: dict[int, Node] = {}  # nodes the solver process holds, by token (their id here)
@@ -219,6 +225,7 @@ class Extender:
             reused=True,
             open_ms=(time.perf_counter() - started) * 1000,
             off_plan=[],  # this session's own, not the reused one's
+            refused=[],
             patch_failures=[],
             verb_calls={},
             verb_ms={},
@@ -269,9 +276,14 @@ class Extender:
         hypernodes = self._hypernodes()
         fabric = self._fabric_for(hypernodes, snapshot)
         policy = self._policy(started)
+        with self._lock:
+            avoid = {job: frozenset(nodes) for job, nodes in self._refusals.items()}
         work = batch_mod.build(
-            snapshot, fabric, policy, plan_pending=self.config.plan_pending, cache=self._nodes
+            snapshot, fabric, policy, plan_pending=self.config.plan_pending, cache=self._nodes, avoid=avoid
         )
+        with self._lock:  # a job no longer pending needs no memory of where it could not go
+            for job in set(self._refusals) - set(work.jobs):
+                del self._refusals[job]
         status.tasks = len(work.members)
         status.warnings = work.warnings
         result: SolveResult | None = None
@@ -511,7 +523,34 @@ class Extender:
         plan = self._plan
         if plan is None:
             return wire.prioritize_reply(dict.fromkeys(nodes, 0.0))
+        if self.config.all_nodes_scored:
+            refused = plan.refused_planned_node(task, nodes)
+            if refused is not None:
+                self._refused(plan, task, refused)
         return wire.prioritize_reply(plan.prioritize(task, nodes))
+
+    def _refused(self, plan: Plan, task: wire.Task, node: str) -> None:
+        """Volcano's predicates refused ``task`` its planned ``node`` (a rule the plan does not
+        model: pod count, ports, volumes, a taint seen late): hold the job this session, so it is not
+        split between the plan and Volcano's choices, and plan it without ``node`` from the next."""
+        job = plan.batch.task_job.get(task.uid)
+        if job is None:
+            return
+        with self._lock:
+            plan.diverted.add(job)
+            known = self._refusals.setdefault(job, set())
+            if node in known:
+                return
+            known.add(node)
+            self._last_open = None  # the next session is planned again, even with the same body
+            if len(self.status.refused) < _KEPT:
+                self.status.refused.append(f"{task.key}: Volcano's predicates refused planned node {node}")
+        _log.warning(
+            "planned node refused by Volcano's predicates: job held, re-planned without it",
+            task=task.key,
+            node=node,
+            job=job,
+        )
 
     def job_ready(self, body: Any) -> dict[str, Any]:
         job = wire.body_job(body)
@@ -595,6 +634,8 @@ class Extender:
             "error": s.error,
             "warnings": s.warnings[:50],
             "offPlan": s.off_plan,
+            "refused": s.refused,
+            "avoiding": {job: sorted(nodes) for job, nodes in self._refusals.items()},
             "patchFailures": s.patch_failures,
             "calls": dict(s.verb_calls),
             "callMs": {k: round(v, 1) for k, v in s.verb_ms.items()},

@@ -64,6 +64,9 @@ class Plan:
     hypernode_written: set[str] = field(default_factory=set)
     # (solver job, role) → planned node → members: a role's members are interchangeable
     role_nodes: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
+    # Volcano jobs with a member whose planned node Volcano's own predicates refused this session:
+    # held (jobReady "not ready") so the gang is not split off plan; re-planned without that node.
+    diverted: set[str] = field(default_factory=set)
 
     @staticmethod
     def of(
@@ -151,6 +154,14 @@ class Plan:
         target = assignment.node if assignment else None
         return {n: (self.planned_score if n == target else 0.0) for n in nodes}
 
+    def refused_planned_node(self, task: Task, nodes: list[str]) -> str | None:
+        """The node planned for ``task`` when it is missing from ``nodes``, the nodes that passed
+        Volcano's predicates (every one of them only with --percentage-nodes-to-find=100)."""
+        assignment = self.assignments.get(task.uid)
+        if assignment is None or assignment.node in nodes:
+            return None
+        return assignment.node
+
     def job_ready(self, job: Job) -> bool:
         """Neutral (True) for jobs outside the batch; else placed by the plan and at least its
         gang minimum of GPU tasks allocated this session.
@@ -164,7 +175,7 @@ class Plan:
             return True
         if entry.minimum == 0:
             return True
-        if not self.gang_placed(job.uid):
+        if not self.gang_placed(job.uid) or job.uid in self.diverted:
             return False
         holding = {t.uid for t in job.tasks if t.status in HOLDING and t.node_name}
         members = holding | self.allocated.keys()

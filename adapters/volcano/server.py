@@ -37,6 +37,7 @@ import structlog
 
 from adapters.volcano import wire
 from adapters.volcano.extender import Extender
+from adapters.volcano.standby import SPENT_HEADER  # set by the --standby front on the calls it relays
 from adapters.volcano.wire import BadPayload
 
 
@@ -101,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
             raw = self._read_body(wait=neutral is not None)
             self.server.unwatch(self.connection)  # read in time; the verb has its own budget
             extender = self.server.extender
-            started = time.perf_counter()
+            started = time.perf_counter() - self._spent_in_front()
             if handler is Extender.on_session_open:
                 digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
                 reply = extender.reopen(digest)
@@ -151,6 +152,16 @@ class _Handler(BaseHTTPRequestHandler):
             return
         _log.warning("answered neutrally", verb=verb, status=code, reason=reason)
         self._reply(200, neutral)
+
+    def _spent_in_front(self) -> float:
+        """Under --standby: the part of Volcano's httpTimeout the front process spent reading the
+        call and relaying it, so that the session's budget counts from the call's arrival."""
+        if not self.server.standby:
+            return 0.0
+        try:
+            return min(max(float(self.headers.get(SPENT_HEADER) or 0) / 1000, 0.0), 60.0)
+        except ValueError:
+            return 0.0
 
     def do_GET(self) -> None:
         self.server.unwatch(self.connection)
@@ -228,9 +239,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            # Under --standby, no connection is kept alive: Go's client writes a POST onto a kept-alive
-            # connection whose process just died and fails it (a POST is not retried), where a new
-            # connection would have reached the standby. One loopback handshake per call.
+            # Under --standby the front relays each call on a connection of its own and reads the
+            # answer to its end: closing it marks the end (and a cut answer is seen as one).
             if self.server.standby:
                 self.close_connection = True
             if self.close_connection:
@@ -293,8 +303,8 @@ class _Server(ThreadingHTTPServer):
         super().__init__(address, _Handler, bind_and_activate=listen_fd is None)
         self.standby = listen_fd is not None
         if listen_fd is not None:
-            # A socket bound and listening in the standby process (--standby), shared with it: it
-            # accepts on it too whenever this process is gone.
+            # A private loopback socket bound by the front process (--standby), which relays
+            # Volcano's calls to it and answers them itself whenever this process cannot.
             self.socket.close()
             self.socket = socket.socket(fileno=listen_fd)
             self.server_address = self.socket.getsockname()

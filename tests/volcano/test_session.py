@@ -471,3 +471,59 @@ def test_an_unsearched_plan_is_not_reused(hypernodes: Any, body: dict[str, Any])
         assert len(calls) == 2 and extender.status.reused, "a searched plan is reused"
     finally:
         extender.close()
+
+
+ALL_NODES_SCORED = Config(http_timeout_s=3.0, margin_s=0.5, all_nodes_scored=True)
+
+
+@pytest.mark.parametrize("config", [ALL_NODES_SCORED], indirect=True)
+def test_a_planned_node_volcano_refuses_holds_the_job_and_is_planned_around(
+    service: Service, body: dict[str, Any]
+) -> None:
+    """With vc-scheduler --percentage-nodes-to-find=100 each prioritize call lists every node
+    Volcano's predicates pass. A planned node missing from it was refused by a rule the plan does not
+    model: the job is held this session (its gang is not split between plan and Volcano's choices)
+    and planned without that node next session. Volcano's real scheduler: gosched,
+    TestLargeConfPlannedNodeVolcanoRefusesIsPlannedAround."""
+    service.client.ok("onSessionOpen", body)
+    assert service.extender.wait_for_solver(120)
+    service.client.ok("onSessionClose", {})
+    service.client.ok("onSessionOpen", body)
+    plan = service.extender.plan
+    assert plan is not None and plan.assignments, service.client.get("status")
+    name = "team-a/train-16"
+    job_uid = body["Jobs"][name]["UID"]
+    pending = [t for t in tasks_of(body, name) if t["UID"] in plan.assignments]
+    planned = {t["UID"]: plan.assignments[t["UID"]].node for t in pending}
+    task = pending[0]
+    refused = planned[task["UID"]]
+    offered = [node_stub(body, n) for n in sorted(body["Nodes"]) if n != refused]
+    reply = service.client.ok("prioritize", {"task": task, "nodes": offered})
+    assert set(reply["nodeScore"].values()) == {0.0}  # the task is Volcano's to place
+    # Every member allocated (the refused one wherever Volcano put it): still held this session.
+    info = copy.deepcopy(body["Jobs"][name])
+    elsewhere = next(n for n in sorted(body["Nodes"]) if n not in planned.values())
+    info["Tasks"] = {
+        k: allocated(t, elsewhere if t["UID"] == task["UID"] else planned[t["UID"]])
+        if t["UID"] in planned
+        else t
+        for k, t in info["Tasks"].items()
+    }
+    assert service.client.ok("jobReady", {"job": info}) == {"status": False}
+    assert service.client.get("status")["avoiding"] == {job_uid: [refused]}
+    # Other jobs are not held.
+    assert service.client.ok("jobReady", {"job": body["Jobs"]["team-d/cpu-etl"]}) == {"status": True}
+
+    # The next session, with the very same body: planned again, the job kept off the refused node.
+    solves = len(service.solve.calls)
+    service.client.ok("onSessionClose", {})
+    service.client.ok("onSessionOpen", body)
+    assert service.extender.wait_for_solver(120)
+    service.client.ok("onSessionClose", {})
+    service.client.ok("onSessionOpen", body)
+    assert len(service.solve.calls) > solves, "a refusal must make the next session solve again"
+    plan = service.extender.plan
+    assert plan is not None
+    again = {plan.assignments[t["UID"]].node for t in pending if t["UID"] in plan.assignments}
+    assert again and refused not in again, (refused, again)
+    assert plan.gang_placed(job_uid)

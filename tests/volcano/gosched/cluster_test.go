@@ -58,6 +58,7 @@ type gpuNode struct {
 	notReady    bool
 	extraLabels map[string]string
 	badTopology bool // two GPUs with one id in the annotation: the solver refuses the batch
+	maxPods     int  // the node's allocatable pods (default 110): Volcano's predicates check it, topoplace does not
 }
 
 func gpuUUID(node string, i int) string { return fmt.Sprintf("GPU-%s-%d", node, i) }
@@ -118,10 +119,14 @@ func (g gpuNode) build() *v1.Node {
 	if advertised == 0 {
 		advertised = gpusPerNode
 	}
+	maxPods := g.maxPods
+	if maxPods == 0 {
+		maxPods = 110
+	}
 	alloc := v1.ResourceList{
 		v1.ResourceCPU:    resource.MustParse("64"),
 		v1.ResourceMemory: resource.MustParse("512Gi"),
-		v1.ResourcePods:   resource.MustParse("110"),
+		v1.ResourcePods:   *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
 		gpuResource:       *resource.NewQuantity(int64(advertised), resource.DecimalSI),
 		vgpuNumber:        *resource.NewQuantity(int64(advertised*vgpuSplit), resource.DecimalSI),
 	}

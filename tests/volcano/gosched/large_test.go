@@ -196,7 +196,7 @@ func TestLargeConfServerKilledMidSession(t *testing.T) {
 	}
 	r := runSession(t, settings, nodes, gangs)
 	requireOwnRules(t, "serving process killed mid-session, --standby", r, g)
-	if !strings.Contains(tp.log(), "answered neutrally: no serving process") {
+	if !strings.Contains(tp.log(), "answered neutrally") {
 		t.Fatalf("the standby answered no call; the test proves nothing\n%s", tp.log())
 	}
 	deadline := time.Now().Add(90 * time.Second)
@@ -212,4 +212,115 @@ func TestLargeConfServerKilledMidSession(t *testing.T) {
 	r = runPlanned(t, tp, largeSettings(tp.url(), planTimeout), nodes, gangs)
 	requireBound(t, tp, r, g)
 	requirePlanned(t, tp, g)
+}
+
+// Alive but hung (SIGSTOP: a deadlock looks the same from outside) between onSessionOpen and the
+// allocate action, with --standby: the front relays the first call, gets no answer within its budget
+// (a little under Volcano's httpTimeout) and answers it neutrally; the process is then suspect and
+// every later call of the session is answered at once. Volcano finishes the session by its own rules,
+// no panic, in about one budget more than alone; the front kills the hung process and the next
+// session is planned by a new one. Then a call in flight when the serving process is SIGKILLed:
+// the kernel resets the relayed connection, the front answers neutrally, no panic.
+func TestLargeConfServerHungMidSession(t *testing.T) {
+	const timeout = "3s"
+	nodes, gangs, g := ownRulesCluster()
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", timeout, "--standby")
+	runPlanned(t, tp, largeSettings(tp.url(), timeout), nodes, gangs) // a plan in place
+	requirePlanned(t, tp, g)
+	alone := runSession(t, extenderSettings{without: true}, nodes, gangs).duration
+	settings := largeSettings(tp.url(), timeout)
+	hung := 0
+	settings.afterOpen = func() {
+		requireSessionOpen(t, tp)
+		hung = tp.status().Pid
+		if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
+			t.Fatalf("stop the serving process %d: %v", hung, err)
+		}
+	}
+	r := runSession(t, settings, nodes, gangs)
+	requireOwnRules(t, "serving process hung mid-session, --standby", r, g)
+	if !strings.Contains(tp.log(), "no answer within") {
+		t.Fatalf("the front saw no relay run out of budget; the test proves nothing\n%s", tp.log())
+	}
+	if r.duration > alone+4*time.Second {
+		t.Fatalf("a hung serving process cost the session %v (Volcano alone %v): more than one 3s budget", r.duration, alone)
+	}
+	t.Logf("session with the serving process hung after onSessionOpen: %v (Volcano alone %v)",
+		r.duration.Round(time.Millisecond), alone.Round(time.Millisecond))
+	victim := waitNewServer(t, tp, hung)
+	if !strings.Contains(tp.log(), "serving process hung: killed") {
+		t.Fatalf("the front did not kill the hung serving process\n%s", tp.log())
+	}
+	r = runPlanned(t, tp, largeSettings(tp.url(), timeout), nodes, gangs)
+	requireBound(t, tp, r, g)
+	requirePlanned(t, tp, g)
+
+	// A call in flight at the kill: stop the process so the first prioritize waits on it, kill it 300 ms later.
+	settings.afterOpen = func() {
+		requireSessionOpen(t, tp)
+		if err := syscall.Kill(victim, syscall.SIGSTOP); err != nil {
+			t.Fatalf("stop the serving process %d: %v", victim, err)
+		}
+		time.AfterFunc(300*time.Millisecond, func() { _ = syscall.Kill(victim, syscall.SIGKILL) })
+	}
+	before := strings.Count(tp.log(), "serving process failed a call")
+	r = runSession(t, settings, nodes, gangs)
+	requireOwnRules(t, "serving process killed with a call in flight, --standby", r, g)
+	failed := tp.log()
+	if strings.Count(failed, "serving process failed a call") == before || strings.Count(failed, "ConnectionResetError")+strings.Count(failed, "a cut answer")+strings.Count(failed, "not an HTTP answer") == 0 {
+		t.Fatalf("no relayed call failed by the kill (reset or cut); the test proves nothing\n%s", failed)
+	}
+	waitNewServer(t, tp, victim)
+}
+
+// waitNewServer: the pid of a serving process other than old, healthy behind the front.
+func waitNewServer(t *testing.T, tp *topoplace, old int) int {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if tp.healthy() {
+			if pid := tp.status().Pid; pid != old && pid != 0 {
+				return pid
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new serving process within 90 s (old %d)\n%s", old, tp.log())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// A planned node Volcano's own predicates refuse for a reason the plan does not model (here the
+// node's pod count: allocatable pods 1, one pod running). Binpack plans the hard-tier gang (2 x 6
+// GPUs) on n0,n1 (6 GPUs free on each, leaf-a) rather than the empty n2,n3; Volcano never offers n0 to prioritize. With --all-nodes-scored
+// topoplace sees its planned node missing, holds the gang that session (jobReady "not ready": no
+// member on n1 and one wherever Volcano likes, across leaves), and plans it without n0 next
+// session: both members bound in leaf-b (n2,n3), where the hard tier allows them. Without
+// --all-nodes-scored the same session binds the gang split across the leaves (n1 and n2: seen
+// when this test was written), breaking its hard tier.
+func TestLargeConfPlannedNodeVolcanoRefusesIsPlannedAround(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout, "--all-nodes-scored")
+	nodes := fourNodes()
+	nodes[0].maxPods = 1
+	busy0 := gang{name: "busy-0", members: 1, gpus: 2, runningOn: []string{"n0"}, podNotes: []map[string]string{holding("n0", 0, 1)}}
+	busy1 := gang{name: "busy-1", members: 1, gpus: 2, runningOn: []string{"n1"}, podNotes: []map[string]string{holding("n1", 0, 1)}}
+	train := gang{name: "train", members: 2, gpus: 6, annotations: map[string]string{modeKey: "hard", tierKey: "1"}}
+	gangs := []gang{busy0, busy1, train}
+	r := runPlanned(t, tp, largeSettings(tp.url(), planTimeout), nodes, gangs)
+	if r.panicked != "" {
+		t.Fatalf("Volcano's scheduler panicked: %s", r.panicked)
+	}
+	s := tp.status()
+	if len(s.Refused) == 0 {
+		t.Fatalf("topoplace saw no planned node refused; the plan did not choose n0 and the test proves nothing (bound %v): %+v\n%s", boundNodes(t, r, train), s, tp.explain())
+	}
+	if got := boundNodes(t, r, train); len(got) != 0 {
+		t.Fatalf("the gang whose planned node Volcano refused should be held this session; bound on %v", got)
+	}
+	r = runSession(t, largeSettings(tp.url(), planTimeout), nodes, gangs)
+	got := requireBound(t, tp, r, train)
+	requirePlanned(t, tp, train)
+	if strings.Join(got, ",") != "n2,n3" {
+		t.Fatalf("re-planned without n0, the hard-tier gang belongs in leaf-b (n2,n3); bound on %v\n%s", got, tp.explain())
+	}
 }

@@ -234,6 +234,7 @@ type status struct {
 	Error        string             `json:"error"`
 	Warnings     []string           `json:"warnings"`
 	OffPlan      []string           `json:"offPlan"`
+	Refused      []string           `json:"refused"` // planned nodes Volcano's predicates refused
 	OpenMs       float64            `json:"openMs"`
 	Reused       bool               `json:"reused"`
 	Calls        map[string]int     `json:"calls"`  // this session's calls, by verb
