@@ -252,10 +252,16 @@ def test_the_placers_left_are_drawn_while_the_search_runs() -> None:
     assert drawing.candidates()[0].values == everything.candidates()[0].values
 
 
-def test_a_placer_failing_on_the_spare_core_fails_the_call() -> None:
+def drawn_once() -> Portfolio:
+    """Three jobs on two nodes, one placer drawn: the portfolio the drawing-thread tests start from."""
     req = kit.request([kit.node("n0"), kit.node("n1")], [kit.job("a", 1), kit.job("b", 2), kit.job("c", 3)])
     drawing = drawing_of(req)
     drawing.draw(time.perf_counter())
+    return drawing
+
+
+def test_a_placer_failing_on_the_spare_core_fails_the_call() -> None:
+    drawing = drawn_once()
 
     def broken(*_):
         raise ValueError("a bug in a placer")
@@ -270,9 +276,7 @@ def test_a_placer_failing_on_the_spare_core_fails_the_call() -> None:
 
 def test_a_cancelled_call_stops_the_placers_drawn_meanwhile() -> None:
     """The thread runs in the caller's context: its cancel token stops it between placers."""
-    req = kit.request([kit.node("n0"), kit.node("n1")], [kit.job("a", 1), kit.job("b", 2), kit.job("c", 3)])
-    drawing = drawing_of(req)
-    drawing.draw(time.perf_counter())
+    drawing = drawn_once()
     token = Cancel()
     token.trip("the caller went away")
     with cancelling(token), drawing.meanwhile(time.perf_counter() + 60, spare_core=True):
@@ -287,9 +291,7 @@ def endless_pass(floor, done, order, counts) -> None:
 
 
 def test_the_placers_drawn_meanwhile_stop_mid_pass_when_the_searchs_time_is_over() -> None:
-    req = kit.request([kit.node("n0"), kit.node("n1")], [kit.job("a", 1), kit.job("b", 2), kit.job("c", 3)])
-    drawing = drawing_of(req)
-    drawing.draw(time.perf_counter())
+    drawing = drawn_once()
     started = time.perf_counter()
     with (
         patch("solver.search.floor.place_jobs", endless_pass),
@@ -311,9 +313,7 @@ def test_the_placers_drawn_meanwhile_stop_mid_pass_when_the_searchs_time_is_over
 
 def test_the_placers_drawn_meanwhile_stop_once_the_search_says_enough() -> None:
     """A search that proved its answer optimal does not wait for placers that cannot better it."""
-    req = kit.request([kit.node("n0"), kit.node("n1")], [kit.job("a", 1), kit.job("b", 2), kit.job("c", 3)])
-    drawing = drawing_of(req)
-    drawing.draw(time.perf_counter())
+    drawing = drawn_once()
     started = time.perf_counter()
     with (
         patch("solver.search.floor.place_jobs", endless_pass),
