@@ -217,6 +217,9 @@ def check_environment(h: Harness, job_id: str, nodes: int, alloc: dict[str, str]
 
 def test_single_node_jobs_are_planned_and_enforced(harness: Harness) -> None:
     for args in (["-N1", "--gpus-per-node=2", "--gres=nic:2"], ["--gres=gpu:4"], ["--gpus=1"]):
+        # The agent has read that the previous job runs: until then it counts it as waiting for
+        # backfill's reservation and leaves this one's node to Slurm (a CI run saw job 2 so, 1 s on).
+        harness.settle()
         code, job_id, err, _ = harness.sbatch(*args)
         assert code == 0, err
         check_planned(harness, job_id, 1)
