@@ -278,6 +278,8 @@ class Agent:
     replans: list[dict[str, Any]] = field(default_factory=list)  # each re-plan tried (Agent._replan)
     _replans: Counter[str] = field(default_factory=Counter)  # by job id
     _replanned_at: dict[str, float] = field(default_factory=dict)  # job id → time.monotonic()
+    _following: Future[None] | None = None  # the current read's follow-up (Agent._follow_up)
+    _handling: set[str] = field(default_factory=set)  # job ids it re-plans or releases
 
     # ----------------------------------------------------------------- inputs
 
@@ -316,9 +318,7 @@ class Agent:
         pending = parse_pending(self._run([self.config.squeue, "-h", "-t", "PD", "-o", SQUEUE_FORMAT]))
         nodes = parse_show_node(self._run([self.config.scontrol, "-o", "show", "node", "-d"]))
         now = time.time()
-        released = self._release(pending, now, nodes)
-        kept = [job for job in pending if job.job_id not in released]
-        self.refine(kept)
+        kept, work = self._follow_up_work(pending, now, nodes)
         held = held_plans(kept, nodes, now, self.config.plan_ttl_s)
         with self._refresh_lock:  # the node cache is not for two builders at once
             inventory, error = self._base_inventory(nodes, held)
@@ -338,6 +338,9 @@ class Agent:
             awaiting=tuple(awaiting_backfill(kept, now, self.config.unpin_window_s)),
             facts={id(n): node_facts(n) for n in inventory.inventory.nodes} if inventory else {},
         )
+        if work is not None:  # after the snapshot: the follow-up plans on this read
+            down = frozenset(n.name for n in nodes if not n.schedulable)
+            self._following = self._solves.submit(self._follow, work, down, kept)
 
     def warm(self) -> None:
         """What the first submit would otherwise pay (~0.5 s on a loaded host): each node type's
@@ -380,18 +383,64 @@ class Agent:
         except InvalidRequest as err:
             return None, err  # said at the next submit ("bad site data"), as the files are read
 
-    def _release(self, pending: list[PendingJob], now: float, nodes: list[SlurmNode]) -> set[str]:
-        """Clear the node list of planned jobs Slurm will not start soon (:func:`to_release`): the
-        plan only steers while its nodes are free; after that Slurm's own choice is as good or
-        better. Their comment's plan tag is renamed in the same update, so the plan stops holding
-        devices and the TaskProlog stops comparing against it. Returns the released job ids."""
+    def _follow_up_work(
+        self, pending: list[PendingJob], now: float, nodes: list[SlurmNode]
+    ) -> tuple[list[PendingJob], list[tuple[PendingJob, str]] | None]:
+        """This read's slow work — re-planning or releasing stale plans (:meth:`_release`), and
+        applying the solver's plans over fast ones (:meth:`refine`) — goes to the solve pool once the
+        read's snapshot is made (:meth:`refresh`), so the refresh never waits for a solve or an
+        ``scontrol update`` (a re-plan held it up to 1 s, and with it the node state every answer
+        plans on). One follow-up at a time: while one runs, a read hands over nothing new (None).
+        Also returns the pending jobs whose plans still hold devices: all but those being
+        re-planned or released (a new plan is in :attr:`_issued` as soon as it is made; a released
+        plan holds nothing)."""
+        running = self._following
+        if running is not None and not running.done():
+            return [job for job in pending if job.job_id not in self._handling], None
+        work = self._to_release(pending, now, nodes)
+        self._handling = {job.job_id for job, _ in work}
+        kept = [job for job in pending if job.job_id not in self._handling]
+        return kept, work if work or self._refining else None
+
+    def _follow(
+        self, work: list[tuple[PendingJob, str]], down: frozenset[str], kept: list[PendingJob]
+    ) -> None:
+        """The follow-up of one read, in a pool thread (a failure is logged: nothing else sees it)."""
+        try:
+            self._release(work, down)
+            self.refine(kept)
+        except Exception as err:
+            _log.error(
+                "follow-up failed", traceback="".join(traceback.format_exception(err, limit=8))[-4000:]
+            )
+
+    def wait_follow_up(self, timeout_s: float = 30.0) -> None:
+        """Until the last read's follow-up has ended (tests and the bench: what it did is then seen)."""
+        running = self._following
+        if running is not None:
+            running.result(timeout=timeout_s)
+
+    def _to_release(
+        self, pending: list[PendingJob], now: float, nodes: list[SlurmNode]
+    ) -> list[tuple[PendingJob, str]]:
+        """Planned jobs whose pin no longer helps (:func:`to_release`), with why, except those
+        just planned again."""
         if self.config.release_after_s <= 0:
-            return set()
+            return []
+        return [
+            (job, why)
+            for job, why in to_release(pending, now, self.config.release_after_s, nodes)
+            # A new plan stands until Slurm has estimated its start again.
+            if time.monotonic() - self._replanned_at.get(job.job_id, -1e18) >= REPLAN_SETTLE_S
+        ]
+
+    def _release(self, work: list[tuple[PendingJob, str]], down: frozenset[str]) -> set[str]:
+        """Plan each job of ``work`` again (:meth:`_replan`), or clear its node list: the plan only
+        steers while its nodes are free; after that Slurm's own choice is as good or better. Its
+        comment's plan tag is renamed in the same update, so the plan stops holding devices and the
+        TaskProlog stops comparing against it. Returns the ids of the jobs re-planned or released."""
         released = set()
-        down = frozenset(n.name for n in nodes if not n.schedulable)
-        for job, why in to_release(pending, now, self.config.release_after_s, nodes):
-            if time.monotonic() - self._replanned_at.get(job.job_id, -1e18) < REPLAN_SETTLE_S:
-                continue  # its new plan stands until Slurm has estimated its start again
+        for job, why in work:
             replanned = self._replan(job, why, down)
             if replanned:
                 released.add(job.job_id)  # its old plan holds nothing; the new one is issued

@@ -686,10 +686,8 @@ def test_a_stale_plan_is_made_again_on_nodes_where_its_gres_types_are_free(
         ),
         solve_fn=lambda request, timeout: solve(request, deadline_s=timeout),
     )
-    agent.refresh()  # the first read: no node state yet to plan on, so job 9 is released or kept
-    updates.unlink(missing_ok=True)
-    agent._replans.clear()
     agent.refresh()
+    agent.wait_follow_up()  # re-plans run in the solve pool, on the read's node state
     (line,) = updates.read_text().splitlines()
     (tried,) = agent.replans[-1:]
     assert tried["why"] == "planned node gpu03 has 0 free GPUs, the plan needs 2"
@@ -707,3 +705,59 @@ def test_a_stale_plan_is_made_again_on_nodes_where_its_gres_types_are_free(
     if gtype == "sw1":
         assert node == "gpu01"  # gpu02's sw1 GPUs run another job
     assert set(agent._issued["p9"].nodes) == {node}  # the new plan holds its devices at once
+
+
+@pytest.mark.needs_pipeline
+def test_a_slow_re_plan_does_not_hold_up_the_refresh(tmp_path: Path, fixtures: Path) -> None:
+    """The re-plan's solve ran on the refresh thread and held it (and so the node state every answer
+    plans on) up to 1 s. It now runs in the solve pool: the read returns while the solve is held,
+    the next read comes in meanwhile, and the re-plan is applied once the solve answers."""
+    import threading
+
+    from solver.solve import solve
+
+    updates = tmp_path / "updates.txt"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = update ]; then echo "$@" >> {updates}; exit 0; fi\n'
+        'if [ "$3" = job ]; then echo "JobId=9 JobName=wrap Priority=1 TimeLimit=01:00:00 NumNodes=1 '
+        'NumCPUs=1 TresPerNode=gres:gpu:sw0:2,gres:nic:sw0:2 Comment=x"; exit 0; fi\n'
+        f"cat {fixtures / 'scontrol-show-node-d.txt'}\n"
+    )
+    scontrol.chmod(0o755)
+    stamp = (datetime.now() - timedelta(minutes=1)).isoformat(timespec="seconds")
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f"#!/bin/sh\necho '9|{stamp}|Resources|N/A|(null)|mine {PLANNED}'\n")
+    squeue.chmod(0o755)
+    release = threading.Event()
+
+    def held_solve(request, timeout):  # type: ignore[no-untyped-def]
+        assert release.wait(30), "the test never released the solve"
+        return solve(request, deadline_s=timeout)
+
+    agent = Agent(
+        AgentConfig(
+            solver="unused",
+            topo_dir=fixtures / "topo",
+            gres_conf=fixtures / "gres.conf",
+            topology=fixtures / "topology.conf",
+            scontrol=str(scontrol),
+            squeue=str(squeue),
+            answer_budget_s=0,
+        ),
+        solve_fn=held_solve,
+    )
+    agent.refresh()  # job 9's plan is stale: its re-plan waits in the pool for the held solve
+    taken = agent._snapshot.taken if agent._snapshot else 0.0
+    assert not agent.replans, "the re-plan ended while its solve was held"
+    agent.refresh()  # the refresh thread is free: it reads again meanwhile
+    assert agent._snapshot is not None and agent._snapshot.taken > taken
+    held = {plan.plan_id for plan in agent._snapshot.pending}
+    assert "p9" not in held  # the plan being re-made holds no devices meanwhile
+    assert not updates.exists()
+    release.set()
+    agent.wait_follow_up()
+    (line,) = updates.read_text().splitlines()
+    assert line.startswith("update JobId=9 ReqNodeList=gpu0"), line
+    assert agent.replans[-1]["outcome"].startswith("re-planned on gpu0"), agent.replans
