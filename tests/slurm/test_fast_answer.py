@@ -241,3 +241,32 @@ def test_the_fast_placer_keeps_a_member_inside_one_nvlink_half(
     assert verify(request, result) == ()
     (member,) = result.jobs[0].members
     assert {int(g.removeprefix("GPU")) for g in member.gpus} <= within
+
+
+def test_the_fast_plan_is_made_while_the_solver_works_and_the_solvers_answer_still_wins(
+    tmp_path: Path, fixtures: Path, updates: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast plan used to be made only once the budget had run out, so a fast answer cost the
+    budget plus the fast placer (the hook's p99 at 1,024 nodes). It is now made after the solver's
+    head start, while the solver goes on: a solver answering after that, within the budget, is
+    still the answer (here it is released by the fast placer's own call)."""
+    solver = HeldSolver(lambda request: answer(request))
+    agent = _agent(tmp_path, fixtures, updates, solver)
+    agent.config.answer_budget_s = 1.0  # a generous budget: the solver's answer comes well inside it
+    answer = _placed_on(agent, "gpu01", 0)
+    calls: list[float] = []
+
+    def fast_then_release(request: SolveRequest) -> SolveResult:
+        calls.append(agent._budget_left() or 0.0)
+        result = fast_place(request)
+        solver.release.set()  # the solver answers once the fast plan is made
+        return result
+
+    monkeypatch.setattr(agent_module, "fast_place", fast_then_release)
+    got = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1,gres:nic:1"})
+    assert got["action"] == "apply", got
+    assert len(calls) == 1 and calls[0] > 0.0  # made while budget was left, not after it ran out
+    assert "fast placer" not in got["message"], got["message"]  # the solver's plan
+    assert got["set"]["req_nodes"] == "gpu01"
+    assert {"solve", "fast"} <= set(got["stages_ms"])
+    assert not agent._refining  # nothing to refine: the answer is the solver's
