@@ -33,6 +33,7 @@ from solver.baselines.topology import (
     usable_gpus,
 )
 from solver.domain.model import (
+    Gpu,
     JobResult,
     MemberPlacement,
     MemberShape,
@@ -70,19 +71,38 @@ def strong_groups(free: Free) -> list[frozenset[str]]:
 
 
 def nvlink_aligned_pick(free: Free, shape: MemberShape) -> Pick | None:
-    """:func:`first_aligned_pick` inside one group of strongly NVLinked GPUs when one has room (the
-    fullest such group first: binpack inside the node), else over the whole node: a 2- or 4-GPU
-    member then does not straddle a node's weakly linked halves, as the solver's NVLink rule would
-    not let it (the bench's "NVLink halves straddled" measure)."""
-    if shape.gpus < 2:
-        return first_aligned_pick(free, shape)
+    """:func:`first_aligned_pick` inside one PCIe switch group when one has room, else inside one
+    group of strongly NVLinked GPUs, else over the whole node; the fullest room first (binpack inside
+    the node), ties to the fuller NVLink group. A 2- or 4-GPU member then does not straddle a node's
+    weakly linked halves, as the solver's NVLink rule would not let it (the bench's "NVLink halves
+    straddled" measure), and a member that fits behind one switch asks Slurm for one GRES type: one
+    GPU behind each of two switches (``gpu:sw1:1,gpu:sw3:1``) waits until both switches have room on
+    one node, and a pending job cannot be re-typed on Slurm 22.05 (real-Slurm bench, sessions 11, 13).
+    A lone GPU goes where its switch is already partly used, leaving whole switches to pairs."""
     usable = usable_gpus(free, shape)
-    rooms = []
-    for group in strong_groups(free):
-        inside = [g for g in usable if g.id in group]
-        if len(inside) >= shape.gpus:
-            rooms.append((len(inside), inside))
-    for _, inside in sorted(rooms, key=lambda room: room[0]):
+    group_of = {gpu: group for group in strong_groups(free) for gpu in group}
+    group_free = {group: sum(1 for g in usable if g.id in group) for group in set(group_of.values())}
+    by_switch: dict[str, list[Gpu]] = {}
+    for gpu in usable:
+        if gpu.pcie_switch:
+            by_switch.setdefault(gpu.pcie_switch, []).append(gpu)
+    switch_rooms = sorted(
+        (
+            (len(inside), group_free.get(group_of.get(inside[0].id, frozenset()), 0), inside)
+            for inside in by_switch.values()
+            if len(inside) >= shape.gpus
+        ),
+        key=lambda room: room[:2],
+    )
+    group_rooms = sorted(
+        (
+            (len(inside), 0, inside)
+            for inside in ([g for g in usable if g.id in group] for group in group_free)
+            if len(inside) >= shape.gpus and shape.gpus >= 2
+        ),
+        key=lambda room: room[0],
+    )
+    for _, _, inside in (*switch_rooms, *group_rooms):
         narrowed = free.copy()
         narrowed.gpus = inside
         pick = first_aligned_pick(narrowed, shape)

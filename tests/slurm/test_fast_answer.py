@@ -243,6 +243,42 @@ def test_the_fast_placer_keeps_a_member_inside_one_nvlink_half(
     assert {int(g.removeprefix("GPU")) for g in member.gpus} <= within
 
 
+@pytest.mark.parametrize(
+    ("used", "gpus", "nics", "switches"),
+    [
+        ((0, 2), 2, NicMode.NONE, [{4, 5}]),  # the fuller half has one GPU free behind each switch
+        ((0, 2), 2, NicMode.PER_GPU, [{4, 5}]),  # and with a NIC per GPU: one GRES type, not two
+        ((2,), 1, NicMode.NONE, [{3}]),  # a lone GPU completes sw1, leaving sw0's pair whole
+        ((0, 4, 5), 2, NicMode.NONE, [{6, 7}]),  # a free switch in each half: the fuller half's
+    ],
+)
+def test_the_fast_placer_keeps_a_member_behind_one_switch_when_one_has_room(
+    used: tuple[int, ...], gpus: int, nics: NicMode, switches: list[set[int]]
+) -> None:
+    """Seen on the real Slurm (bench, sessions 11 and 13): fast plans like ``gpu:sw2:1,gpu:sw3:1``
+    for a 2-GPU job wait until both switches have room on one node, and a pending job cannot be
+    re-typed on Slurm 22.05. A member that fits behind one PCIe switch now gets one."""
+    from solver.domain.model import NvLink
+    from tests import kit
+
+    node = kit.node("n0", nvlink="none")
+    links = tuple(
+        NvLink(gpu_a=f"GPU{a}", gpu_b=f"GPU{b}", links=18 if a // 4 == b // 4 else 2)
+        for a in range(8)
+        for b in range(a + 1, 8)
+    )
+    allocations = (kit.allocation("busy", gpus=[f"GPU{g}" for g in used]),)
+    node = node.model_copy(update={"nvlinks": links, "allocations": allocations})
+    align = Requirement.NONE if nics == NicMode.NONE else Requirement.REQUIRED
+    request = kit.request([node], [kit.job("j", gpus, nics=nics, align=align)])
+    result = fast_place(request, seconds=1.0)
+    assert verify(request, result) == ()
+    (member,) = result.jobs[0].members
+    assert {int(g.removeprefix("GPU")) for g in member.gpus} in switches
+    if nics != NicMode.NONE:
+        assert {int(n.removeprefix("mlx5_")) for n in member.nics} in switches  # the same switch
+
+
 def test_the_fast_plan_is_made_while_the_solver_works_and_the_solvers_answer_still_wins(
     tmp_path: Path, fixtures: Path, updates: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
