@@ -23,6 +23,7 @@ its fail-open/closed setting).
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import socket
@@ -164,6 +165,8 @@ class _Refining:
 # The share of the answer budget the solver has alone; after it the fast placer's plan is made while
 # the solver goes on (most solves at 1,024 nodes answer in 10-20 ms of the 30).
 FAST_HEAD_START = 0.5
+# How often the agent's refresh loop runs a full garbage collection over what it has frozen.
+GC_FULL_S = 600.0
 MAX_REPLANS = 3  # per job: a job re-planned this often goes to Slurm's choice (no churn)
 # A job just planned again is left alone this long: Slurm's start estimate (squeue) is the old one until
 # backfill's next pass, and judged on it the new plan was released again at the next read (real Slurm).
@@ -557,11 +560,22 @@ class Agent:
         return f"re-planned on {plan.req_nodes}", plan
 
     def refresh_forever(self, stop: threading.Event) -> None:
+        full_at = time.monotonic()
         while not stop.is_set():
             try:
                 self.refresh()
             except Exception as err:
                 _log.warning("refresh failed", error=str(err))
+            # What a read leaves alive (node cache, snapshot) is moved out of the collector's sight:
+            # at 1,024 nodes a full collection scanned ~10^5 such objects for 90-150 ms with the
+            # interpreter lock held, three times in a 108-submit run, and those were the hook's p99
+            # (s13 bench/RESULTS-slurm.md). Cyclic garbage frozen with them is collected by the full
+            # collection every GC_FULL_S, on this thread, between reads.
+            if time.monotonic() - full_at >= GC_FULL_S:
+                gc.unfreeze()
+                gc.collect()
+                full_at = time.monotonic()
+            gc.freeze()
             stop.wait(self.config.refresh_s)
 
     def _issued_since(self, snapshot: _Snapshot) -> dict[str, list[Allocation]]:
@@ -1277,6 +1291,7 @@ class RunningAgent:
         self.thread.join(timeout=5)
         if self._agent is not None:  # solves still running for fast plans are not waited for
             self._agent._solves.shutdown(wait=False, cancel_futures=True)
+        gc.unfreeze()  # what the agent froze (refresh_forever) goes back to the collector
 
 
 class SocketRefused(ValueError):
@@ -1344,6 +1359,8 @@ def serve_agent(
     try:
         agent.refresh()  # the first snapshot before the first submit can arrive
         agent.warm()
+        gc.collect()  # the full collection the first submits would otherwise wait for (refresh_forever)
+        gc.freeze()
     except Exception as err:
         _log.warning("first refresh failed", error=str(err))
     threading.Thread(
