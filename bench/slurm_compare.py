@@ -580,6 +580,7 @@ def hook_cost(
         "client_ms": [],
         "agent_ms": [],
         "stages": [],
+        "messages": [],
     }
     lua = None
     if client_kind == "lua":
@@ -628,6 +629,7 @@ def hook_cost(
                     (ln[12:] for ln in done.stdout.splitlines() if ln.startswith("set comment ")), ""
                 )
             answer = agent.last
+            out["messages"].append(answer.get("message", ""))
             out["agent_ms"].append(answer.get("ms") or out["client_ms"][-1])  # gave up: at least that
             out["stages"].append(answer.get("stages_ms", {}))
             if comment:  # queued, not started yet: squeue shows it (adapters/slurm/pending.py's format)
@@ -641,7 +643,9 @@ def hook_cost(
         running.stop()
         server.stop()
     out["answers"] = dict(agent.counts)
-    out["fast"] = sum(1 for st in out["stages"] if "fast" in st)  # answered with the fast placer's plan
+    # Answered by the fast placer (its plan, or "found no plan"): since session 13 the fast plan is made
+    # during the solver's wait, so the stage alone no longer says the answer was the fast one.
+    out["fast"] = sum(1 for message in out["messages"] if "fast placer" in message)
     out["refinements"] = dict(Counter(_outcome_kind(r["outcome"]) for r in agent.refinements))
     return out
 
@@ -838,7 +842,7 @@ def main() -> int:
                     costs.append(hook_cost(nodes, seed, workdir, args.submits, kind, budget))
                 finally:
                     shutil.rmtree(workdir, ignore_errors=True)
-                print(json.dumps(costs[-1] | {"stages": None}), flush=True)
+                print(json.dumps(costs[-1] | {"stages": None, "messages": None}), flush=True)
                 if args.json:
                     with args.json.open("a") as out:
                         out.write(json.dumps(costs[-1]) + "\n")
