@@ -133,11 +133,7 @@ def test_the_least_time_a_search_starts_with_follows_the_pace() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.integers(-6, 6), st.integers(0, 11), st.booleans()), min_size=0, max_size=25
-    )
-)
+@given(st.lists(st.tuples(st.integers(-6, 6), st.integers(0, 11), st.booleans()), min_size=0, max_size=25))
 def test_the_objective_written_into_the_proto_is_the_one_cp_model_writes(
     terms: list[tuple[int, int, bool]],
 ) -> None:
