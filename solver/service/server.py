@@ -41,6 +41,7 @@ from solver.service.admission import (
     Call,
     ServiceLimits,
     deadline_of,
+    reply_s,
 )
 from solver.service.logging import configure_logging
 from solver.service.metrics import MetricsServer, ServiceMetrics, start_metrics_server
@@ -195,14 +196,18 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         if update:
             domain = domain.model_copy(update=update)
         call.cancel.check()  # gone while its request was converted: no search for nobody
+        # The call's deadline already keeps the reply's fixed margin back (admission.REPLY_MARGIN_S);
+        # the answer's conversion, which grows with its jobs, is kept back here.
+        reply = reply_s(len(domain.jobs), PACE.ratio())
         if left is not None and len(domain.inventory.nodes) < len(request.inventory.nodes):
             with cancellation.cancelling(call.cancel):
                 result = answer_from_nodes_read(
-                    domain, len(request.inventory.nodes), started + left, misses=reading.misses
+                    domain, len(request.inventory.nodes), started + left - reply, misses=reading.misses
                 )
         else:
-            # The call's deadline already keeps the reply's margin back (admission.REPLY_MARGIN_S).
-            result = self._solve(domain, deadline_s=call.remaining_s(), cancel=call.cancel)
+            remaining = call.remaining_s()
+            deadline_s = None if remaining is None else max(0.0, remaining - reply)
+            result = self._solve(domain, deadline_s=deadline_s, cancel=call.cancel)
         if result.request_id != request_id:  # the caller matches answers to requests by this id
             result = result.model_copy(update={"request_id": request_id})
         return result
