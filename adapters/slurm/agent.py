@@ -497,20 +497,23 @@ class Agent:
         self._replans[job.job_id] += 1
         try:
             outcome, plan = self._new_plan(job, down)
+            taken, before = self._claim(plan) if plan is not None else ("", None)
+            if taken:
+                outcome, plan = f"its new devices were planned for another job meanwhile ({taken})", None
             if plan is not None:
-                self._run(
-                    [
-                        self.config.scontrol,
-                        "update",
-                        f"JobId={job.job_id}",
-                        f"ReqNodeList={plan.req_nodes}",
-                        f"Comment={replanned_comment(job.comment, plan.comment())}",
-                    ]
-                )
-                with self._lock:
-                    self._issued[plan.plan_id] = _Issued(
-                        time.monotonic(), {p.node: (p.gpus, p.nics) for p in plan.nodes}
+                try:
+                    self._run(
+                        [
+                            self.config.scontrol,
+                            "update",
+                            f"JobId={job.job_id}",
+                            f"ReqNodeList={plan.req_nodes}",
+                            f"Comment={replanned_comment(job.comment, plan.comment())}",
+                        ]
                     )
+                except (RuntimeError, OSError, subprocess.SubprocessError):
+                    self._unclaim(plan.plan_id, before)
+                    raise
                 self._replanned_at[job.job_id] = time.monotonic()
         except (RuntimeError, OSError, subprocess.SubprocessError, ValueError) as err:
             outcome, plan = f"{type(err).__name__}: {err}"[:300], None
@@ -937,6 +940,9 @@ class Agent:
                 continue
             del self._refining[plan_id]
             outcome, better = self._refined_plan(refining, job)
+            taken, before = self._claim(better) if better is not None and job is not None else ("", None)
+            if taken:
+                outcome, better = f"kept: the solver's devices were taken since ({taken})", None
             if better is not None and job is not None:
                 try:
                     self._run(
@@ -950,11 +956,9 @@ class Agent:
                     )
                 except (RuntimeError, OSError, subprocess.SubprocessError) as err:
                     outcome = f"not applied: {err}"[:300]
+                    self._unclaim(plan_id, before)
                 else:
                     with self._lock:
-                        self._issued[plan_id] = _Issued(
-                            time.monotonic(), {p.node: (p.gpus, p.nics) for p in better.nodes}
-                        )
                         self.decisions[plan_id] = (refining.solve.result(), better)
             self._refined(outcome, plan_id, refining.plan, job, better)
 
@@ -1000,13 +1004,40 @@ class Agent:
             return f"kept: the solver's devices were taken since ({taken})", None
         return f"applied: {refining.plan.req_nodes} -> {better.req_nodes}", better
 
-    def _taken_by_others(self, plan: SlurmPlan, plan_id: str) -> str:
-        """The first of ``plan``'s devices another job holds or was planned on now, or ""."""
+    def _claim(self, plan: SlurmPlan) -> tuple[str, _Issued | None]:
+        """Reserve ``plan``'s devices before the ``scontrol update`` that applies it (a re-plan or a
+        refinement, made in the solve pool while answers go on): under the answers' lock, the first
+        of its devices another job holds or was planned on since, or "" — then they are in
+        :attr:`_issued` at once, so an answer made meanwhile does not plan on them too (seen on the
+        real Slurm, seed 3: a re-plan and a new job's plan took GPUs 4-5 of gn39 in the same ms). Also
+        returns what the plan id held before, for :meth:`_unclaim` if the update fails."""
+        with self._lock:
+            taken = self._taken_by_others(plan, plan.plan_id, locked=True)
+            before = self._issued.get(plan.plan_id)
+            if not taken:
+                self._issued[plan.plan_id] = _Issued(
+                    time.monotonic(), {p.node: (p.gpus, p.nics) for p in plan.nodes}
+                )
+        return taken, before
+
+    def _unclaim(self, plan_id: str, before: _Issued | None) -> None:
+        with self._lock:
+            if before is None:
+                self._issued.pop(plan_id, None)
+            else:
+                self._issued[plan_id] = before
+
+    def _taken_by_others(self, plan: SlurmPlan, plan_id: str, locked: bool = False) -> str:
+        """The first of ``plan``'s devices another job holds or was planned on now, or ""
+        (``locked``: the caller holds the answers' lock)."""
         snapshot = self._snapshot
         if snapshot is None or snapshot.inventory is None:
             return "no current node state"
-        with self._lock:
+        if locked:
             issued = self._issued_since(snapshot)
+        else:
+            with self._lock:
+                issued = self._issued_since(snapshot)
         wanted_nodes = {p.node for p in plan.nodes}
         nodes = {n.name: n for n in snapshot.inventory.inventory.nodes if n.name in wanted_nodes}
         for wanted in plan.nodes:

@@ -9,6 +9,7 @@ import json
 import stat
 import subprocess
 import sys
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -804,3 +805,63 @@ def test_only_an_earlier_job_slurm_may_place_elsewhere_unpins_the_next_one(
     assert one["action"] == "apply", one
     assert bool(one.get("unpinned")) == unpinned, one
     assert ("req_nodes" in one["set"]) != unpinned
+
+
+@pytest.mark.needs_pipeline
+def test_a_re_plan_does_not_take_devices_an_answer_planned_meanwhile(tmp_path: Path, fixtures: Path) -> None:
+    """Seen on the real Slurm (bench seed 3, session 13): a re-plan (solve pool) and a new job's answer
+    took GPUs 4-5 of gn39 within the same millisecond, as the re-plan's devices were reserved only
+    after its ``scontrol update``. They are now claimed under the answers' lock first: devices an
+    answer planned on while the re-plan's solve ran are not taken again, and the job is released."""
+    import threading
+
+    from adapters.slurm.agent import _Issued
+    from solver.solve import solve
+
+    updates = tmp_path / "updates.txt"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = update ]; then echo "$@" >> {updates}; exit 0; fi\n'
+        'if [ "$3" = job ]; then echo "JobId=9 JobName=wrap Priority=1 TimeLimit=01:00:00 NumNodes=1 '
+        'NumCPUs=1 TresPerNode=gres:gpu:sw0:2,gres:nic:sw0:2 Comment=x"; exit 0; fi\n'
+        f"cat {fixtures / 'scontrol-show-node-d.txt'}\n"
+    )
+    scontrol.chmod(0o755)
+    stamp = (datetime.now() - timedelta(minutes=1)).isoformat(timespec="seconds")
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f"#!/bin/sh\necho '9|{stamp}|Resources|N/A|(null)|mine {PLANNED}'\n")
+    squeue.chmod(0o755)
+    asked, release = threading.Event(), threading.Event()
+
+    def held_solve(request, timeout):  # type: ignore[no-untyped-def]
+        asked.set()
+        assert release.wait(30), "the test never released the solve"
+        return solve(request, deadline_s=timeout)
+
+    agent = Agent(
+        AgentConfig(
+            solver="unused",
+            topo_dir=fixtures / "topo",
+            gres_conf=fixtures / "gres.conf",
+            topology=fixtures / "topology.conf",
+            scontrol=str(scontrol),
+            squeue=str(squeue),
+            answer_budget_s=0,
+        ),
+        solve_fn=held_solve,
+    )
+    agent.refresh()  # job 9's plan is stale: its re-plan's solve is asked, and held
+    assert asked.wait(30)
+    # Meanwhile answers planned every device of gpu01 and gpu02 (what place() leaves in _issued).
+    for node in agent.inventory().inventory.nodes:
+        if node.name in ("gpu01", "gpu02"):
+            every = (tuple(g.id for g in node.gpus), tuple(n.name for n in node.nics))
+            agent._issued[f"other-{node.name}"] = _Issued(time.monotonic(), {node.name: every})
+    release.set()
+    agent.wait_follow_up()
+    (tried,) = agent.replans
+    assert tried["outcome"].startswith("its new devices were planned for another job meanwhile"), tried
+    (line,) = updates.read_text().splitlines()
+    assert line.startswith("update JobId=9 ReqNodeList= Comment=mine topoplace/released id=p9"), line
+    assert "p9" not in agent._issued  # no devices held for a plan that was not applied
