@@ -486,11 +486,14 @@ def solve_step(step: SolveRequest, seconds: float) -> StepPlan:
     several orders' plans and keeps one, so a step's left-out jobs are explained only when asked
     (``StepPlan.explain``), and no step is measured or verified on its own — in a replay's window
     of 16 one-pod steps over five orders, explaining, measuring and verifying every step took a
-    quarter of the window's time (notes of session 12)."""
+    quarter of the window's time (notes of session 12).
+
+    Nor is a step validated again: its request is the validated batch's, with a part of its jobs
+    and, on its nodes, the allocations of the plans the steps before it made. What validation
+    says of jobs and nodes holds for it as for the batch; unfit jobs (a member no node could hold
+    even empty) went before the steps, and allocations do not change what a node holds empty; and
+    the earlier steps' plans are checked, rule by rule, by the batch's verify."""
     clock = Stopwatch()
-    unfit = validated(step, clock)
-    if unfit:  # answered whole: the unfit jobs' reasons need no search
-        return StepPlan(solve_without_unfit(step, unfit, clock, seconds))
     searched = search_valid(step, clock, seconds)
     if isinstance(searched, SolveResult):  # answered without a model (solver.fallback)
         return StepPlan(searched)
