@@ -293,3 +293,31 @@ def test_the_kept_plan_is_verified_whole(monkeypatch: pytest.MonkeyPatch) -> Non
         first.clear()
         with pytest.raises(VerificationFailed, match="GPU"):
             solve(kit.request(nodes, jobs, **order))
+
+
+def test_a_step_normalises_anew_only_the_node_the_step_before_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each step normalises the batch's whole inventory; only the nodes that changed since the last
+    # normalise are looked up again (solver.reduce.normalise.node_shapes), and their classes are
+    # those of a fresh look at them.
+    from solver.reduce import normalise as norm
+
+    nodes = [kit.node(f"n{i}", kit.SMALL, used_gpus=tuple(range(i % 3))) for i in range(6)]
+    req = kit.request(nodes, [kit.job("a", 1)])
+    norm.normalise(req)
+    looked_up: list[str] = []
+    real = norm.cached_node_shape
+
+    def counted(node, *args):
+        looked_up.append(node.name)
+        return real(node, *args)
+
+    monkeypatch.setattr(norm, "cached_node_shape", counted)
+    bound = kit.node("n2", kit.SMALL, used_gpus=(0, 1, 2))
+    step = req.model_copy(
+        update={"inventory": req.inventory.model_copy(update={"nodes": (*nodes[:2], bound, *nodes[3:])})}
+    )
+    problem = norm.normalise(step)
+    assert looked_up == ["n2"]
+    (n2,) = (c for c in problem.classes if "n2" in (n.name for n in c.nodes))
+    assert n2.shape == norm.node_shape(bound, frozenset(), rails=False)[0]
+    assert len(n2.shape.gpus) == 1  # GPU3, the one the step left free
