@@ -27,7 +27,7 @@ from solver.answer.verify import verify
 from solver.compile import Compiled, compile_model, cost
 from solver.compile.objective import is_placed_work, priority_levels
 from solver.domain import cancel as cancellation
-from solver.domain.cancel import Cancel
+from solver.domain.cancel import Cancel, Cancelled
 from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
 from solver.domain.model import (
     BatchOrder,
@@ -109,10 +109,18 @@ class Stopwatch:
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         t0 = time.perf_counter()
+        stopped: Cancelled | None = None
         try:
             yield
+        except Cancelled as exc:
+            stopped = exc
+            raise
         finally:
             self.stages.append(StageTiming(stage=name, ms=(time.perf_counter() - t0) * 1000))
+            if stopped is not None:
+                # The outermost stopwatch writes last: a cancelled call's log says which of the
+                # pipeline's stages it was stopped in, and what each before it took.
+                stopped.stages_ms = {t.stage: round(t.ms, 1) for t in self.stages}
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
