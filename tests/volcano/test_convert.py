@@ -373,5 +373,5 @@ def test_topologies_differing_only_in_gpu_uuids_read_as_each_alone() -> None:
     bad = texts[0].replace('"uuid":"', '"uuid":"\\q', 1)
     with pytest.raises(ann.AnnotationError, match="topology: not JSON"):
         ann.parse_topology(bad, "n")
-    with pytest.raises(ann.AnnotationError, match="gpus.0.bogus"):
+    with pytest.raises(ann.AnnotationError, match=r"gpus\.0\.bogus"):
         ann.parse_topology(texts[0].replace('"uuid":', '"bogus":1,"uuid":', 1), "n")
