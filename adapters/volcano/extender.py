@@ -88,6 +88,28 @@ class SessionStatus:
 
 _KEPT = 50  # off-plan notes and patch failures kept per session for /status
 
+# What the pipeline costs outside its search (validate, normalise, compile, the floor, decode,
+# verify) before one of its solves has been measured, per node: 0.6 s warm and 0.87 s for nodes the
+# solver has never seen (its per-node memos empty) at 1,024 nodes x 100 jobs (2 cores, load 1,
+# session 13). The core reads ``Policy.time_limit_s`` end to end, so a background solve is given
+# this on top of its search: given a session's 0.75 s alone, a 1,024-node batch's compile was cut
+# and the greedy answered with no time left, placing 0-3 of 100 jobs.
+OVERHEAD_S, OVERHEAD_S_PER_NODE = 0.1, 6e-4
+UNSEEN_S_PER_NODE = 3e-4
+OVERHEAD_MARGIN = 1.25  # a loaded machine is slower than the measurement: a cut compile costs a session
+
+
+def reusable(result: SolveResult | None) -> bool:
+    """A result later sessions of the same batch may be served: a verified plan that was searched.
+    An unsearched one (no time was left to build the model: a greedy placer's answer, which may
+    place nothing) is not: an unchanged cluster would be served it every session and never solved
+    again (bench.volcano_cost at 1,024 nodes: 0 of 100 jobs placed for 60 sessions)."""
+    return (
+        result is not None
+        and result.status != SolveStatus.UNKNOWN
+        and not result.plan_source.startswith("unsearched:")
+    )
+
 
 def local_solve(request: SolveRequest, deadline_s: float) -> SolveResult:
     """The pipeline in this process; OR-Tools is imported on first use."""
@@ -182,6 +204,7 @@ class Extender:
         self._inflight: tuple[str, Future[SolveResult]] | None = None
         self._cache: tuple[str, SolveResult] | None = None  # last good result, by batch fingerprint
         self._overhead_s = 0.0  # the last solve's time outside the search (validate, compile, explain)
+        self._measured = False  # _overhead_s is a searched solve's (not only a lower bound)
         self._solves = 0
         self._nodes = batch_mod.NodeCache()  # the last session's inventory nodes, reused if unchanged
         self._refusals: dict[str, set[str]] = {}  # Volcano job → planned nodes Volcano's predicates refused
@@ -313,7 +336,9 @@ class Extender:
             else:
                 status.error = status.error or "finished after the session's answer; serves the next session"
             self.status = status
-            if digest and plan is not None:
+            # Reopened byte for byte, a session is served this one's plan without a solve: never
+            # an unsearched one, or an unchanged cluster keeps it for good.
+            if digest and plan is not None and (result is None or reusable(result)):
                 self._last_open = (digest, hypernodes, work, result, fabric, status)
         _log.info(
             "session opened",
@@ -411,19 +436,25 @@ class Extender:
                 return None, "the previous batch is still being solved; answering neutrally", False
             future = inflight[1]
         else:
-            # In the background when the last solve says the pipeline does not fit in what is left,
-            # or nothing is left (the conversion took the session: a late open, or the first one).
-            background = self._overhead_s > 0.8 * budget or budget <= 0.1
+            # In the background when the pipeline's overhead (measured, or estimated for a batch
+            # never solved) does not fit in what is left, or nothing is left (the conversion took
+            # the session: a late open, or the first one).
+            overhead = self._overhead_for(request.inventory.nodes)
+            background = overhead > 0.8 * budget or budget <= 0.1
             session = max(0.05, self.config.http_timeout_s - self.config.margin_s)
-            limit = (self.config.background_limit_s or session) if background else budget
-            deadline = limit + self._overhead_s + 1.0 if background else budget
+            # Without any plan yet every session is Volcano's alone: the first plan's search is
+            # half a session's (the floor's plan is most of it), a re-plan's a whole one.
+            search = self.config.background_limit_s or (session if cached is not None else session / 2)
+            # The core's time limit is end to end: the pipeline's overhead, then the search.
+            limit = OVERHEAD_MARGIN * overhead + search if background else budget
+            deadline = limit + 1.0 if background else budget
             policy = request.policy.model_copy(update={"time_limit_s": limit})
             # The last plan, where it still holds, is the new solve's start: a session's budget
             # leaves the floor few placers, and the plan moves fewer pods (solver.search.previous).
             previous = cached[1].jobs if cached is not None else ()
             asked = request.model_copy(update={"policy": policy, "previous": previous})
             future = self._submit(asked, deadline)
-            future.add_done_callback(lambda f: self._solved(key, f))
+            future.add_done_callback(lambda f: self._solved(key, f, limit))
             with self._lock:
                 self._inflight = (key, future)
             if background:
@@ -445,21 +476,33 @@ class Extender:
             _log.exception("solve failed")
             return None, f"solve failed: {type(err).__name__}: {err}", False
 
+    def _overhead_for(self, nodes: Sequence[Node]) -> float:
+        """What the pipeline will spend outside its search on ``nodes``: the last searched solve's
+        overhead (or the per-node estimate before one), plus the per-node cost of the nodes the
+        solver has not seen (held by object identity: :meth:`_submit`)."""
+        unseen = sum(1 for n in nodes if self._shipped.get(id(n)) is not n)
+        known = self._overhead_s
+        if not self._measured:
+            known = max(known, OVERHEAD_S + OVERHEAD_S_PER_NODE * len(nodes))
+        return known + UNSEEN_S_PER_NODE * unseen
+
     def _submit(self, request: SolveRequest, deadline: float) -> Future[SolveResult]:
         """Start ``request``'s solve. To the solver process, nodes it already holds (the same
         ``Node`` objects as in the request it solved last) go as a token only: pickling a 1,000-node
         inventory both ways cost more than a second, and new objects there would miss the core's
         per-node memos, which key on the object."""
-        if not self._solver_process:
-            return self._executor.submit(self._solve, request, deadline)
         nodes = request.inventory.nodes
+        if not self._solver_process:
+            self._shipped = {id(n): n for n in nodes}  # what the pipeline's per-node memos now hold
+            return self._executor.submit(self._solve, request, deadline)
         shipped = tuple((id(n), None if self._shipped.get(id(n)) is n else n) for n in nodes)
         self._shipped = {id(n): n for n in nodes}  # kept alive here: their ids stay theirs
         bare = request.model_copy(update={"inventory": request.inventory.model_copy(update={"nodes": ()})})
         return self._executor.submit(solve_shipped, self._solve, bare, shipped, deadline)
 
-    def _solved(self, key: str, future: Future[SolveResult]) -> None:
-        """Keep what a finished solve teaches: its overhead, and its result for reuse."""
+    def _solved(self, key: str, future: Future[SolveResult], limit: float) -> None:
+        """Keep what a finished solve teaches: its overhead, and its result for reuse. ``limit``:
+        the time limit it was given."""
         if future.cancelled():
             return
         if future.exception() is not None:
@@ -468,16 +511,20 @@ class Extender:
             return
         result = future.result()
         search = sum(t.ms for t in result.timings if t.stage == "solve") / 1000
+        unsearched = result.plan_source.startswith("unsearched:")
         with self._lock:
-            self._overhead_s = max(0.0, sum(t.ms for t in result.timings) / 1000 - search)
             self._solves += 1
-            # An unsearched plan (no time was left to build the model: a greedy placer's answer,
-            # which may place nothing) is not kept for reuse: an unchanged cluster would be served
-            # it every session and never solved again (bench.volcano_cost at 256 nodes and a 1 s
-            # httpTimeout: no job placed in 60 sessions). The next session solves it anew, in the
-            # background with a whole session's search when the overhead says so.
-            unsearched = result.plan_source.startswith("unsearched:")
-            if result.status != SolveStatus.UNKNOWN and not unsearched:
+            if unsearched:
+                # Its stages were cut short, so its timings tell nothing of the overhead but that
+                # it is more than the time limit was: the next solve of it is given twice that.
+                self._overhead_s = max(self._overhead_s, 2 * limit)
+                self._measured = False
+            else:
+                self._overhead_s = max(0.0, sum(t.ms for t in result.timings) / 1000 - search)
+                self._measured = True
+            # Not kept for reuse unless searched (see reusable): the next session solves it anew,
+            # in the background with a whole search when the overhead says so.
+            if reusable(result):
                 self._cache = (key, result)
             elif unsearched:
                 _log.info("an unsearched plan is not reused", source=result.plan_source)
