@@ -208,12 +208,20 @@ def post(conn: http.client.HTTPConnection, verb: str, data: bytes) -> float:
     return took
 
 
+class NoPlan(RuntimeError):
+    """No session had a plan placing a job: the row says so instead of the figures that need one."""
+
+
+SESSIONS = 60  # sessions a server gets to have a plan (--sessions)
+
+
 def until_planned(
     server: Server, conn: http.client.HTTPConnection, data: bytes, started: float
 ) -> tuple[float, int, dict[str, Any]]:
     """Open and close sessions of ``data`` until one has a plan: (seconds since ``started``,
     sessions, its /status). Sessions follow each other as fast as Volcano's would (period 1 s)."""
-    for sessions in range(2, 61):
+    status: dict[str, Any] = {}
+    for sessions in range(2, SESSIONS + 1):
         opened = time.perf_counter()
         post(conn, "onSessionOpen", data)
         status = server.get("/status")
@@ -221,7 +229,10 @@ def until_planned(
             return time.perf_counter() - started, sessions, status
         post(conn, "onSessionClose", b"{}")
         time.sleep(max(0.0, 1.0 - (time.perf_counter() - opened)))
-    raise RuntimeError(f"no plan after 60 sessions: {status['error']}")
+    raise NoPlan(
+        f"no plan placing a job in {SESSIONS} sessions ({len(status.get('unplacedJobs') or {})} jobs "
+        f"unplaced; last error: {status.get('error') or 'none'})"
+    )
 
 
 def predicate_calls(server: Server, bodies: list[bytes], fresh: bool) -> tuple[list[float], float]:
@@ -317,11 +328,25 @@ def measure(nodes: int, calls: int, seed: int, root: Path = ROOT, standby: bool 
             cold_status = server.get("/status")
             post(conn, "onSessionClose", b"{}")
             time.sleep(max(0.0, 1.0 - (time.perf_counter() - started)))
-            cold_ready, cold_sessions, status = (
-                (cold_open, 1, cold_status)
-                if cold_status["placedJobs"]
-                else until_planned(server, conn, data, started)
-            )
+            try:
+                cold_ready, cold_sessions, status = (
+                    (cold_open, 1, cold_status)
+                    if cold_status["placedJobs"]
+                    else until_planned(server, conn, data, started)
+                )
+            except NoPlan as err:
+                conn.close()
+                return {
+                    "nodes": nodes,
+                    "gpu_tasks": cold_status["gpuTasks"],
+                    "jobs": cold_status["jobs"],
+                    "placed": 0,
+                    "body_mib": len(data) / 2**20,
+                    "startup_s": server.startup_s,
+                    "cold_open_ms": cold_open * 1000,
+                    "cold_error": cold_status["error"],
+                    "no_plan": str(err),
+                }
             # The plan is in use: predicate and allocateFunc against it.
             pending = [
                 (key, t)
@@ -450,7 +475,30 @@ def profile(nodes: int) -> str:
 # --------------------------------------------------------------------------- report
 
 
+def summary(rows: list[dict[str, Any]]) -> str:
+    """The session figures of issue 19 item 5, one row per server: the first session, the time
+    until a plan and what it places, and a changed session."""
+    lines = [
+        "| server | nodes | pending GPU pods (jobs) | cold open | cold: plan ready | jobs the plan places "
+        "| changed open | changed: plan ready |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        head = f"| {r['server']} | {r['nodes']} | {r['gpu_tasks']} ({r['jobs']}) "
+        head += f"| {r['cold_open_ms']:.0f} ms "
+        if "no_plan" in r:
+            lines.append(head + f"| {r['no_plan']} | 0 of {r['jobs']} | - | - |")
+            continue
+        cold = f"{r['cold_ready_s']:.2f} s (session {r['cold_sessions']})"
+        changed = f"{r['changed_ready_s']:.2f} s (session {r['changed_sessions']})"
+        lines.append(
+            head + f"| {cold} | {r['placed']} of {r['jobs']} | {r['changed_open_ms']:.0f} ms | {changed} |"
+        )
+    return "\n".join(lines)
+
+
 def table(rows: list[dict[str, Any]]) -> str:
+    rows = [r for r in rows if "no_plan" not in r]  # no plan: no per-call figures (see summary)
     lines = [
         "| server | nodes | pending GPU pods (jobs) | body | cold open | cold: plan ready | changed open "
         "| changed: plan ready | predicate median / p99 | predicate calls/s (16 conns) "
@@ -497,7 +545,12 @@ def main() -> int:
     parser.add_argument(
         "--profile", type=int, metavar="NODES", help="profile a changed session's open instead"
     )
+    parser.add_argument(
+        "--sessions", type=int, default=SESSIONS, help="sessions a server gets to have a plan"
+    )
     args = parser.parse_args()
+    global SESSIONS
+    SESSIONS = args.sessions
     if args.profile:
         print(profile(args.profile))
         return 0
@@ -510,6 +563,8 @@ def main() -> int:
                 rows.append({"server": f"{label} --standby", **measure(n, args.calls, args.seed, root, True)})
             print(json.dumps(rows[-1]), flush=True)
     print(f"commit {commit()}, {machine()}, load {os.getloadavg()[0]:.1f}")
+    print(summary(rows))
+    print()
     print(table(rows))
     return 0
 
