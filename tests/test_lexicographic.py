@@ -130,3 +130,34 @@ def test_the_least_time_a_search_starts_with_follows_the_pace() -> None:
         assert pipeline.least_search_s(compiled) == 4 * idle > 0
     finally:
         PACE.forget()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-6, 6), st.integers(0, 11), st.booleans()), min_size=0, max_size=25))
+def test_the_objective_written_into_the_proto_is_the_one_cp_model_writes(
+    terms: list[tuple[int, int, bool]],
+) -> None:
+    """``maximize`` writes a tier's flattened terms straight into the proto (CpModel's own walk of
+    a 30,000-term tier took 0.45 s): the same objective, repeated variables summed, negated
+    literals read as 1 - x, zeros dropped."""
+    model = cp_model.CpModel()
+    variables = [model.new_bool_var(f"b{i}") for i in range(6)] + [
+        model.new_int_var(-3, 9, f"x{i}") for i in range(6)
+    ]
+    tier_terms = []
+    for c, i, negated in terms:
+        v = variables[i]
+        tier_terms.append((c, ~v if negated and i < 6 else v))
+    tier = Tier(ObjectiveTier.PLACED_WORK, "t", tuple(tier_terms), 0)
+    model.maximize(tier.expr)
+    expected = str(model.proto.objective)
+    pipeline.maximize(model, tier)
+    assert str(model.proto.objective) == expected
+
+
+def test_variable_names_are_read_again_once_the_model_grows() -> None:
+    model = cp_model.CpModel()
+    model.new_bool_var("a")
+    assert pipeline.variable_names(model) == ["a"]
+    model.new_bool_var("b")
+    assert pipeline.variable_names(model) == ["a", "b"]

@@ -50,6 +50,23 @@ class Tier:
         return cp_model.LinearExpr.weighted_sum([v for _, v in self.terms], [c for c, _ in self.terms])
 
     @cached_property
+    def flat(self) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+        """The expression as CP-SAT's proto holds it: (variable indices, coefficients, offset), a
+        variable named twice summed, a negated literal ``not x`` read as ``1 - x``, zero terms
+        dropped, by index (as ``CpModel.maximize`` flattens it). Read once:
+        ``maximize`` walks the expression a term at a time through the Python wrapper, 0.1-0.45 s
+        a tier at 4,096 nodes x 500 jobs, every time a search is started on it."""
+        coefficients: dict[int, int] = {}
+        offset = 0
+        for c, v in self.terms:
+            i = v.index
+            if i < 0:  # a negated literal: c * not(x) = c - c * x
+                i, offset, c = -i - 1, offset + c, -c
+            coefficients[i] = coefficients.get(i, 0) + c
+        kept = sorted((i, c) for i, c in coefficients.items() if c)
+        return tuple(i for i, _ in kept), tuple(c for _, c in kept), offset
+
+    @cached_property
     def names(self) -> tuple[str, ...]:
         """The terms' variable names, read once: a name is read from the model's C++ side each time,
         and the floor values every tier of every candidate plan (a million reads at 16,384 nodes)."""
