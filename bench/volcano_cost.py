@@ -216,12 +216,12 @@ SESSIONS = 60  # sessions a server gets to have a plan (--sessions)
 
 
 def until_planned(
-    server: Server, conn: http.client.HTTPConnection, data: bytes, started: float
+    server: Server, conn: http.client.HTTPConnection, data: bytes, started: float, most: int = SESSIONS
 ) -> tuple[float, int, dict[str, Any]]:
     """Open and close sessions of ``data`` until one has a plan: (seconds since ``started``,
     sessions, its /status). Sessions follow each other as fast as Volcano's would (period 1 s)."""
     status: dict[str, Any] = {}
-    for sessions in range(2, SESSIONS + 1):
+    for sessions in range(2, most + 1):
         opened = time.perf_counter()
         post(conn, "onSessionOpen", data)
         status = server.get("/status")
@@ -230,7 +230,7 @@ def until_planned(
         post(conn, "onSessionClose", b"{}")
         time.sleep(max(0.0, 1.0 - (time.perf_counter() - opened)))
     raise NoPlan(
-        f"no plan placing a job in {SESSIONS} sessions ({len(status.get('unplacedJobs') or {})} jobs "
+        f"no plan placing a job in {most} sessions ({len(status.get('unplacedJobs') or {})} jobs "
         f"unplaced; last error: {status.get('error') or 'none'})"
     )
 
@@ -313,7 +313,9 @@ def ms(values: list[float], q: float = 0.5) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def measure(nodes: int, calls: int, seed: int, root: Path = ROOT, standby: bool = False) -> dict[str, Any]:
+def measure(
+    nodes: int, calls: int, seed: int, root: Path = ROOT, standby: bool = False, sessions: int = SESSIONS
+) -> dict[str, Any]:
     body, objects = cluster(nodes)
     data = json.dumps(body).encode()
     rng = random.Random(seed)
@@ -332,7 +334,7 @@ def measure(nodes: int, calls: int, seed: int, root: Path = ROOT, standby: bool 
                 cold_ready, cold_sessions, status = (
                     (cold_open, 1, cold_status)
                     if cold_status["placedJobs"]
-                    else until_planned(server, conn, data, started)
+                    else until_planned(server, conn, data, started, sessions)
                 )
             except NoPlan as err:
                 conn.close()
@@ -397,7 +399,7 @@ def measure(nodes: int, calls: int, seed: int, root: Path = ROOT, standby: bool 
             changed_ready, changed_sessions, _ = (
                 (changed_open, 1, changed_status)
                 if changed_status["placedJobs"]
-                else until_planned(server, conn, changed_data, started)
+                else until_planned(server, conn, changed_data, started, sessions)
             )
             conn.close()
         except Exception:
@@ -549,18 +551,17 @@ def main() -> int:
         "--sessions", type=int, default=SESSIONS, help="sessions a server gets to have a plan"
     )
     args = parser.parse_args()
-    global SESSIONS
-    SESSIONS = args.sessions
     if args.profile:
         print(profile(args.profile))
         return 0
     rows = []
     for n in args.nodes or [128, 256, 1024]:
         for label, root in [("before", args.before)] * bool(args.before) + [(commit(), ROOT)]:
-            rows.append({"server": label, **measure(n, args.calls, args.seed, root)})
+            rows.append({"server": label, **measure(n, args.calls, args.seed, root, sessions=args.sessions)})
             print(json.dumps(rows[-1]), flush=True)
             if args.standby:
-                rows.append({"server": f"{label} --standby", **measure(n, args.calls, args.seed, root, True)})
+                row = measure(n, args.calls, args.seed, root, True, args.sessions)
+                rows.append({"server": f"{label} --standby", **row})
             print(json.dumps(rows[-1]), flush=True)
     print(f"commit {commit()}, {machine()}, load {os.getloadavg()[0]:.1f}")
     print(summary(rows))
