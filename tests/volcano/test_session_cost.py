@@ -358,3 +358,76 @@ def test_a_reopened_session_is_never_served_an_unsearched_plan(
     service.client.ok("onSessionClose", {})
     service.client.ok("onSessionOpen", body)
     assert len(real.calls) == 2 and service.client.get("status")["reused"], "a searched plan is reused"
+
+
+def test_a_changed_snapshot_keeps_the_last_plan_where_it_still_holds() -> None:
+    """A changed snapshot whose batch is solved in the background is served the last plan for the
+    jobs it asked for unchanged, where the core's verifier finds it still valid: a job gone (bound
+    by Volcano) takes nothing with it, and a job whose planned node lost its GPUs is left out this
+    session instead of being steered onto them. The session after has the changed batch's own plan."""
+    from adapters.volcano.extender import Extender
+    from adapters.volcano.patcher import RecordingPatcher
+    from adapters.volcano.server import serve
+    from solver.answer.verify import verify
+
+    from .conftest import Client
+
+    body, hypernodes = large_cluster(640)
+    # In a solver process, as served: a solve in a thread holds the GIL the opens need.
+    extender = Extender(
+        solve=local_solve,
+        patcher=RecordingPatcher(),
+        hypernodes=lambda: hypernodes,
+        config=Config(http_timeout_s=0.7, margin_s=0.25),  # a budget no solve of 640 nodes fits
+        solver_process=True,
+    )
+    assert extender.ready(120)
+    running = serve(extender, "127.0.0.1", 0)
+    client = Client(running.url)
+
+    def session(snapshot: dict[str, Any]) -> dict[str, Any]:
+        for _ in range(12):
+            client.ok("onSessionOpen", snapshot)
+            status = client.get("status")
+            if status["placedJobs"]:
+                return status
+            client.ok("onSessionClose", {})
+            assert extender.wait_for_solver(120)
+        raise AssertionError(f"no plan in 12 sessions: {status['error']}")
+
+    try:
+        first = session(body)
+        assert first["planSource"] and not first["planSource"].startswith("carried:")
+        plan = extender.plan
+        assert plan is not None
+        client.ok("onSessionClose", {})
+        gone, broken, *_ = first["placedJobs"]
+        where = {m.node for r in plan.job_results[broken] for m in r.members}
+        hit = {
+            j
+            for j, results in plan.job_results.items()
+            for r in results
+            for m in r.members
+            if m.node in where
+        }
+        changed = copy.deepcopy(body)
+        del changed["Jobs"][gone]  # bound and running: no longer Volcano's pending work
+        for node in where:  # every GPU of the broken job's nodes went unhealthy
+            meta = changed["Nodes"][node]["Node"]["metadata"]
+            meta["resourceVersion"] += "1"
+            meta["annotations"]["volcano.sh/gpu-unhealthy-ids"] = ",".join(map(str, range(8)))
+        client.ok("onSessionOpen", changed)
+        status = client.get("status")
+        assert status["planSource"].startswith("carried:"), status
+        assert set(status["placedJobs"]) == set(first["placedJobs"]) - {gone} - hit
+        assert broken in status["unplacedJobs"] and gone not in status["unplacedJobs"]
+        carried_plan = extender.plan
+        assert carried_plan is not None and carried_plan.result is not None
+        assert verify(carried_plan.batch.request, carried_plan.result) == ()
+        client.ok("onSessionClose", {})
+        assert extender.wait_for_solver(120)
+        again = session(changed)
+        assert not again["planSource"].startswith("carried:"), "the changed batch gets its own plan"
+    finally:
+        running.stop()
+        extender.close()
