@@ -396,7 +396,7 @@ def measure(
             changed_status = server.get("/status")
             post(conn, "onSessionClose", b"{}")
             time.sleep(max(0.0, 1.0 - (time.perf_counter() - started)))
-            changed_ready, changed_sessions, _ = (
+            changed_ready, changed_sessions, changed_planned = (
                 (changed_open, 1, changed_status)
                 if changed_status["placedJobs"]
                 else until_planned(server, conn, changed_data, started, sessions)
@@ -415,6 +415,7 @@ def measure(
         "gpu_tasks": status["gpuTasks"],
         "jobs": status["jobs"],
         "placed": len(status["placedJobs"]),
+        "cold_source": status.get("planSource", ""),  # servers before planSource: ""
         "body_mib": len(data) / 2**20,
         "startup_s": server.startup_s,
         "cold_open_ms": cold_open * 1000,
@@ -423,6 +424,8 @@ def measure(
         "cold_sessions": cold_sessions,
         "changed_open_ms": changed_open * 1000,
         "changed_error": changed_status["error"],
+        "changed_placed": len(changed_planned["placedJobs"]),
+        "changed_source": changed_planned.get("planSource", ""),
         "changed_ready_s": changed_ready,
         "changed_sessions": changed_sessions,
         "predicate_calls": len(pred_times),
@@ -482,7 +485,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
     until a plan and what it places, and a changed session."""
     lines = [
         "| server | nodes | pending GPU pods (jobs) | cold open | cold: plan ready | jobs the plan places "
-        "| changed open | changed: plan ready |",
+        "| changed open | changed: plan ready (jobs it places) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -491,8 +494,11 @@ def summary(rows: list[dict[str, Any]]) -> str:
         if "no_plan" in r:
             lines.append(head + f"| {r['no_plan']} | 0 of {r['jobs']} | - | - |")
             continue
-        cold = f"{r['cold_ready_s']:.2f} s (session {r['cold_sessions']})"
-        changed = f"{r['changed_ready_s']:.2f} s (session {r['changed_sessions']})"
+        source = f", {r['cold_source']}" if r.get("cold_source") else ""
+        cold = f"{r['cold_ready_s']:.2f} s (session {r['cold_sessions']}{source})"
+        changed = f"{r['changed_ready_s']:.2f} s (session {r['changed_sessions']}"
+        changed += f", {r['changed_source']}" if r.get("changed_source") else ""
+        changed += f"; {r['changed_placed']} of {r['jobs'] - 1})"
         lines.append(
             head + f"| {cold} | {r['placed']} of {r['jobs']} | {r['changed_open_ms']:.0f} ms | {changed} |"
         )
