@@ -206,6 +206,14 @@ def _log_failed_open(future: Future[None]) -> None:
         _log.error("converting the snapshot failed", error=repr(future.exception()))
 
 
+def _warm_measures(request: SolveRequest, result: SolveResult) -> None:
+    """Fill this process's per-node memos of the measures and the verifier for ``request``'s nodes."""
+    try:
+        verify(request, result.model_copy(update={"metrics": cluster_metrics(request, result.jobs)}))
+    except Exception:  # a warm-up only: a failure costs the carry its speed, never its check
+        _log.exception("warming the measures failed")
+
+
 class NodesUnknown(RuntimeError):
     """The solver process was sent a node token it does not hold (it restarted, or a request was
     cancelled before it ran): the extender sends every node with its next request."""
@@ -623,6 +631,11 @@ class Extender:
                 self._cache = (key, result, request)
             elif unsearched:
                 _log.info("an unsearched plan is not reused", source=result.plan_source)
+        if reusable(result) and self._solver_process:
+            # The solver process measured and verified it; carrying it to a changed snapshot
+            # (:func:`carried`) does both again here, where the per-node memos are empty: 0.15 s
+            # and more at 1,024 nodes, in a session's open. Filled now, between sessions.
+            threading.Thread(target=_warm_measures, args=(request, result), daemon=True).start()
 
     # ------------------------------------------------------------------ per-task verbs (never solve)
 
