@@ -340,7 +340,7 @@ def measure(
                 conn.close()
                 return {
                     "nodes": nodes,
-                    "gpu_tasks": cold_status["gpuTasks"],
+                    "gpu_tasks": server.get("/status")["gpuTasks"],  # the cold open's is 0: not converted
                     "jobs": cold_status["jobs"],
                     "placed": 0,
                     "body_mib": len(data) / 2**20,
@@ -568,7 +568,7 @@ def main() -> int:
             if args.standby:
                 row = measure(n, args.calls, args.seed, root, True, args.sessions)
                 rows.append({"server": f"{label} --standby", **row})
-            print(json.dumps(rows[-1]), flush=True)
+                print(json.dumps(rows[-1]), flush=True)
     print(f"commit {commit()}, {machine()}, load {os.getloadavg()[0]:.1f}")
     print(summary(rows))
     print()
