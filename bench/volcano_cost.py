@@ -411,6 +411,7 @@ def measure(
     return {
         "standby_kills": log.count("serving process hung: killed"),
         "standby_neutral": log.count("answered neutrally"),
+        "unsearched_plans": log.count("an unsearched plan is not reused"),  # greedy answers, not reused
         "nodes": nodes,
         "gpu_tasks": status["gpuTasks"],
         "jobs": status["jobs"],
