@@ -71,9 +71,9 @@ def trace(inv: Inventory) -> Trace:
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     inv = inventory()
-    inv_msg = wire._to_proto(inv, placement_pb2.Inventory())
+    inv_msg = wire.to_proto(inv, placement_pb2.Inventory)
     (OUT / "hgx16.json").write_text(wire.json_text(inv_msg) + "\n")
-    trace_msg = wire._to_proto(trace(inv), whatif_pb2.Trace())
+    trace_msg = wire.to_proto(trace(inv), whatif_pb2.Trace)
     data = json_format.MessageToDict(trace_msg, preserving_proto_field_name=True)
     (OUT / "hgx16-trace.json").write_text(json.dumps(data, indent=1) + "\n")
     print(f"wrote {OUT / 'hgx16.json'} and {OUT / 'hgx16-trace.json'}")

@@ -25,11 +25,11 @@ from solver.domain.model import (
 from solver.service import wire
 from solver.whatif import load_and_prepare, run_scenario
 from solver.whatif.convert import (
-    _to_proto,
     load_scenario_file,
     report_from_json,
     report_json,
     scenario_from_data,
+    to_proto,
 )
 from solver.whatif.policies import solver_policy
 from solver.whatif.report import WhatIfReport, without_timings
@@ -379,7 +379,7 @@ def test_cli_writes_json_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture
     from solver.cli import main
 
     inventory_file = tmp_path / "inv.json"
-    inventory_file.write_text(wire.json_text(_to_proto(kit.busy_cluster(), placement_pb2.Inventory())))
+    inventory_file.write_text(wire.json_text(to_proto(kit.busy_cluster(), placement_pb2.Inventory)))
     path = write(tmp_path, {
         "name": "cli",
         "base": {"file": "inv.json"},

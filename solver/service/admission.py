@@ -132,6 +132,7 @@ class Call:
     deadline: float | None  # time.monotonic() the caller stops waiting; None without a deadline
     cancel: Cancel = field(default_factory=Cancel)
     queued_s: float = 0.0
+    converted_s: float = 0.0  # the request's conversion from the wire, before the pipeline's stages
 
     def remaining_s(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())

@@ -99,7 +99,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             request_id=request_id, jobs=len(request.jobs), nodes=len(request.inventory.nodes), lane=call.lane
         )
         try:
-            result, response = self._run(request, request_id, call)
+            result, response, reply_s = self._run(request, request_id, call)
         except InvalidRequest as exc:
             log.info("solve_rejected", code="INVALID_ARGUMENT", problems=len(exc.problems), ms=_ms(call))
             context.abort_with_status(invalid_argument_status(exc.problems))
@@ -125,6 +125,8 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
                 placed_jobs=placed,
                 late_ms=round(late * 1000, 3),
                 ms=_ms(call),
+                convert_ms=round(call.converted_s * 1000, 1),
+                reply_ms=round(reply_s * 1000, 1),
                 queued_ms=round(call.queued_s * 1000, 3),
                 stages_ms={t.stage: round(t.ms, 1) for t in result.timings},
             )
@@ -135,7 +137,9 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
 
     def _run(
         self, request: placement_pb2.SolveRequest, request_id: str, call: Call
-    ) -> tuple[SolveResult, placement_pb2.SolveResponse]:
+    ) -> tuple[SolveResult, placement_pb2.SolveResponse, float]:
+        """The result, its wire form, and how long that conversion took (logged: it is the one
+        part of the call after the pipeline's own stages, kept in the reply's margin)."""
         from solver.solve import rare_full_collections  # OR-Tools on first use, as _pipeline_solve
 
         # The conversions too: a full collection during a 16,384-node conversion took 1.4-1.7 s of
@@ -143,7 +147,9 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         # the answer's conversion made a cold 1,024-node call 0.29 s late (session 11).
         with rare_full_collections():
             result = self._converted_and_solved(request, request_id, call)
-            return result, wire.result_to_proto(result)
+            started = time.perf_counter()
+            response = wire.result_to_proto(result)
+            return result, response, time.perf_counter() - started
 
     def _converted_and_solved(
         self, request: placement_pb2.SolveRequest, request_id: str, call: Call
@@ -170,7 +176,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
                 started=started,
             )
         domain = wire.request_from_proto(request, reading)
-        converted_s = time.perf_counter() - started
+        converted_s = call.converted_s = time.perf_counter() - started
         self._metrics.stage_seconds.labels(stage="convert").observe(converted_s)
         if reading is not None:
             read = len(domain.inventory.nodes)

@@ -32,7 +32,7 @@ JSON_SUFFIXES = frozenset({".json"})
 # ``wire`` converts by walking the domain class and the message descriptor together; it names no
 # field, so it serves these messages as it serves placement.proto's.
 _from_proto = wire._from_proto
-_to_proto = wire._to_proto
+to_proto = wire.to_proto
 
 
 # --------------------------------------------------------------------------- proto ⇄ domain
@@ -76,11 +76,11 @@ def _scenario(msg: whatif_pb2.Scenario) -> Scenario:
 
 
 def scenario_to_proto(scenario: Scenario) -> whatif_pb2.Scenario:
-    return _to_proto(scenario, whatif_pb2.Scenario())
+    return to_proto(scenario, whatif_pb2.Scenario)
 
 
 def report_to_proto(report: WhatIfReport) -> whatif_pb2.WhatIfReport:
-    return _to_proto(report, whatif_pb2.WhatIfReport())
+    return to_proto(report, whatif_pb2.WhatIfReport)
 
 
 def report_from_proto(msg: whatif_pb2.WhatIfReport) -> WhatIfReport:

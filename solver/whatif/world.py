@@ -506,8 +506,7 @@ def _change_job(state: _State, body: ChangeJob, path: str, problems: _Problems) 
 
 def patched_job(job: Job, patch: dict[str, Any]) -> Job:
     """``job`` with ``patch`` merged into its canonical JSON; ``roles`` may be keyed by role name."""
-    msg = placement_pb2.Job()
-    convert._to_proto(job, msg)
+    msg = convert.to_proto(job, placement_pb2.Job)
     from google.protobuf import json_format
 
     data = json_format.MessageToDict(msg, preserving_proto_field_name=True)
