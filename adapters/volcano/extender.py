@@ -405,6 +405,16 @@ class Extender:
             if result.status == SolveStatus.UNKNOWN:
                 status.error = "the solver found no placement in time; answering neutrally this session"
                 result = None
+            elif result.plan_source.startswith("unsearched:") and not all(j.placed for j in result.jobs):
+                # A greedy's answer when the model could not be built in time: the jobs it left
+                # out were never searched for, and a plan holds (jobReady) every job it leaves out.
+                # Volcano alone would place them: the session is answered neutrally instead.
+                placed = sum(j.placed for j in result.jobs)
+                status.error = (
+                    f"the solver ran out of time to build its model; its greedy plan places {placed} of "
+                    f"{len(result.jobs)} jobs, so this session is answered neutrally"
+                )
+                result = None
         plan = (
             Plan.of(work, result, fabric, self.config.planned_score)
             if result is not None or not work.has_work
