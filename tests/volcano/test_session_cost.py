@@ -498,16 +498,24 @@ def test_carried_keeps_unchanged_jobs_where_the_verifier_passes_them(
         meta = changed["Nodes"][node]["Node"]["metadata"]
         meta["resourceVersion"] += "1"
         meta["annotations"]["volcano.sh/gpu-unhealthy-ids"] = ",".join(map(str, range(8)))
+    bumped = next(j for j in placed[2:] if "#" not in j.job_id and not {m.node for m in j.members} & where)
+    job_key = next(k for k, v in changed["Jobs"].items() if v["UID"] == bumped.job_id)
+    changed["Jobs"][job_key]["Priority"] = int(changed["Jobs"][job_key].get("Priority") or 0) + 1
     second = build(changed, hypernodes, cache)
     result = carried(second.request, first.request, plan)
     assert result is not None and result.plan_source.startswith("carried:")
     assert verify(second.request, result) == ()
     by_id = {j.job_id: j for j in result.jobs}
     assert {j.id for j in second.request.jobs} == set(by_id), "every job of the new batch, once"
-    assert not by_id[broken.job_id].placed
-    assert by_id[broken.job_id].reason.code == ReasonCode.TIME_LIMIT
+    for waiting in (broken.job_id, bumped.job_id):  # on a node that changed; asked for differently
+        assert not by_id[waiting].placed and by_id[waiting].reason.code == ReasonCode.TIME_LIMIT
     for job in plan.jobs:
-        if job.job_id in by_id and job.placed and not {m.node for m in job.members} & where:
+        if (
+            job.job_id in by_id
+            and job.job_id != bumped.job_id
+            and job.placed
+            and not {m.node for m in job.members} & where
+        ):
             assert by_id[job.job_id] == job, f"{job.job_id} kept where it was"
 
     nothing = plan.model_copy(
