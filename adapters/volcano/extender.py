@@ -319,8 +319,8 @@ class Extender:
         with the last batch and result, skipping JSON parsing and conversion; None if it differs.
         Volcano sends the same bytes while nothing changes: Go writes map keys sorted."""
         started = time.perf_counter()
-        last, hypernodes = self._last_open, self._hypernodes()
-        if last is None or last[0] != digest or last[1] is not hypernodes:
+        last = self._last_open
+        if last is None or last[0] != digest or last[1] is not self._hypernodes():
             return None
         _, _, work, result, fabric, status = last
         plan = Plan.of(work, result, fabric, self.config.planned_score)

@@ -522,3 +522,51 @@ def test_carried_keeps_unchanged_jobs_where_the_verifier_passes_them(
         update={"jobs": tuple(j.model_copy(update={"placed": False, "members": ()}) for j in plan.jobs)}
     )
     assert carried(second.request, first.request, nothing) is None, "a plan placing nothing is not carried"
+
+
+def test_an_open_answers_within_the_timeout_counted_from_its_first_byte(
+    body: dict[str, Any], hypernodes: Any
+) -> None:
+    """Volcano's httpTimeout covers sending the snapshot (13 MiB at 1,024 nodes) as well: an open
+    whose conversion outlasts the session answers within the timeout counted from the request's
+    first byte, not from its last. The body is sent in two halves 0.3 s apart, the conversion is
+    slow (a real sleep in the HyperNode source, which the open calls while converting)."""
+    import socket
+    import threading
+    import time
+
+    from adapters.volcano.extender import Extender
+    from adapters.volcano.patcher import RecordingPatcher
+    from adapters.volcano.server import serve
+
+    slow = [2.0]
+
+    def source() -> Any:  # slow in the conversion only (the opener thread), as a large first snapshot
+        if threading.current_thread().name.startswith("topoplace-open"):
+            time.sleep(slow.pop() if slow else 0)
+        return hypernodes
+
+    extender = Extender(
+        solve=local_solve, patcher=RecordingPatcher(), hypernodes=source, config=Config(http_timeout_s=1.0)
+    )
+    running = serve(extender, "127.0.0.1", 0)
+    try:
+        host, port = running.url.removeprefix("http://").split("/")[0].split(":")
+        data = json.dumps(body).encode()
+        head = (
+            f"POST /onSessionOpen HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            started = time.perf_counter()
+            conn.sendall(head + data[: len(data) // 2])
+            time.sleep(0.3)
+            conn.sendall(data[len(data) // 2 :])
+            reply = conn.recv(65536)
+            took = time.perf_counter() - started
+        assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+        assert took < 1.0, f"answered {took:.3f} s after the first byte"
+        assert "took longer than the session" in extender.status.error
+    finally:
+        running.stop()
+        extender.close()
