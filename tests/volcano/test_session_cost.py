@@ -378,7 +378,7 @@ def test_a_changed_snapshot_keeps_the_last_plan_where_it_still_holds() -> None:
         solve=local_solve,
         patcher=RecordingPatcher(),
         hypernodes=lambda: hypernodes,
-        config=Config(http_timeout_s=0.7, margin_s=0.25),  # a budget no solve of 640 nodes fits
+        config=Config(http_timeout_s=0.6, margin_s=0.25),  # a budget no solve of 640 nodes fits
         solver_process=True,
     )
     assert extender.ready(120)
@@ -428,9 +428,13 @@ def test_a_changed_snapshot_keeps_the_last_plan_where_it_still_holds() -> None:
         carried_plan = extender.plan
         assert carried_plan is not None and carried_plan.result is not None
         assert verify(carried_plan.batch.request, carried_plan.result) == ()
-        client.ok("onSessionClose", {})
-        assert extender.wait_for_solver(120)
-        again = session(changed)
+        for _ in range(12):  # a solve cut short on a loaded machine (unsearched) is solved again
+            client.ok("onSessionClose", {})
+            assert extender.wait_for_solver(120)
+            client.ok("onSessionOpen", changed)
+            again = client.get("status")
+            if again["placedJobs"] and not again["planSource"].startswith("carried:"):
+                break
         assert not again["planSource"].startswith("carried:"), "the changed batch gets its own plan"
     finally:
         running.stop()
