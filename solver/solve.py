@@ -27,7 +27,7 @@ from solver.answer.verify import verify
 from solver.compile import Compiled, compile_model, cost
 from solver.compile.objective import is_placed_work, priority_levels
 from solver.domain import cancel as cancellation
-from solver.domain.cancel import Cancel
+from solver.domain.cancel import Cancel, Cancelled
 from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
 from solver.domain.model import (
     BatchOrder,
@@ -67,8 +67,10 @@ from solver.search.tiers import MERGE_MAX_VARIABLES, least_search_s, settle, sol
 # Time kept back from the caller's deadline for the reply: a fixed part, and a share of the time
 # for what drifts with the call's length (a search told to stop finishing its work, a stage slowed by
 # the load after its budget was set). With the fixed part alone, warm calls whose model was built
-# ended 2-12 ms past 5 s and 15 s gRPC deadlines at load 6-8 (bench/RESULTS.md, session 11).
-DEADLINE_MARGIN_S, DEADLINE_MARGIN_SHARE = 0.05, 0.01
+# ended 2-12 ms past 5 s and 15 s gRPC deadlines at load 6-8 (bench/RESULTS.md, session 11), and
+# with 1 % of the time, served 4,096-node calls whose stages after the search ran 0.1-0.2 s over
+# their estimates at load 2-4 ended 50-100 ms past 5 s deadlines (session 13).
+DEADLINE_MARGIN_S, DEADLINE_MARGIN_SHARE = 0.05, 0.03
 # Explanations search relaxed copies of unplaced jobs (solver.search.alone): this share of the time
 # limit, at least the minimum and at most the maximum, for all unplaced jobs of a request together,
 # and never past the call's end-to-end deadline.
@@ -107,10 +109,18 @@ class Stopwatch:
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         t0 = time.perf_counter()
+        stopped: Cancelled | None = None
         try:
             yield
+        except Cancelled as exc:
+            stopped = exc
+            raise
         finally:
             self.stages.append(StageTiming(stage=name, ms=(time.perf_counter() - t0) * 1000))
+            if stopped is not None:
+                # The outermost stopwatch writes last: a cancelled call's log says which of the
+                # pipeline's stages it was stopped in, and what each before it took.
+                stopped.stages_ms = {t.stage: round(t.ms, 1) for t in self.stages}
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started

@@ -31,7 +31,7 @@ from solver.domain.cancel import Cancel
 from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
 from solver.domain.model import NicMode, Requirement, SolveRequest, SolveResult, SolveStatus
 from solver.ingest.files import load_request
-from solver.service import wire
+from solver.service import admission, wire
 from solver.service.client import RemoteError, solve_remote
 from solver.service.logging import configure_logging
 from solver.service.server import SERVICE_NAME, RunningServer, serve
@@ -386,7 +386,8 @@ def test_unreachable_server_is_a_remote_error() -> None:
 # --------------------------------------------------------------------------- deadlines
 
 
-def test_the_call_deadline_reaches_the_solver(start_server: Callable[..., RunningServer]) -> None:
+def deadline_recorder() -> tuple[list[float | None], Callable[..., SolveResult]]:
+    """A stand-in solve that answers at once and keeps the ``deadline_s`` each call was handed."""
     seen: list[float | None] = []
 
     def record(
@@ -395,6 +396,11 @@ def test_the_call_deadline_reaches_the_solver(start_server: Callable[..., Runnin
         seen.append(deadline_s)
         return SolveResult(status=SolveStatus.OPTIMAL)
 
+    return seen, record
+
+
+def test_the_call_deadline_reaches_the_solver(start_server: Callable[..., RunningServer]) -> None:
+    seen, record = deadline_recorder()
     running = start_server(solve_fn=record)
     with grpc.insecure_channel(target(running)) as chan:
         stub = placement_pb2_grpc.PlacementStub(chan)
@@ -403,6 +409,27 @@ def test_the_call_deadline_reaches_the_solver(start_server: Callable[..., Runnin
     # gRPC sends the timeout rounded up to its wire units, so the server may see a hair over 5 s.
     assert seen[0] is not None and 4 < seen[0] <= 5.1
     assert seen[1] is None
+
+
+def test_the_answers_conversion_is_kept_back_from_the_solvers_time(
+    start_server: Callable[..., RunningServer],
+) -> None:
+    """The reply's conversion grows with the answer's jobs (30-65 ms for 500 at load 4, session 13):
+    the solver is handed the call's time less it, so a big answer leaves in time."""
+    seen, record = deadline_recorder()
+    one = small_request()
+    many = one.model_copy(
+        update={"jobs": tuple(one.jobs[0].model_copy(update={"id": f"j{k}"}) for k in range(2000))}
+    )
+    running = start_server(solve_fn=record)
+    with grpc.insecure_channel(target(running)) as chan:
+        stub = placement_pb2_grpc.PlacementStub(chan)
+        for request in (one, many):
+            stub.Solve(wire.request_to_proto(request), timeout=5)
+    assert seen[0] is not None and seen[1] is not None
+    # 2,000 jobs keep at least 0.2 s back (at a pace of 1 or more); one job next to nothing.
+    assert seen[0] > 4.7 and seen[1] < 4.8
+    assert seen[0] - seen[1] >= admission.REPLY_S_PER_JOB * 1999 - 0.05
 
 
 def test_a_blocked_solve_does_not_hang_the_caller(start_server: Callable[..., RunningServer]) -> None:

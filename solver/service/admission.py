@@ -51,6 +51,18 @@ SMALL, LARGE = "small", "large"
 # answer after it is late, and a call that ends within it ended by its deadline (a cancel by hand
 # in the last 50 ms before a deadline cannot be told apart from the deadline, and is counted so).
 REPLY_MARGIN_S = 0.05
+# The answer's conversion to the wire grows with its jobs (``wire.result_to_proto``): 20 ms idle for
+# 500 jobs at 4,096 nodes, 30-65 ms at load 4, which the fixed margin alone could not pay for (two
+# of four warm 5 s calls were 50-100 ms late, session 13). Kept back from the pipeline's time, at
+# about 2.5x its idle cost, scaled by the process's pace (solver.compile.cost.PACE).
+REPLY_S_PER_JOB = 1e-4
+
+
+def reply_s(jobs: int, pace: float) -> float:
+    """What the answer's conversion to the wire is kept, for ``jobs`` jobs at ``pace``."""
+    return REPLY_S_PER_JOB * jobs * pace
+
+
 # A deadline further away than a year is a call without one (gRPC reports "none" as ~2**63 ns).
 NO_DEADLINE_ABOVE_S = 365 * 24 * 3600.0
 # How often a queued call looks at its deadline and its caller while it waits.

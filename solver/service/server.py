@@ -41,6 +41,7 @@ from solver.service.admission import (
     Call,
     ServiceLimits,
     deadline_of,
+    reply_s,
 )
 from solver.service.logging import configure_logging
 from solver.service.metrics import MetricsServer, ServiceMetrics, start_metrics_server
@@ -106,7 +107,14 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         except Cancelled as exc:
             # Nobody receives this status (the caller is gone); it ends the handler at once.
             code = grpc.StatusCode.DEADLINE_EXCEEDED if call.late_s() > 0 else grpc.StatusCode.CANCELLED
-            log.info("solve_cancelled", code=code.name, reason=exc.reason, ms=_ms(call))
+            log.info(
+                "solve_cancelled",
+                code=code.name,
+                reason=exc.reason,
+                ms=_ms(call),
+                convert_ms=round(call.converted_s * 1000, 1),
+                stages_ms=exc.stages_ms,
+            )
             context.abort(code, str(exc))
         except VerificationFailed as exc:
             log.error("solve_failed", code="INTERNAL", violations=list(exc.violations), ms=_ms(call))
@@ -195,14 +203,18 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         if update:
             domain = domain.model_copy(update=update)
         call.cancel.check()  # gone while its request was converted: no search for nobody
+        # The call's deadline already keeps the reply's fixed margin back (admission.REPLY_MARGIN_S);
+        # the answer's conversion, which grows with its jobs, is kept back here.
+        reply = reply_s(len(domain.jobs), PACE.ratio())
         if left is not None and len(domain.inventory.nodes) < len(request.inventory.nodes):
             with cancellation.cancelling(call.cancel):
                 result = answer_from_nodes_read(
-                    domain, len(request.inventory.nodes), started + left, misses=reading.misses
+                    domain, len(request.inventory.nodes), started + left - reply, misses=reading.misses
                 )
         else:
-            # The call's deadline already keeps the reply's margin back (admission.REPLY_MARGIN_S).
-            result = self._solve(domain, deadline_s=call.remaining_s(), cancel=call.cancel)
+            remaining = call.remaining_s()
+            deadline_s = None if remaining is None else max(0.0, remaining - reply)
+            result = self._solve(domain, deadline_s=deadline_s, cancel=call.cancel)
         if result.request_id != request_id:  # the caller matches answers to requests by this id
             result = result.model_copy(update={"request_id": request_id})
         return result
