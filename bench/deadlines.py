@@ -103,6 +103,10 @@ def over_grpc(port: int, req: SolveRequest, deadline_s: float, tag: str) -> dict
         "server_s": round(float(logged.get("ms", "nan")) / 1000, 3),  # type: ignore[arg-type]
         "plan_source": source,
         "placed": placed,
+        # Where a late or cancelled call's time went, as the server logged it.
+        "server_stages_ms": {"convert": logged.get("convert_ms"), **logged.get("stages_ms", {})}
+        if logged.get("event") in ("solve_late", "solve_cancelled")
+        else None,
     }
 
 

@@ -208,12 +208,20 @@ def post(conn: http.client.HTTPConnection, verb: str, data: bytes) -> float:
     return took
 
 
+class NoPlan(RuntimeError):
+    """No session had a plan placing a job: the row says so instead of the figures that need one."""
+
+
+SESSIONS = 60  # sessions a server gets to have a plan (--sessions)
+
+
 def until_planned(
-    server: Server, conn: http.client.HTTPConnection, data: bytes, started: float
+    server: Server, conn: http.client.HTTPConnection, data: bytes, started: float, most: int = SESSIONS
 ) -> tuple[float, int, dict[str, Any]]:
     """Open and close sessions of ``data`` until one has a plan: (seconds since ``started``,
     sessions, its /status). Sessions follow each other as fast as Volcano's would (period 1 s)."""
-    for sessions in range(2, 61):
+    status: dict[str, Any] = {}
+    for sessions in range(2, most + 1):
         opened = time.perf_counter()
         post(conn, "onSessionOpen", data)
         status = server.get("/status")
@@ -221,7 +229,10 @@ def until_planned(
             return time.perf_counter() - started, sessions, status
         post(conn, "onSessionClose", b"{}")
         time.sleep(max(0.0, 1.0 - (time.perf_counter() - opened)))
-    raise RuntimeError(f"no plan after 60 sessions: {status['error']}")
+    raise NoPlan(
+        f"no plan placing a job in {most} sessions ({len(status.get('unplacedJobs') or {})} jobs "
+        f"unplaced; last error: {status.get('error') or 'none'})"
+    )
 
 
 def predicate_calls(server: Server, bodies: list[bytes], fresh: bool) -> tuple[list[float], float]:
@@ -302,7 +313,9 @@ def ms(values: list[float], q: float = 0.5) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def measure(nodes: int, calls: int, seed: int, root: Path = ROOT, standby: bool = False) -> dict[str, Any]:
+def measure(
+    nodes: int, calls: int, seed: int, root: Path = ROOT, standby: bool = False, sessions: int = SESSIONS
+) -> dict[str, Any]:
     body, objects = cluster(nodes)
     data = json.dumps(body).encode()
     rng = random.Random(seed)
@@ -317,11 +330,25 @@ def measure(nodes: int, calls: int, seed: int, root: Path = ROOT, standby: bool 
             cold_status = server.get("/status")
             post(conn, "onSessionClose", b"{}")
             time.sleep(max(0.0, 1.0 - (time.perf_counter() - started)))
-            cold_ready, cold_sessions, status = (
-                (cold_open, 1, cold_status)
-                if cold_status["placedJobs"]
-                else until_planned(server, conn, data, started)
-            )
+            try:
+                cold_ready, cold_sessions, status = (
+                    (cold_open, 1, cold_status)
+                    if cold_status["placedJobs"]
+                    else until_planned(server, conn, data, started, sessions)
+                )
+            except NoPlan as err:
+                conn.close()
+                return {
+                    "nodes": nodes,
+                    "gpu_tasks": server.get("/status")["gpuTasks"],  # the cold open's is 0: not converted
+                    "jobs": cold_status["jobs"],
+                    "placed": 0,
+                    "body_mib": len(data) / 2**20,
+                    "startup_s": server.startup_s,
+                    "cold_open_ms": cold_open * 1000,
+                    "cold_error": cold_status["error"],
+                    "no_plan": str(err),
+                }
             # The plan is in use: predicate and allocateFunc against it.
             pending = [
                 (key, t)
@@ -369,10 +396,10 @@ def measure(nodes: int, calls: int, seed: int, root: Path = ROOT, standby: bool 
             changed_status = server.get("/status")
             post(conn, "onSessionClose", b"{}")
             time.sleep(max(0.0, 1.0 - (time.perf_counter() - started)))
-            changed_ready, changed_sessions, _ = (
+            changed_ready, changed_sessions, changed_planned = (
                 (changed_open, 1, changed_status)
                 if changed_status["placedJobs"]
-                else until_planned(server, conn, changed_data, started)
+                else until_planned(server, conn, changed_data, started, sessions)
             )
             conn.close()
         except Exception:
@@ -384,10 +411,12 @@ def measure(nodes: int, calls: int, seed: int, root: Path = ROOT, standby: bool 
     return {
         "standby_kills": log.count("serving process hung: killed"),
         "standby_neutral": log.count("answered neutrally"),
+        "unsearched_plans": log.count("an unsearched plan is not reused"),  # greedy answers, not reused
         "nodes": nodes,
         "gpu_tasks": status["gpuTasks"],
         "jobs": status["jobs"],
         "placed": len(status["placedJobs"]),
+        "cold_source": status.get("planSource", ""),  # servers before planSource: ""
         "body_mib": len(data) / 2**20,
         "startup_s": server.startup_s,
         "cold_open_ms": cold_open * 1000,
@@ -396,6 +425,8 @@ def measure(nodes: int, calls: int, seed: int, root: Path = ROOT, standby: bool 
         "cold_sessions": cold_sessions,
         "changed_open_ms": changed_open * 1000,
         "changed_error": changed_status["error"],
+        "changed_placed": len(changed_planned["placedJobs"]),
+        "changed_source": changed_planned.get("planSource", ""),
         "changed_ready_s": changed_ready,
         "changed_sessions": changed_sessions,
         "predicate_calls": len(pred_times),
@@ -450,7 +481,33 @@ def profile(nodes: int) -> str:
 # --------------------------------------------------------------------------- report
 
 
+def summary(rows: list[dict[str, Any]]) -> str:
+    """The session figures of issue 19 item 5, one row per server: the first session, the time
+    until a plan and what it places, and a changed session."""
+    lines = [
+        "| server | nodes | pending GPU pods (jobs) | cold open | cold: plan ready | jobs the plan places "
+        "| changed open | changed: plan ready (jobs it places) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        head = f"| {r['server']} | {r['nodes']} | {r['gpu_tasks']} ({r['jobs']}) "
+        head += f"| {r['cold_open_ms']:.0f} ms "
+        if "no_plan" in r:
+            lines.append(head + f"| {r['no_plan']} | 0 of {r['jobs']} | - | - |")
+            continue
+        source = f", {r['cold_source']}" if r.get("cold_source") else ""
+        cold = f"{r['cold_ready_s']:.2f} s (session {r['cold_sessions']}{source})"
+        changed = f"{r['changed_ready_s']:.2f} s (session {r['changed_sessions']}"
+        changed += f", {r['changed_source']}" if r.get("changed_source") else ""
+        changed += f"; {r['changed_placed']} of {r['jobs'] - 1})"
+        lines.append(
+            head + f"| {cold} | {r['placed']} of {r['jobs']} | {r['changed_open_ms']:.0f} ms | {changed} |"
+        )
+    return "\n".join(lines)
+
+
 def table(rows: list[dict[str, Any]]) -> str:
+    rows = [r for r in rows if "no_plan" not in r]  # no plan: no per-call figures (see summary)
     lines = [
         "| server | nodes | pending GPU pods (jobs) | body | cold open | cold: plan ready | changed open "
         "| changed: plan ready | predicate median / p99 | predicate calls/s (16 conns) "
@@ -497,6 +554,9 @@ def main() -> int:
     parser.add_argument(
         "--profile", type=int, metavar="NODES", help="profile a changed session's open instead"
     )
+    parser.add_argument(
+        "--sessions", type=int, default=SESSIONS, help="sessions a server gets to have a plan"
+    )
     args = parser.parse_args()
     if args.profile:
         print(profile(args.profile))
@@ -504,12 +564,15 @@ def main() -> int:
     rows = []
     for n in args.nodes or [128, 256, 1024]:
         for label, root in [("before", args.before)] * bool(args.before) + [(commit(), ROOT)]:
-            rows.append({"server": label, **measure(n, args.calls, args.seed, root)})
+            rows.append({"server": label, **measure(n, args.calls, args.seed, root, sessions=args.sessions)})
             print(json.dumps(rows[-1]), flush=True)
             if args.standby:
-                rows.append({"server": f"{label} --standby", **measure(n, args.calls, args.seed, root, True)})
-            print(json.dumps(rows[-1]), flush=True)
+                row = measure(n, args.calls, args.seed, root, True, args.sessions)
+                rows.append({"server": f"{label} --standby", **row})
+                print(json.dumps(rows[-1]), flush=True)
     print(f"commit {commit()}, {machine()}, load {os.getloadavg()[0]:.1f}")
+    print(summary(rows))
+    print()
     print(table(rows))
     return 0
 

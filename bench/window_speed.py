@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import statistics
 import time
 
 from bench import openb, replay
@@ -60,16 +61,20 @@ def main(argv: list[str] | None = None) -> None:
         bind(batch, replay._decide(twin, state, mirror, batch, args.seed))
     profiler = cProfile.Profile()
     by_twin = by_solver = by_unpruned = 0.0
+    twin_ms: list[float] = []  # per window, for the medians (a loaded machine's outliers stay out)
+    solver_ms: list[float] = []
     same = same_unpruned = 0
     for k in range(args.count):
         batch = seq.pods[args.first + width * k : args.first + width * (k + 1)]
         t = time.perf_counter()
         expected = replay._decide(twin, state, mirror, batch, args.seed)
+        twin_ms.append((time.perf_counter() - t) * 1000)
         by_twin += time.perf_counter() - t
         if args.profile:
             profiler.enable()
         t = time.perf_counter()
         got = replay._decide(solver, state, mirror, batch, args.seed)
+        solver_ms.append((time.perf_counter() - t) * 1000)
         by_solver += time.perf_counter() - t
         if args.profile:
             profiler.disable()
@@ -84,6 +89,12 @@ def main(argv: list[str] | None = None) -> None:
         f"twin {by_twin / args.count * 1000:.0f} ms a window, "
         f"{args.policy} {by_solver / args.count * 1000:.0f} ms "
         f"({by_solver / by_twin:.1f}x); same choices in {same}/{args.count} windows"
+    )
+    twin_median, solver_median = statistics.median(twin_ms), statistics.median(solver_ms)
+    print(
+        f"  medians: twin {twin_median:.1f} ms, {args.policy} {solver_median:.0f} ms "
+        f"({solver_median / twin_median:.0f}x); {args.policy} per window (ms): "
+        + " ".join(f"{ms:.0f}" for ms in solver_ms)
     )
     if args.unpruned:
         print(

@@ -3,7 +3,8 @@
 
 Each stage is a function over immutable values and can be called alone (the folders of ``solver/``
 are the rings); this module only chains them and keeps time. A batch placed one job at a time
-(``BatchOrder.LARGEST_FIRST``, ``BEST_OF_ORDERS``) is a chain of such solves, verified whole again.
+(``BatchOrder.LARGEST_FIRST``, ``BEST_OF_ORDERS``) is a chain of such solves taken to their plans
+(:func:`search_valid`); the kept plan is explained, measured and verified whole.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 from solver import fallback
@@ -26,7 +27,7 @@ from solver.answer.verify import verify
 from solver.compile import Compiled, compile_model, cost
 from solver.compile.objective import is_placed_work, priority_levels
 from solver.domain import cancel as cancellation
-from solver.domain.cancel import Cancel
+from solver.domain.cancel import Cancel, Cancelled
 from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
 from solver.domain.model import (
     BatchOrder,
@@ -48,12 +49,19 @@ from solver.fallback import COMPILE_LATE, NORMALISE_LATE, OutOfBudget, bounded, 
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import Normalised, normalise
 from solver.reduce.policy import apply_policy_chains
-from solver.reduce.pools import pool
+from solver.reduce.pools import Pools, pool
 from solver.reduce.rails import expand_rails
 from solver.search.alone import AloneProbe
 from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, Candidate, Floor, Portfolio, complete, repack
 from solver.search.previous import from_previous
-from solver.search.sequence import arrival_steps, candidate_orders, solve_in_order, step_size
+from solver.search.sequence import (
+    InOrder,
+    StepPlan,
+    arrival_steps,
+    candidate_orders,
+    solve_in_order,
+    step_size,
+)
 from solver.search.tiers import MERGE_MAX_VARIABLES, least_search_s, settle, solve_lexicographic
 
 # Time kept back from the caller's deadline for the reply: a fixed part, and a share of the time
@@ -101,10 +109,18 @@ class Stopwatch:
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         t0 = time.perf_counter()
+        stopped: Cancelled | None = None
         try:
             yield
+        except Cancelled as exc:
+            stopped = exc
+            raise
         finally:
             self.stages.append(StageTiming(stage=name, ms=(time.perf_counter() - t0) * 1000))
+            if stopped is not None:
+                # The outermost stopwatch writes last: a cancelled call's log says which of the
+                # pipeline's stages it was stopped in, and what each before it took.
+                stopped.stages_ms = {t.stage: round(t.ms, 1) for t in self.stages}
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -160,15 +176,22 @@ def solve(
 
 def _solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
     clock = Stopwatch()
+    unfit = validated(request, clock)
+    if unfit:
+        return solve_without_unfit(request, unfit, clock, deadline_s)
+    return solve_valid(request, clock, deadline_s)
+
+
+def validated(request: SolveRequest, clock: Stopwatch) -> dict[int, tuple[Problem, ...]]:
+    """The jobs of ``request`` with a member no node could hold even empty (by index, with why);
+    raises ``InvalidRequest`` when the request is not valid."""
     with clock.stage("validate"):
         problems = validate(request)
         unfit = {} if problems else unfit_jobs(request)
     if problems:
         raise InvalidRequest(problems)
     cancellation.check()
-    if unfit:
-        return solve_without_unfit(request, unfit, clock, deadline_s)
-    return solve_valid(request, clock, deadline_s)
+    return unfit
 
 
 def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | None = None) -> SolveResult:
@@ -177,6 +200,71 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
         return solve_largest_first(request, clock, deadline_s=deadline_s)
     if request.policy.batch_order == BatchOrder.BEST_OF_ORDERS and len(request.jobs) > 1:
         return solve_best_of_orders(request, clock, deadline_s=deadline_s)
+    plan = search_valid(request, clock, deadline_s)
+    if isinstance(plan, SolveResult):  # answered without a model (solver.fallback)
+        return plan
+    with clock.stage("explain"):
+        jobs = plan.explained(plan.explain_until)
+    with clock.stage("measures"):
+        metrics = cluster_metrics(plan.request, jobs)  # every node's state after: 0.7 s at 16,384 nodes
+    result = plan.result(jobs).model_copy(update={"metrics": metrics})
+    with clock.stage("verify"):
+        violations = verify(plan.request, result)
+    if violations:
+        raise VerificationFailed(violations)
+    return result.model_copy(update={"timings": tuple(clock.stages)})
+
+
+@dataclass(frozen=True)
+class Searched:
+    """A joint solve's plan as the search left it, decoded: what the answer stage (explain, measure,
+    verify) starts from. Its left-out jobs have no reason yet."""
+
+    request: SolveRequest  # policy chains applied: the request the plan answers
+    problem: Normalised
+    compiled: Compiled
+    pools: Pools
+    jobs: tuple[JobResult, ...]  # decoded, of the pooled request
+    timed_out: bool  # the search found nothing in its time
+    status: SolveStatus
+    values: tuple[TierValue, ...]
+    plan_source: str
+    explain_s: float  # the explanations' own search budget
+    explain_until: float  # when they stop within the call's deadline (time.perf_counter())
+
+    def placements(self) -> tuple[JobResult, ...]:
+        """The plan per job of the request; left-out jobs without a reason."""
+        return unpool(self.pools, self.request, self.jobs)
+
+    def explained(self, until: float) -> tuple[JobResult, ...]:
+        """The plan per job of the request, every left-out job with its reason; the explanations'
+        searches stop by ``until`` (``time.perf_counter()``)."""
+        # Relaxations are checked by searches of the relaxed job alone (on the pooled request the
+        # explanation's job indexes refer to): a small budget of its own, within the call's deadline.
+        explain_s = min(self.explain_s, max(0.0, until - time.perf_counter()))
+        probe = AloneProbe(self.problem.request, explain_s, self.request.policy.deterministic)
+        jobs = explain(self.problem, self.compiled, self.jobs, timed_out=self.timed_out, probe=probe)
+        return unpool(self.pools, self.request, jobs)
+
+    def result(self, jobs: tuple[JobResult, ...]) -> SolveResult:
+        """The answer with ``jobs`` as its plan, neither measured nor verified."""
+        return SolveResult(
+            request_id=self.request.request_id,
+            status=self.status,
+            jobs=jobs,
+            objectives=self.values,
+            # The largest gap of any tier: FEASIBLE never reads "gap 0" while a tier is still open.
+            gap=max((v.gap for v in self.values), default=0.0),
+            model_size=model_size(self.problem, self.compiled),
+            plan_source=self.plan_source,
+        )
+
+
+def search_valid(
+    request: SolveRequest, clock: Stopwatch, deadline_s: float | None = None
+) -> Searched | SolveResult:
+    """A joint solve of a validated request (every member fits some node) up to its decoded plan;
+    the whole answer when there was no time to build the model (``solver.fallback``)."""
     limit = request.policy.time_limit_s
     if deadline_s is not None:
         limit = min(limit, deadline_s)
@@ -205,7 +293,14 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
         # took 2.0-4.6 s at one pace): it stops while the floor's first pass and the answer still
         # fit, and the greedy answers in the time left.
         compile_started = time.perf_counter()
-        until = float("inf") if estimate.small else deadline - estimate.answer_s - estimate.floor_s
+        # Cut, it leaves the greedy what it needs to place and answer (fallback.needs_s): with only
+        # the floor's pass and the answer kept, a 0.75 s solve at 1,024 nodes left the greedy 23 ms,
+        # less than its indexes, and placed 0 of 100 jobs (the Volcano adapter, session 13).
+        keep = max(
+            estimate.answer_s + estimate.floor_s,
+            fallback.needs_s(len(request.inventory.nodes), len(request.jobs), deadline - compile_started),
+        )
+        until = float("inf") if estimate.small else deadline - keep
         try:
             with bounded(until, COMPILE_LATE):
                 compiled: Compiled | None = compile_model(problem, request.policy)
@@ -274,35 +369,22 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
 
     with clock.stage("decode"):
         jobs = decode(problem, compiled, solution)
-    with clock.stage("explain"):
-        # Relaxations are checked by searches of the relaxed job alone (on the pooled request the
-        # explanation's job indexes refer to): a small budget of its own, within the call's deadline.
-        # What verify and the measures after it need is kept back (solver.compile.cost).
+    return Searched(
+        request=request,
+        problem=problem,
+        compiled=compiled,
+        pools=pools,
+        jobs=tuple(jobs),
+        timed_out=not outcomes,
+        status=status,
+        values=tuple(values),
+        plan_source=f"floor:{best.placer}" if kept_floor else "search",
+        explain_s=explain_s,
+        # What verify and the measures after the explanations need is kept back (solver.compile.cost).
         # The whole answer's estimate, not the part left (measures and verify are ~40 % of it): in a
         # served 4,096-node call they took 0.32 s, 2.5x their idle time, where 0.19 s was kept.
-        after = max(0.25 * before_search, estimate.answer_s)
-        explain_s = min(explain_s, max(0.0, deadline - after - time.perf_counter()))
-        probe = AloneProbe(problem.request, explain_s, request.policy.deterministic)
-        jobs = explain(problem, compiled, jobs, timed_out=not outcomes, probe=probe)
-        jobs = unpool(pools, request, jobs)
-    with clock.stage("measures"):
-        metrics = cluster_metrics(request, jobs)  # every node's state after: 0.7 s at 16,384 nodes
-    result = SolveResult(
-        request_id=request.request_id,
-        status=status,
-        jobs=jobs,
-        objectives=values,
-        # The largest gap of any tier: FEASIBLE never reads "gap 0" while a tier is still open.
-        gap=max((v.gap for v in values), default=0.0),
-        model_size=model_size(problem, compiled),
-        metrics=metrics,
-        plan_source=f"floor:{best.placer}" if kept_floor else "search",
+        explain_until=deadline - max(0.25 * before_search, estimate.answer_s),
     )
-    with clock.stage("verify"):
-        violations = verify(request, result)
-    if violations:
-        raise VerificationFailed(violations)
-    return result.model_copy(update={"timings": tuple(clock.stages)})
 
 
 def solve_without_unfit(
@@ -394,18 +476,21 @@ def one_job_at_a_time(
     request: SolveRequest,
     clock: Stopwatch,
     stage: str,
-    place: Callable[[SolveRequest, float], SolveResult],
+    place: Callable[[SolveRequest, float], InOrder],
     deadline_s: float | None,
 ) -> SolveResult:
     """The (validated) batch placed by ``place(request, budget_s)`` as chains of one-job solves
-    (each verified), and the plan verified again against the whole request: rules between jobs of
-    different steps (shares of one GPU, capacity, metrics) are checked where they meet."""
+    taken to their plans, the kept plan's left-out jobs explained, and the plan measured and
+    verified against the whole request: the one check of every rule, those between jobs of
+    different steps (shares of one GPU, capacity, metrics) included."""
     request = apply_policy_chains(request)
     budget = (
         request.policy.time_limit_s if deadline_s is None else min(request.policy.time_limit_s, deadline_s)
     )
     with clock.stage(stage):
-        result = place(request, budget)
+        kept = place(request, budget)
+    with clock.stage("explain"):
+        result = kept.explained(clock.started + budget)
     result = result.model_copy(update={"metrics": cluster_metrics(request, result.jobs)})
     with clock.stage("verify"):
         violations = verify(request, result)
@@ -414,31 +499,48 @@ def one_job_at_a_time(
     return result.model_copy(update={"timings": (*clock.stages, *result.timings)})
 
 
-def solve_step(step: SolveRequest, seconds: float) -> SolveResult:
-    """One step of a batch placed one job at a time: a joint solve within ``seconds``."""
-    return solve(step, deadline_s=seconds)
+def solve_step(step: SolveRequest, seconds: float) -> StepPlan:
+    """One step of a batch placed one job at a time: a joint solve within ``seconds``, taken to its
+    plan. The answer stage is the batch's (:func:`one_job_at_a_time`): best-of-orders compares
+    several orders' plans and keeps one, so a step's left-out jobs are explained only when asked
+    (``StepPlan.explain``), and no step is measured or verified on its own — in a replay's window
+    of 16 one-pod steps over five orders, explaining, measuring and verifying every step took a
+    quarter of the window's time (notes of session 12).
+
+    Nor is a step validated again: its request is the validated batch's, with a part of its jobs
+    and, on its nodes, the allocations of the plans the steps before it made. What validation
+    says of jobs and nodes holds for it as for the batch; unfit jobs (a member no node could hold
+    even empty) went before the steps, and allocations do not change what a node holds empty; and
+    the earlier steps' plans are checked, rule by rule, by the batch's verify."""
+    clock = Stopwatch()
+    searched = search_valid(step, clock, seconds)
+    if isinstance(searched, SolveResult):  # answered without a model (solver.fallback)
+        return StepPlan(searched)
+    result = searched.result(searched.placements()).model_copy(update={"timings": tuple(clock.stages)})
+    return StepPlan(result, searched.explained)
 
 
-def best_of_orders(request: SolveRequest, budget_s: float) -> SolveResult:
+def best_of_orders(request: SolveRequest, budget_s: float) -> InOrder:
     """Each candidate order's plan in turn, each with an equal part of the time left; the best kept."""
     deadline = time.perf_counter() + budget_s
     groups = arrival_steps(request)
     sizes = [step_size(request, g) for g in groups]
     orders = [list(range(len(groups)))]
-    best: tuple[tuple[tuple[float, ...], float, int], SolveResult] | None = None
+    best: tuple[tuple[tuple[float, ...], float, int], InOrder] | None = None
     k = 0
     while k < len(orders):
         # the given, largest first, left-out first and the shuffles
         expected = max(len(orders), 3 + request.policy.order_shuffles)
         left = max(0.01, deadline - time.perf_counter()) / (expected - k)
         why = "placed in the batch's order" if not k else "in the order that placed the most work"
-        result = solve_in_order(request, solve_step, left, [groups[i] for i in orders[k]], why)
+        in_order = solve_in_order(request, solve_step, left, [groups[i] for i in orders[k]], why)
+        result = in_order.result
         placed = tuple(v.value for v in result.objectives if is_placed_work(v.name))
         # The change to a millionth of a milli-GPU: ties in exact arithmetic stay ties (the replay's
         # greedy twin sums the same terms its own way).
         key = (placed, -round(fragmentation_change(request, result.jobs), 6), -k)
         if best is None or key > best[0]:
-            best = (key, result)
+            best = (key, in_order)
         if not k:  # the other orders, now that the given order says which steps it left out
             unplaced = {jr.job_id for jr in result.jobs if not jr.placed}
             left_out = [i for i, g in enumerate(groups) if any(request.jobs[j].id in unplaced for j in g)]

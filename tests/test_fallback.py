@@ -129,10 +129,13 @@ def test_the_unsearched_answer_is_verified_and_claims_no_proof(request: SolveReq
     assert all(job.reason.code == ReasonCode.TIME_LIMIT for job in result.jobs if not job.placed)
 
 
-def test_a_compile_slower_than_predicted_stops_and_the_greedy_answers_in_time() -> None:
+@pytest.mark.parametrize("limit", [2.0, 0.75])
+def test_a_compile_slower_than_predicted_stops_and_the_greedy_answers_in_time(limit: float) -> None:
     """The estimate said the model fits; compile then ran slower (a loaded machine): it stops while
-    the answer still fits, and the greedy answers in the time left, saying why — never late."""
-    req = quality.request(1024, 0.5, 200, seed=1, time_limit_s=2.0)
+    the greedy can still place and answer, and the greedy answers in the time left, saying why —
+    never late, never with nothing placed for want of time (at 0.75 s the cut compile once left the
+    greedy 23 ms, less than its indexes: 0 of 100 jobs, the Volcano adapter's first sessions)."""
+    req = quality.request(1024, 0.5, 200, seed=1, time_limit_s=limit)
     solve(req)  # the per-node caches filled: this test times compile, not a cold conversion
     real = solver.solve.compile_model
 
@@ -144,7 +147,8 @@ def test_a_compile_slower_than_predicted_stops_and_the_greedy_answers_in_time() 
     started = time.perf_counter()
     with patch("solver.solve.compile_model", slow_compile):
         result = solve(req)
-    assert time.perf_counter() - started <= 2.0 + TOLERANCE_S
+    assert time.perf_counter() - started <= limit + TOLERANCE_S
     assert result.plan_source == "unsearched:first-fit" and not verify(req, result)
     assert [t.stage for t in result.timings][-3:] == ["compile", "fallback", "verify"]
+    assert sum(j.placed for j in result.jobs) > 0  # placed where the time allows; before, none
     assert all("building the model ran slower" in j.reason.message for j in result.jobs if not j.placed)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 import solver.solve
+from solver.domain.errors import VerificationFailed
 from solver.domain.model import (
     AntiAffinity,
     BatchOrder,
@@ -14,10 +17,18 @@ from solver.domain.model import (
     ObjectiveTier,
     Scope,
     SolveRequest,
+    SolveResult,
     SolveStatus,
 )
 from solver.domain.validate import validate
-from solver.search.sequence import arrival_steps, candidate_orders, held_allocations, solve_in_order, steps
+from solver.search.sequence import (
+    StepPlan,
+    arrival_steps,
+    candidate_orders,
+    held_allocations,
+    solve_in_order,
+    steps,
+)
 from solver.solve import solve
 from tests import kit
 
@@ -102,7 +113,7 @@ def test_the_result_says_what_it_can_prove() -> None:
     assert left.job_id == "b" and "LARGEST_FIRST" in left.reason.message
     assert result.metrics.gpus_used_after == 4 and [jr.job_id for jr in result.jobs] == ["a", "b", "c"]
     stages = [t.stage for t in result.timings]
-    assert stages[:3] == ["validate", "steps", "verify"] and "step.solve" in stages
+    assert stages[:4] == ["validate", "steps", "explain", "verify"] and "step.solve" in stages
 
 
 def test_an_exclusive_job_placed_first_keeps_its_node() -> None:
@@ -173,8 +184,8 @@ def test_candidate_orders_are_largest_first_left_out_first_and_seeded_shuffles()
     assert candidate_orders(sizes, [], "7/w", 0) == [[1, 3, 2, 0]]
 
 
-def in_arrival_order(req: SolveRequest):
-    return solve_in_order(req, lambda step, s: solve(step, deadline_s=s), 10.0, arrival_steps(req))
+def in_arrival_order(req: SolveRequest) -> SolveResult:
+    return solve_in_order(req, solver.solve.solve_step, 10.0, arrival_steps(req)).result
 
 
 def test_the_best_order_places_what_arrival_order_cannot() -> None:
@@ -194,9 +205,10 @@ def test_the_best_order_places_what_arrival_order_cannot() -> None:
     assert {jr.job_id for jr in best.jobs if jr.placed} >= {"four", "one"}
     left = next(jr for jr in best.jobs if not jr.placed)
     assert "in the order that placed the most work" in left.reason.message
-    assert best.status == SolveStatus.FEASIBLE and [t.stage for t in best.timings][:3] == [
+    assert best.status == SolveStatus.FEASIBLE and [t.stage for t in best.timings][:4] == [
         "validate",
         "orders",
+        "explain",
         "verify",
     ]
 
@@ -234,3 +246,78 @@ def test_best_of_orders_is_verified_and_never_below_arrival_or_largest_first(req
     largest = solve(req.model_copy(update={"policy": req.policy.model_copy(update=IN_ORDER)}))
     assert kit.placed_work(largest) <= kit.placed_work(best) <= kit.best_placed_work(req)
     assert kit.placed_work(in_arrival_order(req)) <= kit.placed_work(best)
+
+
+def test_only_the_kept_plan_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Arrival order leaves "four" out, the kept order one 2-GPU job: only that one is explained (an
+    # explanation searches relaxed copies of its job), though every order's steps left jobs out.
+    nodes = [
+        kit.node("n0", kit.SMALL, used_gpus=(0, 1)),
+        kit.node("n1", kit.SMALL, used_gpus=(0, 1, 2)),
+        kit.node("n2", kit.SMALL),
+    ]
+    jobs = [kit.job("two", 2), kit.job("two-b", 2), kit.job("four", 4), kit.job("one", 1)]
+    explained: list[str] = []
+    real = solver.solve.explain
+
+    def counted(problem, compiled, results, **kwargs):
+        explained.extend(r.job_id for r in results if not r.placed)
+        return real(problem, compiled, results, **kwargs)
+
+    monkeypatch.setattr(solver.solve, "explain", counted)
+    result = solve(kit.request(nodes, jobs, **BEST_OF))
+    left = [jr for jr in result.jobs if not jr.placed]
+    assert [jr.job_id for jr in left] == explained and len(left) == 1
+    assert left[0].reason is not None and "in the order that placed the most work" in left[0].reason.message
+
+
+def test_the_kept_plan_is_verified_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Steps are no longer verified one by one: a step plan that takes a GPU an earlier step holds
+    # must still be refused, by the one check of the whole plan.
+    nodes = [kit.node("n0", kit.SMALL, used_gpus=(0, 1))]
+    jobs = [kit.job("a", 1), kit.job("b", 1)]
+    first: list = []
+    real = solver.solve.solve_step
+
+    def on_the_first_gpu(step: SolveRequest, seconds: float) -> StepPlan:
+        plan = real(step, seconds)
+        (jr,) = plan.result.jobs
+        if not first:
+            first.append(jr.members[0])
+            return plan
+        moved = jr.model_copy(update={"members": (first[0].model_copy(update={"role": jr.members[0].role}),)})
+        return replace(plan, result=plan.result.model_copy(update={"jobs": (moved,)}))
+
+    monkeypatch.setattr(solver.solve, "solve_step", on_the_first_gpu)
+    for order in (BEST_OF, IN_ORDER):
+        first.clear()
+        with pytest.raises(VerificationFailed, match="GPU"):
+            solve(kit.request(nodes, jobs, **order))
+
+
+def test_a_step_normalises_anew_only_the_node_the_step_before_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each step normalises the batch's whole inventory; only the nodes that changed since the last
+    # normalise are looked up again (solver.reduce.normalise.node_shapes), and their classes are
+    # those of a fresh look at them.
+    from solver.reduce import normalise as norm
+
+    nodes = [kit.node(f"n{i}", kit.SMALL, used_gpus=tuple(range(i % 3))) for i in range(6)]
+    req = kit.request(nodes, [kit.job("a", 1)])
+    norm.normalise(req)
+    looked_up: list[str] = []
+    real = norm.cached_node_shape
+
+    def counted(node, *args):
+        looked_up.append(node.name)
+        return real(node, *args)
+
+    monkeypatch.setattr(norm, "cached_node_shape", counted)
+    bound = kit.node("n2", kit.SMALL, used_gpus=(0, 1, 2))
+    step = req.model_copy(
+        update={"inventory": req.inventory.model_copy(update={"nodes": (*nodes[:2], bound, *nodes[3:])})}
+    )
+    problem = norm.normalise(step)
+    assert looked_up == ["n2"]
+    (n2,) = (c for c in problem.classes if "n2" in (n.name for n in c.nodes))
+    assert n2.shape == norm.node_shape(bound, frozenset(), rails=False)[0]
+    assert len(n2.shape.gpus) == 1  # GPU3, the one the step left free

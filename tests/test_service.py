@@ -386,7 +386,8 @@ def test_unreachable_server_is_a_remote_error() -> None:
 # --------------------------------------------------------------------------- deadlines
 
 
-def test_the_call_deadline_reaches_the_solver(start_server: Callable[..., RunningServer]) -> None:
+def deadline_recorder() -> tuple[list[float | None], Callable[..., SolveResult]]:
+    """A stand-in solve that answers at once and keeps the ``deadline_s`` each call was handed."""
     seen: list[float | None] = []
 
     def record(
@@ -395,6 +396,11 @@ def test_the_call_deadline_reaches_the_solver(start_server: Callable[..., Runnin
         seen.append(deadline_s)
         return SolveResult(status=SolveStatus.OPTIMAL)
 
+    return seen, record
+
+
+def test_the_call_deadline_reaches_the_solver(start_server: Callable[..., RunningServer]) -> None:
+    seen, record = deadline_recorder()
     running = start_server(solve_fn=record)
     with grpc.insecure_channel(target(running)) as chan:
         stub = placement_pb2_grpc.PlacementStub(chan)
@@ -410,14 +416,7 @@ def test_the_answers_conversion_is_kept_back_from_the_solvers_time(
 ) -> None:
     """The reply's conversion grows with the answer's jobs (30-65 ms for 500 at load 4, session 13):
     the solver is handed the call's time less it, so a big answer leaves in time."""
-    seen: list[float | None] = []
-
-    def record(
-        request: SolveRequest, *, deadline_s: float | None = None, cancel: Cancel | None = None
-    ) -> SolveResult:
-        seen.append(deadline_s)
-        return SolveResult(status=SolveStatus.OPTIMAL)
-
+    seen, record = deadline_recorder()
     one = small_request()
     many = one.model_copy(
         update={"jobs": tuple(one.jobs[0].model_copy(update={"id": f"j{k}"}) for k in range(2000))}

@@ -164,6 +164,9 @@ def test_an_expired_deadline_stops_the_work_even_if_the_solve_ignored_it(
     assert recorder.ended[0][0] - expired < 0.5
     cancelled = [e for e in events if e["event"] == "solve_cancelled"]
     assert cancelled and cancelled[0]["code"] == "DEADLINE_EXCEEDED"
+    # Where it was stopped, for whoever reads the log: the stage in progress comes last.
+    stages = cancelled[0]["stages_ms"]
+    assert isinstance(stages, dict) and stages and next(iter(stages)) == "validate"
     assert not [e for e in events if e["event"] == "solve"]  # never logged as a success
 
 

@@ -27,8 +27,21 @@ from adapters.volcano import hypernodes as hn
 from adapters.volcano import wire
 from adapters.volcano.patcher import PatchError, PodPatcher
 from adapters.volcano.plan import PLANNED_SCORE, Plan
+from solver.answer.measures import cluster_metrics
+from solver.answer.verify import verify
 from solver.domain.errors import InvalidRequest, VerificationFailed
-from solver.domain.model import BatchOrder, Node, Packing, Policy, SolveRequest, SolveResult, SolveStatus
+from solver.domain.model import (
+    BatchOrder,
+    JobResult,
+    Node,
+    Packing,
+    Policy,
+    Reason,
+    ReasonCode,
+    SolveRequest,
+    SolveResult,
+    SolveStatus,
+)
 
 SolveFn = Callable[[SolveRequest, float], SolveResult]
 """``solve(request, deadline_s)``: in process (``solver.solve.solve``) or over gRPC."""
@@ -73,6 +86,7 @@ class SessionStatus:
     placed_jobs: list[str] = field(default_factory=list)
     unplaced_jobs: dict[str, str] = field(default_factory=dict)
     solver_status: str = ""
+    plan_source: str = ""  # the result's: search, floor:…, unsearched:…, carried:… (the last plan's)
     solved: bool = False
     reused: bool = False  # the result of an earlier session with the same inventory and jobs
     open_ms: float = 0.0
@@ -87,6 +101,86 @@ class SessionStatus:
 
 
 _KEPT = 50  # off-plan notes and patch failures kept per session for /status
+
+# What the pipeline costs outside its search (validate, normalise, compile, the floor, decode,
+# verify) before one of its solves has been measured, per node: 0.6 s warm and 0.87 s for nodes the
+# solver has never seen (its per-node memos empty) at 1,024 nodes x 100 jobs (2 cores, load 1,
+# session 13). The core reads ``Policy.time_limit_s`` end to end, so a background solve is given
+# this on top of its search: given a session's 0.75 s alone, a 1,024-node batch's compile was cut
+# and the greedy answered with no time left, placing 0-3 of 100 jobs.
+OVERHEAD_S, OVERHEAD_S_PER_NODE = 0.1, 6e-4
+UNSEEN_S_PER_NODE = 3e-4
+OVERHEAD_MARGIN = 1.25  # a loaded machine is slower than the measurement: a cut compile costs a session
+# Converting a node never seen (batch.NodeCache) at the pace of the per-node figures above: 0.32 s
+# for 1,024 nodes (load 1). A session that converts many nodes measures the machine's pace with it
+# (a loaded machine is slower at both), and the estimates are scaled by that.
+CONVERT_S_PER_NODE = 3e-4
+PACE_FROM_NODES = 64  # converted nodes enough to read a pace from
+
+
+CARRIED = "carried:"  # plan_source prefix of the last plan carried over to a changed snapshot
+
+
+def reusable(result: SolveResult | None) -> bool:
+    """A result later sessions of the same batch may be served: a verified plan that was searched
+    for that batch. An unsearched one (no time was left to build the model: a greedy placer's
+    answer, which may place nothing) is not: an unchanged cluster would be served it every session
+    and never solved again (bench.volcano_cost at 1,024 nodes: 0 of 100 jobs placed for 60
+    sessions); nor a carried one (:func:`carried`), which stands in while the batch is solved."""
+    return (
+        result is not None
+        and result.status != SolveStatus.UNKNOWN
+        and not result.plan_source.startswith(("unsearched:", CARRIED))
+    )
+
+
+def carried(request: SolveRequest, last: SolveRequest, plan: SolveResult) -> SolveResult | None:
+    """``plan`` (the last searched plan, for the batch ``last``) carried over to ``request``, a
+    changed snapshot, while ``request`` is solved in the background: each job of ``request`` that
+    ``last`` asked for exactly so keeps its placement, every other job is left unplaced this
+    session. The commonest change between two sessions is a job Volcano bound where it was planned:
+    every other job's placement still holds, and a session without a plan is Volcano's alone.
+
+    Handed out only if the core's verifier finds it valid on ``request``'s cluster (devices still
+    free and healthy, capacity, locality); otherwise the jobs with a member on a node that changed
+    are dropped as well and it is checked again; None when it still fails or places nothing."""
+    asked = {j.id: j for j in last.jobs}
+    planned = {r.job_id: r for r in plan.jobs}
+    waiting = Reason(
+        code=ReasonCode.TIME_LIMIT,
+        message="new or changed since the last plan: it is being planned in the background",
+        relaxation="the next session",
+    )
+
+    def keeping(keep: Callable[[JobResult], bool]) -> SolveResult | None:
+        jobs = tuple(
+            r
+            if r is not None and asked.get(job.id) == job and keep(r)
+            else JobResult(job_id=job.id, placed=False, reason=waiting)
+            for job in request.jobs
+            for r in (planned.get(job.id),)
+        )
+        if not any(r.placed for r in jobs):
+            return None
+        candidate = plan.model_copy(
+            update={
+                "request_id": request.request_id,
+                "status": SolveStatus.FEASIBLE,  # proven for ``last``, not for this batch
+                "jobs": jobs,
+                "metrics": cluster_metrics(request, jobs),
+                "plan_source": CARRIED + plan.plan_source.removeprefix(CARRIED),
+                "timings": (),
+            }
+        )
+        return None if verify(request, candidate) else candidate
+
+    first = keeping(lambda r: True)
+    if first is not None:
+        return first
+    before = {n.name: n for n in last.inventory.nodes}
+    now = {n.name: n for n in request.inventory.nodes}
+    # The same object: the node cache hands back the node of the last session when it is unchanged.
+    return keeping(lambda r: all(before.get(m.node) is now.get(m.node) for m in r.members))
 
 
 def local_solve(request: SolveRequest, deadline_s: float) -> SolveResult:
@@ -110,6 +204,14 @@ def _load_solver() -> None:
 def _log_failed_open(future: Future[None]) -> None:
     if not future.cancelled() and future.exception() is not None:
         _log.error("converting the snapshot failed", error=repr(future.exception()))
+
+
+def _warm_measures(request: SolveRequest, result: SolveResult) -> None:
+    """Fill this process's per-node memos of the measures and the verifier for ``request``'s nodes."""
+    try:
+        verify(request, result.model_copy(update={"metrics": cluster_metrics(request, result.jobs)}))
+    except Exception:  # a warm-up only: a failure costs the carry its speed, never its check
+        _log.exception("warming the measures failed")
 
 
 class NodesUnknown(RuntimeError):
@@ -180,8 +282,11 @@ class Extender:
         if solver_process:
             self._warming = self._executor.submit(_load_solver)  # OR-Tools loads now, not in a session
         self._inflight: tuple[str, Future[SolveResult]] | None = None
-        self._cache: tuple[str, SolveResult] | None = None  # last good result, by batch fingerprint
+        # The last searched result, by batch fingerprint, with the request it answers.
+        self._cache: tuple[str, SolveResult, SolveRequest] | None = None
         self._overhead_s = 0.0  # the last solve's time outside the search (validate, compile, explain)
+        self._measured = False  # _overhead_s is a searched solve's (not only a lower bound)
+        self._pace = 1.0  # the machine's pace the last time many nodes were converted (1 = as measured)
         self._solves = 0
         self._nodes = batch_mod.NodeCache()  # the last session's inventory nodes, reused if unchanged
         self._refusals: dict[str, set[str]] = {}  # Volcano job → planned nodes Volcano's predicates refused
@@ -214,8 +319,8 @@ class Extender:
         with the last batch and result, skipping JSON parsing and conversion; None if it differs.
         Volcano sends the same bytes while nothing changes: Go writes map keys sorted."""
         started = time.perf_counter()
-        last, hypernodes = self._last_open, self._hypernodes()
-        if last is None or last[0] != digest or last[1] is not hypernodes:
+        last = self._last_open
+        if last is None or last[0] != digest or last[1] is not self._hypernodes():
             return None
         _, _, work, result, fabric, status = last
         plan = Plan.of(work, result, fabric, self.config.planned_score)
@@ -278,9 +383,13 @@ class Extender:
         policy = self._policy(started)
         with self._lock:
             avoid = {job: frozenset(nodes) for job, nodes in self._refusals.items()}
+        building = time.perf_counter()
         work = batch_mod.build(
             snapshot, fabric, policy, plan_pending=self.config.plan_pending, cache=self._nodes, avoid=avoid
         )
+        if self._nodes.converted >= PACE_FROM_NODES:
+            per_node = (time.perf_counter() - building) / self._nodes.converted
+            self._pace = max(1.0, per_node / CONVERT_S_PER_NODE)
         with self._lock:  # a job no longer pending needs no memory of where it could not go
             for job in set(self._refusals) - set(work.jobs):
                 del self._refusals[job]
@@ -292,8 +401,19 @@ class Extender:
         status.solved = result is not None
         if result is not None:
             status.solver_status = SolveStatus(result.status).name
+            status.plan_source = result.plan_source
             if result.status == SolveStatus.UNKNOWN:
                 status.error = "the solver found no placement in time; answering neutrally this session"
+                result = None
+            elif result.plan_source.startswith("unsearched:") and not all(j.placed for j in result.jobs):
+                # A greedy's answer when the model could not be built in time: the jobs it left
+                # out were never searched for, and a plan holds (jobReady) every job it leaves out.
+                # Volcano alone would place them: the session is answered neutrally instead.
+                placed = sum(j.placed for j in result.jobs)
+                status.error = (
+                    f"the solver ran out of time to build its model; its greedy plan places {placed} of "
+                    f"{len(result.jobs)} jobs, so this session is answered neutrally"
+                )
                 result = None
         plan = (
             Plan.of(work, result, fabric, self.config.planned_score)
@@ -313,7 +433,9 @@ class Extender:
             else:
                 status.error = status.error or "finished after the session's answer; serves the next session"
             self.status = status
-            if digest and plan is not None:
+            # Reopened byte for byte, a session is served this one's plan without a solve: never
+            # an unsearched one, or an unchanged cluster keeps it for good.
+            if digest and plan is not None and (result is None or reusable(result)):
                 self._last_open = (digest, hypernodes, work, result, fabric, status)
         _log.info(
             "session opened",
@@ -323,6 +445,7 @@ class Extender:
             placed=len(status.placed_jobs),
             unplaced=len(status.unplaced_jobs),
             solver=status.solver_status,
+            source=status.plan_source or None,
             ms=round(status.open_ms, 1),
             error=status.error or None,
             warnings=len(status.warnings),
@@ -408,32 +531,42 @@ class Extender:
         budget = self._budget(started)
         if inflight is not None and not inflight[1].done():
             if inflight[0] != key:
-                return None, "the previous batch is still being solved; answering neutrally", False
+                return self._carry(request, cached, "the previous batch is still being solved")
             future = inflight[1]
         else:
-            # In the background when the last solve says the pipeline does not fit in what is left,
-            # or nothing is left (the conversion took the session: a late open, or the first one).
-            background = self._overhead_s > 0.8 * budget or budget <= 0.1
+            # In the background when the pipeline's overhead (measured, or estimated for a batch
+            # never solved) does not fit in what is left, or nothing is left (the conversion took
+            # the session: a late open, or the first one).
+            overhead = self._overhead_for(request.inventory.nodes)
+            background = overhead > 0.8 * budget or budget <= 0.1
             session = max(0.05, self.config.http_timeout_s - self.config.margin_s)
-            limit = (self.config.background_limit_s or session) if background else budget
-            deadline = limit + self._overhead_s + 1.0 if background else budget
+            # Without any plan yet every session is Volcano's alone: the first plan's search is
+            # half a session's (the floor's plan is most of it), a re-plan's a whole one.
+            search = self.config.background_limit_s or (session if cached is not None else session / 2)
+            # The core's time limit is end to end: the pipeline's overhead, then the search.
+            limit = OVERHEAD_MARGIN * overhead + search if background else budget
+            deadline = limit + 1.0 if background else budget
             policy = request.policy.model_copy(update={"time_limit_s": limit})
             # The last plan, where it still holds, is the new solve's start: a session's budget
             # leaves the floor few placers, and the plan moves fewer pods (solver.search.previous).
             previous = cached[1].jobs if cached is not None else ()
             asked = request.model_copy(update={"policy": policy, "previous": previous})
             future = self._submit(asked, deadline)
-            future.add_done_callback(lambda f: self._solved(key, f))
+            future.add_done_callback(lambda f: self._solved(key, f, limit, asked))
             with self._lock:
                 self._inflight = (key, future)
             if background:
-                return None, "the batch takes longer than a session allows; solving in the background", False
+                return self._carry(
+                    request, cached, "the batch takes longer than a session allows; solving in the background"
+                )
         try:
             return future.result(timeout=max(0.0, self._budget(started) + 0.05)), "", False
         except FutureTimeout:
             with self._lock:  # next time, solve such a batch in the background from the start
                 self._overhead_s = max(self._overhead_s, budget)
-            return None, "the solve did not finish within the session; its result serves the next one", False
+            return self._carry(
+                request, cached, "the solve did not finish within the session; its result serves the next one"
+            )
         except InvalidRequest as err:
             problems = "; ".join(str(p) for p in err.problems[:5])
             more = f" (and {len(err.problems) - 5} more)" if len(err.problems) > 5 else ""
@@ -445,21 +578,44 @@ class Extender:
             _log.exception("solve failed")
             return None, f"solve failed: {type(err).__name__}: {err}", False
 
+    def _carry(
+        self, request: SolveRequest, cached: tuple[str, SolveResult, SolveRequest] | None, why: str
+    ) -> tuple[SolveResult | None, str, bool]:
+        """While ``request`` is solved, the last searched plan where it still holds (:func:`carried`),
+        or a neutral answer; ``why``: why this session has no plan of its own."""
+        result = None if cached is None else carried(request, cached[2], cached[1])
+        if result is None:
+            return None, f"{why}; answering neutrally", False
+        return result, f"{why}; the last plan serves its unchanged jobs", False
+
+    def _overhead_for(self, nodes: Sequence[Node]) -> float:
+        """What the pipeline will spend outside its search on ``nodes``: the last searched solve's
+        overhead (or the per-node estimate before one, at the pace the conversion measured), plus
+        the per-node cost of the nodes the solver has not seen (held by object identity:
+        :meth:`_submit`)."""
+        unseen = sum(1 for n in nodes if self._shipped.get(id(n)) is not n)
+        known = self._overhead_s
+        if not self._measured:
+            known = max(known, (OVERHEAD_S + OVERHEAD_S_PER_NODE * len(nodes)) * self._pace)
+        return known + UNSEEN_S_PER_NODE * unseen * self._pace
+
     def _submit(self, request: SolveRequest, deadline: float) -> Future[SolveResult]:
         """Start ``request``'s solve. To the solver process, nodes it already holds (the same
         ``Node`` objects as in the request it solved last) go as a token only: pickling a 1,000-node
         inventory both ways cost more than a second, and new objects there would miss the core's
         per-node memos, which key on the object."""
-        if not self._solver_process:
-            return self._executor.submit(self._solve, request, deadline)
         nodes = request.inventory.nodes
+        if not self._solver_process:
+            self._shipped = {id(n): n for n in nodes}  # what the pipeline's per-node memos now hold
+            return self._executor.submit(self._solve, request, deadline)
         shipped = tuple((id(n), None if self._shipped.get(id(n)) is n else n) for n in nodes)
         self._shipped = {id(n): n for n in nodes}  # kept alive here: their ids stay theirs
         bare = request.model_copy(update={"inventory": request.inventory.model_copy(update={"nodes": ()})})
         return self._executor.submit(solve_shipped, self._solve, bare, shipped, deadline)
 
-    def _solved(self, key: str, future: Future[SolveResult]) -> None:
-        """Keep what a finished solve teaches: its overhead, and its result for reuse."""
+    def _solved(self, key: str, future: Future[SolveResult], limit: float, request: SolveRequest) -> None:
+        """Keep what a finished solve of ``request`` teaches: its overhead, and its result for
+        reuse. ``limit``: the time limit it was given."""
         if future.cancelled():
             return
         if future.exception() is not None:
@@ -468,19 +624,28 @@ class Extender:
             return
         result = future.result()
         search = sum(t.ms for t in result.timings if t.stage == "solve") / 1000
+        unsearched = result.plan_source.startswith("unsearched:")
         with self._lock:
-            self._overhead_s = max(0.0, sum(t.ms for t in result.timings) / 1000 - search)
             self._solves += 1
-            # An unsearched plan (no time was left to build the model: a greedy placer's answer,
-            # which may place nothing) is not kept for reuse: an unchanged cluster would be served
-            # it every session and never solved again (bench.volcano_cost at 256 nodes and a 1 s
-            # httpTimeout: no job placed in 60 sessions). The next session solves it anew, in the
-            # background with a whole session's search when the overhead says so.
-            unsearched = result.plan_source.startswith("unsearched:")
-            if result.status != SolveStatus.UNKNOWN and not unsearched:
-                self._cache = (key, result)
+            if unsearched:
+                # Its stages were cut short, so its timings tell nothing of the overhead but that
+                # it is more than the time limit was: the next solve of it is given twice that.
+                self._overhead_s = max(self._overhead_s, 2 * limit)
+                self._measured = False
+            else:
+                self._overhead_s = max(0.0, sum(t.ms for t in result.timings) / 1000 - search)
+                self._measured = True
+            # Not kept for reuse unless searched (see reusable): the next session solves it anew,
+            # in the background with a whole search when the overhead says so.
+            if reusable(result):
+                self._cache = (key, result, request)
             elif unsearched:
                 _log.info("an unsearched plan is not reused", source=result.plan_source)
+        if reusable(result) and self._solver_process:
+            # The solver process measured and verified it; carrying it to a changed snapshot
+            # (:func:`carried`) does both again here, where the per-node memos are empty: 0.15 s
+            # and more at 1,024 nodes, in a session's open. Filled now, between sessions.
+            threading.Thread(target=_warm_measures, args=(request, result), daemon=True).start()
 
     # ------------------------------------------------------------------ per-task verbs (never solve)
 
@@ -627,6 +792,7 @@ class Extender:
             "gpuTasks": s.tasks,
             "solved": s.solved,
             "solverStatus": s.solver_status,
+            "planSource": s.plan_source,
             "reused": s.reused,
             "openMs": round(s.open_ms, 1),
             "placedJobs": s.placed_jobs,

@@ -33,6 +33,9 @@ class Cancelled(Exception):
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
+        # Where the solve was, for the log: each stage's milliseconds so far, the last one the stage
+        # it was stopped in (filled in by the pipeline's stopwatch as the exception passes).
+        self.stages_ms: dict[str, float] = {}
         super().__init__(f"solve cancelled: {reason}")
 
 

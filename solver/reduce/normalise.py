@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from functools import cached_property, lru_cache
+from functools import cached_property, lru_cache, partial
 from types import MappingProxyType
 
 from solver.domain.cancel import checked
@@ -31,7 +31,7 @@ from solver.domain.model import (
     Role,
     SolveRequest,
 )
-from solver.domain.nodefold import NodeMemo
+from solver.domain.nodefold import NodeMemo, fold_for
 from solver.domain.topology import pcie_distance
 from solver.reduce.separation import Separation, job_label
 
@@ -443,25 +443,17 @@ _INTERNED: dict[NodeShape, NodeShape] = {}
 _GENERATION = [0]
 
 
-def cached_node_shape(
-    node: Node,
-    selected: frozenset[str],
-    separation: Separation,
-    owners: tuple[int | None, ...],
-    rails: bool,
-) -> tuple[NodeShape, ConcreteNode]:
-    """:func:`node_shape`, remembered per node *object*: the wire layer hands back the same Node for
-    an unchanged node, so a scheduler's repeated inventory is normalised once. Not cached when a
-    separation rule makes the shape depend on the batch's jobs."""
-    if separation.owned:
-        return node_shape(node, selected, separation, owners, rails=rails)
+def cached_node_shape(node: Node, selected: frozenset[str], rails: bool) -> tuple[NodeShape, ConcreteNode]:
+    """:func:`node_shape` where no separation rule makes shapes the batch's own (a node's taboos are
+    then none, whatever the batch), remembered per node *object*: the wire layer hands back the same
+    Node for an unchanged node, so a scheduler's repeated inventory is normalised once."""
     memo: NodeMemo[tuple[NodeShape, ConcreteNode]] = NodeMemo(
         ("normalise.shape", _GENERATION[0], selected, rails)
     )
     hit = memo.get(node)
     if hit is not None:
         return hit
-    shape, concrete = node_shape(node, selected, separation, owners, rails=rails)
+    shape, concrete = node_shape(node, selected, rails=rails)
     if len(_INTERNED) >= 65_536:
         _INTERNED.clear()
         _GENERATION[0] += 1
@@ -469,6 +461,43 @@ def cached_node_shape(
     # Equal shapes become one object, so grouping nodes by shape compares identities, not tuples.
     shape = _INTERNED.setdefault(shape, shape)
     return memo.put(node, (shape, concrete))
+
+
+def _schedulable_shape(
+    node: Node, selected: frozenset[str], rails: bool
+) -> tuple[NodeShape, ConcreteNode] | None:
+    return cached_node_shape(node, selected, rails) if node.schedulable else None
+
+
+def node_shapes(
+    request: SolveRequest,
+    selected: frozenset[str],
+    separation: Separation,
+    owners: tuple[int | None, ...],
+    rails: bool,
+) -> Callable[[int, Node], tuple[NodeShape, ConcreteNode]]:
+    """The shape of the inventory's ``i``-th node, by position and node: not cached when a separation
+    rule makes shapes depend on the batch's jobs.
+
+    Without separation rules the shapes (:func:`cached_node_shape`) come from one fold per label
+    keys and rails (``solver.domain.nodefold``): it compares the inventory with the one it last saw,
+    node object by node object, and looks up only the nodes that changed. A batch placed one job at a time
+    (``solver.search.sequence``) normalises its ~500-node inventory once a step, each step binding
+    one node, and a lookup per node was a third of each normalise (replay windows, session 13)."""
+    if separation.owned:
+        return lambda _, node: node_shape(node, selected, separation, owners, rails=rails)
+    fold = fold_for(
+        ("normalise.shapes", _GENERATION[0], selected, rails),
+        partial(_schedulable_shape, selected=selected, rails=rails),
+    )
+    shapes = fold(request.inventory.nodes)
+
+    def shape_of(i: int, _: Node) -> tuple[NodeShape, ConcreteNode]:
+        found = shapes[i]
+        assert found is not None  # asked of schedulable nodes only
+        return found
+
+    return shape_of
 
 
 def locality_matters(request: SolveRequest) -> tuple[bool, bool]:
@@ -502,9 +531,10 @@ def member_shapes(request: SolveRequest, separation: Separation) -> tuple[list, 
     return shapes, owners, roles
 
 
-def ranked_nodes(request: SolveRequest) -> list[tuple[int, Node]]:
-    """The nodes with their place in the policy's ``node_order``, in the order decode hands out a
-    class's nodes: that place first, then leaf (so a gang fills one leaf before the next), then name.
+def ranked_nodes(request: SolveRequest) -> list[tuple[int, int, Node]]:
+    """The nodes with their place in the policy's ``node_order`` and their index in the inventory,
+    in the order decode hands out a class's nodes: that place first, then leaf (so a gang fills one
+    leaf before the next), then name.
     Nodes the order does not name tie after the named ones, so without an order every node ranks 0
     and the NODE_ORDER tier has nothing to prefer."""
     order = request.policy.node_order
@@ -515,7 +545,7 @@ def ranked_nodes(request: SolveRequest) -> list[tuple[int, Node]]:
         (position.get(n.name, last), n.leaf, n.name, i) for i, n in enumerate(request.inventory.nodes)
     )
     nodes = request.inventory.nodes
-    return [(rank, nodes[i]) for rank, _, _, i in keyed]
+    return [(rank, i, nodes[i]) for rank, _, _, i in keyed]
 
 
 # Given the batch's member shapes, a test of whether a node shape could host any of them alone.
@@ -544,11 +574,12 @@ def normalise(request: SolveRequest, fit_test: FitTest | None = None) -> Normali
     candidates = 0
     owned = tuple(owners)
     fit_of: dict[int, tuple[NodeShape, bool]] = {}  # by shape object: equal shapes are one (interned)
+    shape_of = node_shapes(request, selected, separation, owned, by_rails)
     # checked: a node's shape costs about a millisecond cold, so a big inventory is seconds here.
-    for rank, node in checked(ranked_nodes(request)):
+    for rank, i, node in checked(ranked_nodes(request)):
         if not node.schedulable:
             continue
-        shape, concrete = cached_node_shape(node, selected, separation, owned, by_rails)
+        shape, concrete = shape_of(i, node)
         if fits is not None:
             known = fit_of.get(id(shape))
             if known is None or known[0] is not shape:

@@ -12,11 +12,13 @@ little above arrival order and windows of 32 or more below it.)
    a later step sees, so such jobs are placed together);
 2. steps go highest priority first, then most GPU work (milli-GPU over all members), then in the
    batch's order;
-3. each step is a full solve (validated, verified, explained) of its jobs on the inventory as the
-   steps before it left it: their placements are held there as allocations, and the nodes of an
-   exclusive job are closed to the rest of the batch;
-4. the steps' results become one result for the whole batch, which the caller verifies against
-   the whole request.
+3. each step is a solve of its jobs (validated, searched, decoded) on the inventory as the steps
+   before it left it: their placements are held there as allocations, and the nodes of an exclusive
+   job are closed to the rest of the batch. A step's answer stage is the batch's: its left-out jobs
+   are explained only if its order's plan is the one kept (:meth:`InOrder.explained`, on the
+   inventory that step saw), and no step is measured or verified on its own;
+4. the steps' results become one result for the whole batch, which the caller measures and
+   verifies against the whole request (rules between jobs of different steps meet there).
 
 What the result can say about optimality: the first tier's bound is the work of the whole batch
 (it is a bound on any plan), the others are the sums of the steps' own values and bounds, which
@@ -29,6 +31,7 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from solver.compile.objective import is_placed_work, member_work, priority_levels, priority_weight
 from solver.domain.fragmentation import batch_workload
@@ -49,8 +52,40 @@ from solver.domain.model import (
 )
 from solver.reduce.separation import Separation
 
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One step's plan. ``result``'s left-out jobs may have no reason yet: ``explain(until)`` gives
+    the step's job results with theirs (judged on the inventory the step saw, its searches stopping
+    by ``until``, a ``time.perf_counter()`` time); None when ``result`` is explained already."""
+
+    result: SolveResult
+    explain: Callable[[float], Sequence[JobResult]] | None = None
+
+
 # Solves one step's request by the joint pipeline; ``deadline_s`` is what the step may use.
-SolveStep = Callable[[SolveRequest, float], SolveResult]
+SolveStep = Callable[[SolveRequest, float], StepPlan]
+
+
+@dataclass(frozen=True)
+class InOrder:
+    """One order's plan for the batch (:func:`solve_in_order`), unverified. Its left-out jobs are
+    explained by :meth:`explained`, which the caller asks of the one plan it keeps: comparing
+    orders needs their plans only, and explaining a left-out job searches relaxed copies of it."""
+
+    result: SolveResult
+    why: str  # added to the reason of a job a later step left out
+    unexplained: tuple[tuple[int, StepPlan], ...] = ()  # (step's place in the order, its plan)
+
+    def explained(self, until: float) -> SolveResult:
+        """The plan with every left-out job's reason; explanations stop searching by ``until``."""
+        found = {jr.job_id: jr for jr in self.result.jobs}
+        for k, step in self.unexplained:
+            assert step.explain is not None  # only steps left to explain are kept here
+            for jr in step.explain(until):
+                if not jr.placed:
+                    found[jr.job_id] = jr if not k else _after_earlier_steps(jr, self.why)
+        return self.result.model_copy(update={"jobs": tuple(found[jr.job_id] for jr in self.result.jobs)})
 
 
 def held_allocations(job: Job, result: JobResult) -> dict[str, list[Allocation]]:
@@ -155,10 +190,11 @@ def solve_in_order(
     budget_s: float,
     order: Sequence[tuple[int, ...]] | None = None,
     why: str = "after the batch's larger jobs were placed first: LARGEST_FIRST",
-) -> SolveResult:
+) -> InOrder:
     """Each step of ``order`` (default: :func:`steps`) solved in turn within ``budget_s`` seconds, on
-    the inventory the steps before it left; one unverified result for the whole batch (the caller
-    verifies it). ``why`` is added to the reason of a job a later step left out."""
+    the inventory the steps before it left; one unverified plan for the whole batch (the caller
+    verifies it), its left-out jobs explained on demand (:meth:`InOrder.explained`). ``why`` is
+    added to the reason of a job a later step left out."""
     deadline = time.perf_counter() + budget_s
     # Without a profile of its own, fragmentation is measured against the whole batch's shapes at
     # every step, as a joint solve of the batch would.
@@ -168,6 +204,7 @@ def solve_in_order(
     order = steps(request) if order is None else order
     results: dict[str, JobResult] = {}
     outcomes: list[SolveResult] = []
+    unexplained: list[tuple[int, StepPlan]] = []
     for k, group in enumerate(order):
         jobs = tuple(request.jobs[j] for j in group)
         step = SolveRequest(
@@ -179,9 +216,13 @@ def solve_in_order(
             policy=policy,
         )
         remaining = max(0.01, deadline - time.perf_counter())
-        outcome = solve_step(step, remaining / (len(order) - k))
+        plan = solve_step(step, remaining / (len(order) - k))
+        outcome = plan.result
         outcomes.append(outcome)
+        if plan.explain is not None and not all(jr.placed for jr in outcome.jobs):
+            unexplained.append((k, plan))
         for job, jr in zip(jobs, _by_job(outcome, jobs), strict=True):
+            # (a reason left for later gets its ``why`` then: InOrder.explained)
             results[job.id] = jr if jr.placed or not k else _after_earlier_steps(jr, why)
             if not jr.placed:
                 continue
@@ -191,7 +232,7 @@ def solve_in_order(
                 if job.exclusive_nodes:
                     update["schedulable"] = False  # closed to the rest of the batch
                 nodes[name] = node.model_copy(update=update)
-    return SolveResult(
+    result = SolveResult(
         request_id=request.request_id,
         status=_status(outcomes),
         jobs=tuple(results[job.id] for job in request.jobs),
@@ -201,6 +242,7 @@ def solve_in_order(
         timings=_timings(outcomes),
         model_size=_size(outcomes),
     )
+    return InOrder(result=result, why=why, unexplained=tuple(unexplained))
 
 
 def _by_job(outcome: SolveResult, jobs: Sequence[Job]) -> list[JobResult]:

@@ -107,7 +107,14 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         except Cancelled as exc:
             # Nobody receives this status (the caller is gone); it ends the handler at once.
             code = grpc.StatusCode.DEADLINE_EXCEEDED if call.late_s() > 0 else grpc.StatusCode.CANCELLED
-            log.info("solve_cancelled", code=code.name, reason=exc.reason, ms=_ms(call))
+            log.info(
+                "solve_cancelled",
+                code=code.name,
+                reason=exc.reason,
+                ms=_ms(call),
+                convert_ms=round(call.converted_s * 1000, 1),
+                stages_ms=exc.stages_ms,
+            )
             context.abort(code, str(exc))
         except VerificationFailed as exc:
             log.error("solve_failed", code="INTERNAL", violations=list(exc.violations), ms=_ms(call))

@@ -352,3 +352,26 @@ def test_gpus_volcano_counts_used_are_not_planned() -> None:
     converted = kube.inventory_node(wire.node_info(split, "n"), "", warn)
     assert {g for a in converted.allocations for g in a.gpus} == {"GPU0", "GPU1", "GPU2", "GPU3"}
     assert not warn.items
+
+
+def test_topologies_differing_only_in_gpu_uuids_read_as_each_alone() -> None:
+    """Each node's topology annotation is read from its model's template with its own GPU uuids put
+    back (a cold 1,024-node session validated every node's text: 0.56 s): the node must be exactly
+    what validating its own text gives, escapes, spacing and a GPU without uuid included."""
+    body = build.session([], build.cluster_nodes(3, 8, 4), [])
+    texts = [info["Node"]["metadata"]["annotations"][ann.TOPOLOGY] for info in body["Nodes"].values()]
+    assert len(set(texts)) == 3  # the fixture's nodes differ (their uuids), so the template is shared
+    spaced = json.loads(texts[0])
+    spaced["gpus"][0]["uuid"] = 'GPU-"quoted"\\é'
+    del spaced["gpus"][1]["uuid"]
+    texts.append(json.dumps(spaced, indent=1))
+    for text in texts:
+        node = ann.parse_topology(text, "n")
+        assert node == ann._validate_topology(text).model_copy(update={"name": "n"})
+        assert all(not g.uuid.startswith("\x00") for g in node.gpus)
+    assert [g.uuid for g in ann.parse_topology(texts[-1], "n").gpus][:2] == ['GPU-"quoted"\\é', ""]
+    bad = texts[0].replace('"uuid":"', '"uuid":"\\q', 1)
+    with pytest.raises(ann.AnnotationError, match="topology: not JSON"):
+        ann.parse_topology(bad, "n")
+    with pytest.raises(ann.AnnotationError, match=r"gpus\.0\.bogus"):
+        ann.parse_topology(texts[0].replace('"uuid":', '"bogus":1,"uuid":', 1), "n")

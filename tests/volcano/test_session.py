@@ -20,7 +20,7 @@ from adapters.volcano.extender import Config, Extender, local_solve
 from adapters.volcano.patcher import RecordingPatcher
 from adapters.volcano.wire import ALLOCATED, CODE_SUCCESS, CODE_UNRESOLVABLE, CODE_UNSCHEDULABLE
 from solver.answer.verify import verify
-from solver.domain.model import BatchOrder, SolveRequest, SolveResult
+from solver.domain.model import BatchOrder, JobResult, Reason, ReasonCode, SolveRequest, SolveResult
 
 from .conftest import Service
 
@@ -471,6 +471,58 @@ def test_an_unsearched_plan_is_not_reused(hypernodes: Any, body: dict[str, Any])
         assert len(calls) == 2 and extender.status.reused, "a searched plan is reused"
     finally:
         extender.close()
+
+
+def test_a_greedy_plan_that_leaves_jobs_out_answers_neutrally(service: Service, body: dict[str, Any]) -> None:
+    """The core's greedy answer when the model could not be built in time (``unsearched:…``) leaves
+    out jobs it never searched for, and a plan holds every job it leaves out (jobReady "not ready"):
+    served, it held all 100 jobs of bench.volcano_cost's 1,024-node session when it placed none.
+    Such a session is answered neutrally (Volcano places them by its own rules); a greedy plan that
+    places every job is served."""
+    real = service.solve
+    leave_out = [True]
+
+    def greedy(request: SolveRequest, deadline_s: float) -> SolveResult:
+        result = real(request, deadline_s)
+        jobs = list(result.jobs)
+        if leave_out[0]:
+            first = next(i for i, j in enumerate(jobs) if j.placed)
+            jobs[first] = JobResult(
+                job_id=jobs[first].job_id,
+                placed=False,
+                reason=Reason(code=ReasonCode.TIME_LIMIT, message="the model could not be built in time"),
+            )
+        return result.model_copy(update={"jobs": tuple(jobs), "plan_source": "unsearched:first-fit"})
+
+    service.extender._solve = greedy
+    service.client.ok("onSessionOpen", body)
+    assert service.extender.wait_for_solver(120)
+    status = service.client.get("status")
+    assert not status["sessionOpen"] and not status["placedJobs"], status
+    assert "ran out of time to build its model" in status["error"]
+    job = body["Jobs"]["team-a/train-16"]
+    assert service.client.ok("jobReady", {"job": job}) == {"status": True}, "no job is held"
+
+
+def test_a_greedy_plan_that_places_every_job_is_served(service: Service, body: dict[str, Any]) -> None:
+    """The other side of the rule above: an unsearched plan that places every job holds none back,
+    and is served (it is never reused for a later session: ``test_session_cost``)."""
+    real = service.solve
+    service.client.ok("onSessionOpen", body)
+    assert service.extender.wait_for_solver(120)
+    service.client.ok("onSessionClose", {})
+    fits = {j.job_id.split("#")[0] for j in real.calls[0][1].jobs if j.placed}  # what the solver placed
+    body["Jobs"] = {k: v for k, v in body["Jobs"].items() if v["UID"] in fits}  # a batch that fits whole
+
+    def greedy(request: SolveRequest, deadline_s: float) -> SolveResult:
+        return real(request, deadline_s).model_copy(update={"plan_source": "unsearched:first-fit"})
+
+    service.extender._solve = greedy
+    service.client.ok("onSessionOpen", body)
+    status = service.client.get("status")
+    assert all(j.placed for j in real.calls[-1][1].jobs), "the batch fits whole"
+    assert status["sessionOpen"] and status["planSource"] == "unsearched:first-fit", status["error"]
+    assert len(status["placedJobs"]) == len(fits)
 
 
 ALL_NODES_SCORED = Config(http_timeout_s=3.0, margin_s=0.5, all_nodes_scored=True)
