@@ -905,7 +905,9 @@ class Agent:
             }
         self.decisions[plan.plan_id] = (fast, plan)
         self._issued[plan.plan_id] = _Issued(time.monotonic(), {p.node: (p.gpus, p.nics) for p in plan.nodes})
-        if any(not r.solve.done() for r in self._refining.values()):
+        # A copy: the solve pool's follow-up removes refinements while answers are made (list() of a
+        # dict view runs without a thread switch; iterating the view itself could fail mid-way).
+        if any(not r.solve.done() for r in list(self._refining.values())):
             # One refining solve at a time: each one more took CPU from the answers after it, so
             # more of them missed the budget in turn (seen at 1,024 nodes: 54 of 108 fast plans).
             solve.cancel()
