@@ -24,8 +24,7 @@ The answer is verified like every other, and says what it is:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from solver.answer.verify import verify
@@ -33,8 +32,6 @@ from solver.baselines import volcano
 from solver.baselines.topology import Greedy, first_aligned_pick
 from solver.compile.cost import NORMALISE_S_PER_NODE, PACE, SMALL_BUILD_S, VALIDATE_S_PER_NODE, Estimate
 from solver.compile.objective import member_work, priority_levels, priority_weight
-from solver.domain import cancel as cancellation
-from solver.domain.cancel import Cancel, Cancelled
 from solver.domain.errors import VerificationFailed
 from solver.domain.model import (
     JobResult,
@@ -124,58 +121,6 @@ NORMALISE_LATE = (
     "normalising the inventory's nodes (first seen by this process) could not end in time for the model"
 )
 COMPILE_LATE = "building the model ran slower than predicted and could not end in time for its first plan"
-
-
-class OutOfBudget(Exception):
-    """A stage run :func:`bounded` did not end before its time; ``why`` says so, for the answer."""
-
-    def __init__(self, why: str) -> None:
-        self.why = why
-        super().__init__(why)
-
-
-class Budget(Cancel):
-    """The caller's token and a clock in one: reads as tripped when the caller's token is, or once
-    ``time.perf_counter()`` passes ``until``. Every stage loop already asks its token per item
-    (``solver.domain.cancel.checked``), so a stage run under a budget stops within one item of its
-    time without a timer thread. Only :attr:`reason` is read through: a search's stop registered on
-    this token (``stopping``) is not called at ``until``, so a budget is for stages before the search."""
-
-    def __init__(self, caller: Cancel | None, until: float, why: str) -> None:
-        super().__init__()
-        self._caller, self._until, self._why = caller, until, why
-
-    @property  # type: ignore[override]
-    def reason(self) -> str | None:
-        if self._own is not None:
-            return self._own
-        if self._caller is not None and self._caller.reason is not None:
-            return self._caller.reason
-        return self._why if time.perf_counter() >= self._until else None
-
-    @reason.setter
-    def reason(self, value: str | None) -> None:
-        self._own = value
-
-    @property
-    def expired(self) -> bool:
-        """The budget's own time passed (not the caller's cancel)."""
-        caller_gone = self._caller is not None and self._caller.reason is not None
-        return not caller_gone and self._own is None and time.perf_counter() >= self._until
-
-
-@contextmanager
-def bounded(until: float, why: str) -> Iterator[None]:
-    """Run the block under a :class:`Budget` ending at ``until``: :class:`OutOfBudget` when it is the
-    budget that stopped it, :class:`Cancelled` as ever when the caller went away."""
-    budget = Budget(cancellation.current(), until, why)
-    try:
-        with cancellation.cancelling(budget):
-            yield
-    except Cancelled:
-        if budget.expired:
-            raise OutOfBudget(why) from None
-        raise
 
 
 FIRST_FIT = Greedy(

@@ -27,7 +27,7 @@ from solver.answer.verify import verify
 from solver.compile import Compiled, compile_model, cost
 from solver.compile.objective import is_placed_work, priority_levels
 from solver.domain import cancel as cancellation
-from solver.domain.cancel import Cancel, Cancelled
+from solver.domain.cancel import Cancel, Cancelled, OutOfBudget, bounded
 from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
 from solver.domain.model import (
     BatchOrder,
@@ -45,7 +45,7 @@ from solver.domain.model import (
     TierValue,
 )
 from solver.domain.validate import unfit_jobs, validate
-from solver.fallback import COMPILE_LATE, NORMALISE_LATE, OutOfBudget, bounded, unsearched
+from solver.fallback import COMPILE_LATE, NORMALISE_LATE, unsearched
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import Normalised, normalise
 from solver.reduce.policy import apply_policy_chains

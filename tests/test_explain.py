@@ -4,11 +4,15 @@ again). One regression test per wrong explanation the issue lists, then a proper
 
 from __future__ import annotations
 
+import time
+from unittest.mock import patch
+
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from solver.answer.explain import why_unplaced
 from solver.compile import compile_model
+from solver.domain import cancel as cancellation
 from solver.domain.model import (
     Alignment,
     Allocation,
@@ -35,6 +39,7 @@ from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import normalise
 from solver.reduce.policy import apply_policy_chains
 from solver.reduce.rails import expand_rails
+from solver.search import alone
 from solver.search.alone import PROBE_S_PER_NODE, AloneProbe
 from solver.solve import solve
 from tests import kit
@@ -297,3 +302,23 @@ def test_no_question_is_asked_with_less_time_than_the_first_is_judged_to_cost() 
     assert short(request.jobs[0]) is None and short.asked == 0
     enough = AloneProbe(request, 10.0)
     assert enough(request.jobs[0]) is True and enough.asked == 1
+
+
+def test_a_question_costing_more_than_the_last_stops_at_the_explanations_budget() -> None:
+    """Each question normalises and compiles the job's request: one that costs more than the last
+    (a cold, bigger request; a load spike) stops at the budget's end with no answer, instead of
+    running on (a cold 16,384-node call's explanations took 3.2 s of a 2 s budget)."""
+    request = kit.request(kit.cluster(100), [kit.job("j", 1)])
+    probe = AloneProbe(request, 0.3)
+    probe._last_cost = 0.0  # the last question was cheap: this one is asked
+    real = alone.places_alone
+
+    def slow(*args, **kwargs):  # walks its nodes slowly, asking the token per node as normalise does
+        for _ in cancellation.checked(range(1000)):
+            time.sleep(0.01)
+        return real(*args, **kwargs)
+
+    started = time.perf_counter()
+    with patch.object(alone, "places_alone", slow):
+        assert probe(request.jobs[0]) is None
+    assert time.perf_counter() - started < 0.3 + 0.2

@@ -22,10 +22,10 @@ from bench import quality
 from solver.answer.measures import cluster_metrics
 from solver.answer.verify import verify
 from solver.compile.cost import PACE, Estimate, Pace, estimate
-from solver.domain.cancel import Cancel, Cancelled, cancelling, checked
+from solver.domain.cancel import Cancel, Cancelled, OutOfBudget, bounded, cancelling, checked
 from solver.domain.model import ReasonCode, SolveRequest, SolveStatus
 from solver.domain.validate import validate
-from solver.fallback import MEASURES_COLD_S_PER_NODE, NORMALISE_LATE, OutOfBudget, bounded
+from solver.fallback import MEASURES_COLD_S_PER_NODE, NORMALISE_LATE
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import normalise
 from solver.reduce.policy import apply_policy_chains

@@ -15,11 +15,16 @@ normalising and compiling 16,384 nodes and 10,000 jobs cold took about 30 s on a
 machine), so the long loops inside the stages — over nodes, jobs, roles, classes, rules — iterate
 through :func:`checked`, which looks at the token at every item: a Python attribute read, a few
 milliseconds over a whole 16,384-node inventory.
+
+The same token, given a clock, bounds a stage in time (:func:`bounded`, a :class:`Budget`): the
+pipeline's normalise and compile, and each explanation's probe, stop within one item of their time
+and say so (:class:`OutOfBudget`), while a caller gone still reads as :class:`Cancelled`.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -151,3 +156,58 @@ def stopping(stop: Callable[[], None]) -> Iterator[None]:
     with cancel.stop_with(stop):
         yield
     cancel.check()
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+class OutOfBudget(Exception):
+    """A stage run :func:`bounded` did not end before its time; ``why`` says so, for the answer."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+        super().__init__(why)
+
+
+class Budget(Cancel):
+    """The caller's token and a clock in one: reads as tripped when the caller's token is, or once
+    ``time.perf_counter()`` passes ``until``. Every stage loop already asks its token per item
+    (:func:`checked`), so a stage run under a budget stops within one item of its
+    time without a timer thread. Only :attr:`reason` is read through: a search's stop registered on
+    this token (``stopping``) is not called at ``until``, so a budget is for stages before the search."""
+
+    def __init__(self, caller: Cancel | None, until: float, why: str) -> None:
+        super().__init__()
+        self._caller, self._until, self._why = caller, until, why
+
+    @property  # type: ignore[override]
+    def reason(self) -> str | None:
+        if self._own is not None:
+            return self._own
+        if self._caller is not None and self._caller.reason is not None:
+            return self._caller.reason
+        return self._why if time.perf_counter() >= self._until else None
+
+    @reason.setter
+    def reason(self, value: str | None) -> None:
+        self._own = value
+
+    @property
+    def expired(self) -> bool:
+        """The budget's own time passed (not the caller's cancel)."""
+        caller_gone = self._caller is not None and self._caller.reason is not None
+        return not caller_gone and self._own is None and time.perf_counter() >= self._until
+
+
+@contextmanager
+def bounded(until: float, why: str) -> Iterator[None]:
+    """Run the block under a :class:`Budget` ending at ``until``: :class:`OutOfBudget` when it is the
+    budget that stopped it, :class:`Cancelled` as ever when the caller went away."""
+    budget = Budget(current(), until, why)
+    try:
+        with cancelling(budget):
+            yield
+    except Cancelled:
+        if budget.expired:
+            raise OutOfBudget(why) from None
+        raise

@@ -15,6 +15,7 @@ from ortools.sat.python import cp_model
 
 from solver.compile import compile_model
 from solver.domain import cancel as cancellation
+from solver.domain.cancel import OutOfBudget, bounded
 from solver.domain.model import Job, ObjectiveTier, SolveRequest
 from solver.domain.validate import validate
 from solver.reduce.intranode import hosts_some_member
@@ -28,6 +29,7 @@ PROBE_SECONDS = 0.5
 # walks every node (50 ms at 4,096 nodes, warm, session 12). Without it the first question was
 # asked with any time left, and a cold 4,096-node call's explanations ran past its deadline.
 PROBE_S_PER_NODE = 1.2e-5
+PROBE_LATE = "the explanations' time ran out during this question"
 
 
 @dataclass
@@ -60,7 +62,14 @@ class AloneProbe:
             return None
         self.asked += 1
         seconds = min(PROBE_SECONDS, left - self._last_cost)
-        answer = places_alone(self.request, job, seconds, self.deterministic)
+        try:
+            # Normalising and compiling the job's request walk every node: bounded by the
+            # explanations' budget, so one question costing more than the last cannot overrun it
+            # (a cold 16,384-node call's explanations took 3.2 s of a 2 s budget, session 13).
+            with bounded(self._deadline, PROBE_LATE):
+                answer = places_alone(self.request, job, seconds, self.deterministic)
+        except OutOfBudget:
+            answer = None
         self._last_cost = time.perf_counter() - started
         if answer is not None:
             self._memo[key] = answer
