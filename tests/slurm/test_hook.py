@@ -10,8 +10,10 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,21 +142,34 @@ def _fake_slurm(tmp_path: Path, fixtures: Path) -> tuple[str, str]:
     return str(scontrol), str(squeue)
 
 
-@pytest.fixture
-def agent(tmp_path: Path, fixtures: Path) -> Agent:
+def _agent_on(
+    fixtures: Path,
+    scontrol: str | Path,
+    squeue: str | Path,
+    solve_fn: Callable[..., Any] | None = None,
+    *,
+    topology: bool = True,
+) -> Agent:
+    """An agent on the captured cluster, reading Slurm through the given stand-ins, answering with
+    the solver's own plans (``answer_budget_s=0``; the budget: test_fast_answer.py) from
+    ``solve_fn`` (default: the pipeline in process). Not yet refreshed."""
     from solver.solve import solve
 
-    scontrol, squeue = _fake_slurm(tmp_path, fixtures)
     config = AgentConfig(
         solver="unused",
         topo_dir=fixtures / "topo",
         gres_conf=fixtures / "gres.conf",
-        topology=fixtures / "topology.conf",
-        scontrol=scontrol,
-        squeue=squeue,
-        answer_budget_s=0,  # the solver's own answers (the budget: test_fast_answer.py)
+        topology=fixtures / "topology.conf" if topology else None,
+        scontrol=str(scontrol),
+        squeue=str(squeue),
+        answer_budget_s=0,
     )
-    agent = Agent(config, solve_fn=lambda request, timeout: solve(request, deadline_s=timeout))
+    return Agent(config, solve_fn=solve_fn or (lambda request, timeout: solve(request, deadline_s=timeout)))
+
+
+@pytest.fixture
+def agent(tmp_path: Path, fixtures: Path) -> Agent:
+    agent = _agent_on(fixtures, *_fake_slurm(tmp_path, fixtures))
     agent.refresh()
     return agent
 
@@ -509,24 +524,13 @@ def test_plans_gone_stale_are_released_at_once_with_the_reason() -> None:
 def test_agent_does_not_pin_a_job_to_nodes_promised_to_earlier_jobs(tmp_path: Path, fixtures: Path) -> None:
     """A job that would still run when an earlier pending job is due on a node is planned elsewhere;
     a job short enough to end before may use it, as backfill would let it."""
-    from solver.solve import solve
 
     scontrol, _ = _fake_slurm(tmp_path, fixtures)
     squeue = tmp_path / "squeue-promised"
     start = (datetime.now() + timedelta(minutes=30)).isoformat(timespec="seconds")
     squeue.write_text(f"#!/bin/sh\necho '9|{start}|Resources|{start}|gpu02|'\n")
     squeue.chmod(0o755)
-    agent = Agent(
-        AgentConfig(
-            solver="unused",
-            topo_dir=fixtures / "topo",
-            gres_conf=fixtures / "gres.conf",
-            scontrol=scontrol,
-            squeue=str(squeue),
-            answer_budget_s=0,
-        ),
-        solve_fn=lambda request, timeout: solve(request, deadline_s=timeout),
-    )
+    agent = _agent_on(fixtures, scontrol, squeue, topology=False)
     agent.refresh()
 
     def node(**desc: object) -> str:
@@ -607,23 +611,11 @@ def test_a_one_node_job_is_not_pinned_while_an_earlier_job_waits_for_backfill(
     for an earlier job (submitted a second before, no reservation yet) waited, typed, while Slurm
     alone started it elsewhere. While such a job exists, a one-node job keeps its switch types but
     Slurm chooses the node; a gang stays pinned."""
-    from solver.solve import solve
 
     scontrol, squeue = _fake_slurm(tmp_path, fixtures)
     just_now = datetime.now().isoformat(timespec="seconds")
     Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|N/A|(null)|'\n")
-    agent = Agent(
-        AgentConfig(
-            solver="unused",
-            topo_dir=fixtures / "topo",
-            gres_conf=fixtures / "gres.conf",
-            topology=fixtures / "topology.conf",
-            scontrol=scontrol,
-            squeue=squeue,
-            answer_budget_s=0,
-        ),
-        solve_fn=lambda request, timeout: solve(request, deadline_s=timeout),
-    )
+    agent = _agent_on(fixtures, scontrol, squeue)
     agent.refresh()
     one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2,gres:nic:2", "comment": "mine"})
     assert one["action"] == "apply" and one.get("unpinned"), one
@@ -659,7 +651,6 @@ def test_a_stale_plan_is_made_again_on_nodes_where_its_gres_types_are_free(
     """A pending job planned on gpu03, which others filled while it waited, is planned again with
     topoplace (not just released to Slurm's choice): on the nodes where the switch types it already
     holds are free, as a pending job cannot be re-typed; the node list and the comment are updated."""
-    from solver.solve import solve
 
     updates = tmp_path / "updates.txt"
     scontrol = tmp_path / "scontrol"
@@ -675,18 +666,7 @@ def test_a_stale_plan_is_made_again_on_nodes_where_its_gres_types_are_free(
     squeue = tmp_path / "squeue"
     squeue.write_text(f"#!/bin/sh\necho '9|{stamp}|Resources|N/A|(null)|mine {PLANNED}'\n")
     squeue.chmod(0o755)
-    agent = Agent(
-        AgentConfig(
-            solver="unused",
-            topo_dir=fixtures / "topo",
-            gres_conf=fixtures / "gres.conf",
-            topology=fixtures / "topology.conf",
-            scontrol=str(scontrol),
-            squeue=str(squeue),
-            answer_budget_s=0,
-        ),
-        solve_fn=lambda request, timeout: solve(request, deadline_s=timeout),
-    )
+    agent = _agent_on(fixtures, scontrol, squeue)
     agent.refresh()
     agent.wait_follow_up()  # re-plans run in the solve pool, on the read's node state
     (line,) = updates.read_text().splitlines()
@@ -737,18 +717,7 @@ def test_a_slow_re_plan_does_not_hold_up_the_refresh(tmp_path: Path, fixtures: P
         assert release.wait(30), "the test never released the solve"
         return solve(request, deadline_s=timeout)
 
-    agent = Agent(
-        AgentConfig(
-            solver="unused",
-            topo_dir=fixtures / "topo",
-            gres_conf=fixtures / "gres.conf",
-            topology=fixtures / "topology.conf",
-            scontrol=str(scontrol),
-            squeue=str(squeue),
-            answer_budget_s=0,
-        ),
-        solve_fn=held_solve,
-    )
+    agent = _agent_on(fixtures, scontrol, squeue, held_solve)
     agent.refresh()  # job 9's plan is stale: its re-plan waits in the pool for the held solve
     taken = agent._snapshot.taken if agent._snapshot else 0.0
     assert not agent.replans, "the re-plan ended while its solve was held"
@@ -783,23 +752,11 @@ def test_only_an_earlier_job_slurm_may_place_elsewhere_unpins_the_next_one(
     One of them, a 4-GPU job, took the only empty node, where the agent (not knowing it) then pinned
     an 8-GPU job that never started; typed GRES alone started it. A job pinned to one node by a live
     plan can only be started on that node, whose devices its plan holds: it no longer unpins."""
-    from solver.solve import solve
 
     scontrol, squeue = _fake_slurm(tmp_path, fixtures)
     just_now = datetime.now().isoformat(timespec="seconds")
     Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|None|N/A|(null)|{earlier}'\n")
-    agent = Agent(
-        AgentConfig(
-            solver="unused",
-            topo_dir=fixtures / "topo",
-            gres_conf=fixtures / "gres.conf",
-            topology=fixtures / "topology.conf",
-            scontrol=scontrol,
-            squeue=squeue,
-            answer_budget_s=0,
-        ),
-        solve_fn=lambda request, timeout: solve(request, deadline_s=timeout),
-    )
+    agent = _agent_on(fixtures, scontrol, squeue)
     agent.refresh()
     one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1"})
     assert one["action"] == "apply", one
@@ -839,18 +796,7 @@ def test_a_re_plan_does_not_take_devices_an_answer_planned_meanwhile(tmp_path: P
         assert release.wait(30), "the test never released the solve"
         return solve(request, deadline_s=timeout)
 
-    agent = Agent(
-        AgentConfig(
-            solver="unused",
-            topo_dir=fixtures / "topo",
-            gres_conf=fixtures / "gres.conf",
-            topology=fixtures / "topology.conf",
-            scontrol=str(scontrol),
-            squeue=str(squeue),
-            answer_budget_s=0,
-        ),
-        solve_fn=held_solve,
-    )
+    agent = _agent_on(fixtures, scontrol, squeue, held_solve)
     agent.refresh()  # job 9's plan is stale: its re-plan's solve is asked, and held
     assert asked.wait(30)
     # Meanwhile answers planned every device of gpu01 and gpu02 (what place() leaves in _issued).
