@@ -637,6 +637,27 @@ PLANNED = "topoplace/v1 id=p9 gpu03:gpu=0,1:nic=mlx5_2,mlx5_3"
 
 
 @pytest.mark.needs_pipeline
+def _slurm_with_a_planned_job(tmp_path: Path, fixtures: Path, tres: str) -> tuple[Path, Path, Path]:
+    """scontrol/squeue stand-ins for a cluster where job 9, asking ``tres`` per node, has waited a
+    minute under the plan ``PLANNED`` (pinned to gpu03); ``scontrol update`` lines are written to the
+    third path returned."""
+    updates = tmp_path / "updates.txt"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = update ]; then echo "$@" >> {updates}; exit 0; fi\n'
+        'if [ "$3" = job ]; then echo "JobId=9 JobName=wrap Priority=1 TimeLimit=01:00:00 NumNodes=1 '
+        f'NumCPUs=1 TresPerNode={tres} Comment=x"; exit 0; fi\n'
+        f"cat {fixtures / 'scontrol-show-node-d.txt'}\n"
+    )
+    scontrol.chmod(0o755)
+    stamp = (datetime.now() - timedelta(minutes=1)).isoformat(timespec="seconds")
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f"#!/bin/sh\necho '9|{stamp}|Resources|N/A|(null)|mine {PLANNED}'\n")
+    squeue.chmod(0o755)
+    return scontrol, squeue, updates
+
+
 @pytest.mark.parametrize(
     ("tres", "replanned"),
     [
@@ -652,20 +673,7 @@ def test_a_stale_plan_is_made_again_on_nodes_where_its_gres_types_are_free(
     topoplace (not just released to Slurm's choice): on the nodes where the switch types it already
     holds are free, as a pending job cannot be re-typed; the node list and the comment are updated."""
 
-    updates = tmp_path / "updates.txt"
-    scontrol = tmp_path / "scontrol"
-    scontrol.write_text(
-        "#!/bin/sh\n"
-        f'if [ "$1" = update ]; then echo "$@" >> {updates}; exit 0; fi\n'
-        'if [ "$3" = job ]; then echo "JobId=9 JobName=wrap Priority=1 TimeLimit=01:00:00 NumNodes=1 '
-        f'NumCPUs=1 TresPerNode={tres} Comment=x"; exit 0; fi\n'
-        f"cat {fixtures / 'scontrol-show-node-d.txt'}\n"
-    )
-    scontrol.chmod(0o755)
-    stamp = (datetime.now() - timedelta(minutes=1)).isoformat(timespec="seconds")
-    squeue = tmp_path / "squeue"
-    squeue.write_text(f"#!/bin/sh\necho '9|{stamp}|Resources|N/A|(null)|mine {PLANNED}'\n")
-    squeue.chmod(0o755)
+    scontrol, squeue, updates = _slurm_with_a_planned_job(tmp_path, fixtures, tres)
     agent = _agent_on(fixtures, scontrol, squeue)
     agent.refresh()
     agent.wait_follow_up()  # re-plans run in the solve pool, on the read's node state
@@ -697,20 +705,7 @@ def test_a_slow_re_plan_does_not_hold_up_the_refresh(tmp_path: Path, fixtures: P
 
     from solver.solve import solve
 
-    updates = tmp_path / "updates.txt"
-    scontrol = tmp_path / "scontrol"
-    scontrol.write_text(
-        "#!/bin/sh\n"
-        f'if [ "$1" = update ]; then echo "$@" >> {updates}; exit 0; fi\n'
-        'if [ "$3" = job ]; then echo "JobId=9 JobName=wrap Priority=1 TimeLimit=01:00:00 NumNodes=1 '
-        'NumCPUs=1 TresPerNode=gres:gpu:sw0:2,gres:nic:sw0:2 Comment=x"; exit 0; fi\n'
-        f"cat {fixtures / 'scontrol-show-node-d.txt'}\n"
-    )
-    scontrol.chmod(0o755)
-    stamp = (datetime.now() - timedelta(minutes=1)).isoformat(timespec="seconds")
-    squeue = tmp_path / "squeue"
-    squeue.write_text(f"#!/bin/sh\necho '9|{stamp}|Resources|N/A|(null)|mine {PLANNED}'\n")
-    squeue.chmod(0o755)
+    scontrol, squeue, updates = _slurm_with_a_planned_job(tmp_path, fixtures, "gres:gpu:sw0:2,gres:nic:sw0:2")
     release = threading.Event()
 
     def held_solve(request, timeout):  # type: ignore[no-untyped-def]
@@ -775,20 +770,7 @@ def test_a_re_plan_does_not_take_devices_an_answer_planned_meanwhile(tmp_path: P
     from adapters.slurm.agent import _Issued
     from solver.solve import solve
 
-    updates = tmp_path / "updates.txt"
-    scontrol = tmp_path / "scontrol"
-    scontrol.write_text(
-        "#!/bin/sh\n"
-        f'if [ "$1" = update ]; then echo "$@" >> {updates}; exit 0; fi\n'
-        'if [ "$3" = job ]; then echo "JobId=9 JobName=wrap Priority=1 TimeLimit=01:00:00 NumNodes=1 '
-        'NumCPUs=1 TresPerNode=gres:gpu:sw0:2,gres:nic:sw0:2 Comment=x"; exit 0; fi\n'
-        f"cat {fixtures / 'scontrol-show-node-d.txt'}\n"
-    )
-    scontrol.chmod(0o755)
-    stamp = (datetime.now() - timedelta(minutes=1)).isoformat(timespec="seconds")
-    squeue = tmp_path / "squeue"
-    squeue.write_text(f"#!/bin/sh\necho '9|{stamp}|Resources|N/A|(null)|mine {PLANNED}'\n")
-    squeue.chmod(0o755)
+    scontrol, squeue, updates = _slurm_with_a_planned_job(tmp_path, fixtures, "gres:gpu:sw0:2,gres:nic:sw0:2")
     asked, release = threading.Event(), threading.Event()
 
     def held_solve(request, timeout):  # type: ignore[no-untyped-def]
