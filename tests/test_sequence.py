@@ -14,6 +14,8 @@ from solver.domain.model import (
     BatchOrder,
     GpuShare,
     Inventory,
+    Job,
+    Node,
     ObjectiveTier,
     Scope,
     SolveRequest,
@@ -83,14 +85,25 @@ def test_jobs_bound_by_anti_affinity_are_one_step() -> None:
     assert steps(kit.request([kit.node("n0", kit.SMALL)], [a, b, c], **IN_ORDER)) == [(0,), (1, 2)]
 
 
-def test_a_batch_in_order_is_the_chain_of_single_solves() -> None:
-    # Two half-busy servers and a free one; a 1-GPU job arriving first would, alone, take a slot
-    # the 2-GPU job needs on a busy node. Largest first, each job sees the ones before it.
-    nodes = [
+def half_busy() -> list[Node]:
+    """Two half-busy servers and a free one: 2 + 1 + 4 GPUs free."""
+    return [
         kit.node("n0", kit.SMALL, used_gpus=(0, 1)),
         kit.node("n1", kit.SMALL, used_gpus=(0, 1, 2)),
         kit.node("n2", kit.SMALL),
     ]
+
+
+def two_two_four_one() -> list[Job]:
+    """2 + 2 + 4 + 1 GPUs asked, in that order: on :func:`half_busy`, arrival order leaves the 4-GPU
+    job out; largest first, one 2-GPU job."""
+    return [kit.job("two", 2), kit.job("two-b", 2), kit.job("four", 4), kit.job("one", 1)]
+
+
+def test_a_batch_in_order_is_the_chain_of_single_solves() -> None:
+    # Two half-busy servers and a free one; a 1-GPU job arriving first would, alone, take a slot
+    # the 2-GPU job needs on a busy node. Largest first, each job sees the ones before it.
+    nodes = half_busy()
     jobs = [kit.job("one", 1), kit.job("two", 2), kit.job("four", 4)]
     req = kit.request(nodes, jobs, **IN_ORDER)
     result = solve(req)
@@ -191,12 +204,8 @@ def in_arrival_order(req: SolveRequest) -> SolveResult:
 def test_the_best_order_places_what_arrival_order_cannot() -> None:
     # 2 + 1 + 4 GPUs free, 2 + 2 + 4 + 1 asked. As given, the 2-GPU jobs split n0 and n2 and the
     # 4-GPU job finds no node; largest first, it takes n2 whole and only one 2-GPU job is left out.
-    nodes = [
-        kit.node("n0", kit.SMALL, used_gpus=(0, 1)),
-        kit.node("n1", kit.SMALL, used_gpus=(0, 1, 2)),
-        kit.node("n2", kit.SMALL),
-    ]
-    jobs = [kit.job("two", 2), kit.job("two-b", 2), kit.job("four", 4), kit.job("one", 1)]
+    nodes = half_busy()
+    jobs = two_two_four_one()
     req = kit.request(nodes, jobs, **BEST_OF)
     arrival = in_arrival_order(req)
     best = solve(req)
@@ -214,12 +223,8 @@ def test_the_best_order_places_what_arrival_order_cannot() -> None:
 
 
 def test_the_policy_says_how_many_shuffled_orders_to_try(monkeypatch: pytest.MonkeyPatch) -> None:
-    nodes = [
-        kit.node("n0", kit.SMALL, used_gpus=(0, 1)),
-        kit.node("n1", kit.SMALL, used_gpus=(0, 1, 2)),
-        kit.node("n2", kit.SMALL),
-    ]
-    jobs = [kit.job("two", 2), kit.job("two-b", 2), kit.job("four", 4), kit.job("one", 1)]
+    nodes = half_busy()
+    jobs = two_two_four_one()
     tried: list[tuple[str, ...]] = []
 
     def counted(request: SolveRequest, *args, **kwargs):
@@ -251,12 +256,8 @@ def test_best_of_orders_is_verified_and_never_below_arrival_or_largest_first(req
 def test_only_the_kept_plan_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
     # Arrival order leaves "four" out, the kept order one 2-GPU job: only that one is explained (an
     # explanation searches relaxed copies of its job), though every order's steps left jobs out.
-    nodes = [
-        kit.node("n0", kit.SMALL, used_gpus=(0, 1)),
-        kit.node("n1", kit.SMALL, used_gpus=(0, 1, 2)),
-        kit.node("n2", kit.SMALL),
-    ]
-    jobs = [kit.job("two", 2), kit.job("two-b", 2), kit.job("four", 4), kit.job("one", 1)]
+    nodes = half_busy()
+    jobs = two_two_four_one()
     explained: list[str] = []
     real = solver.solve.explain
 
