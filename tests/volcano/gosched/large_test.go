@@ -196,7 +196,7 @@ func TestLargeConfServerKilledMidSession(t *testing.T) {
 	}
 	r := runSession(t, settings, nodes, gangs)
 	requireOwnRules(t, "serving process killed mid-session, --standby", r, g)
-	if !strings.Contains(tp.log(), "answered neutrally") {
+	if !strings.Contains(tp.fullLog(), "answered neutrally") {
 		t.Fatalf("the standby answered no call; the test proves nothing\n%s", tp.log())
 	}
 	deadline := time.Now().Add(90 * time.Second)
@@ -239,7 +239,7 @@ func TestLargeConfServerHungMidSession(t *testing.T) {
 	}
 	r := runSession(t, settings, nodes, gangs)
 	requireOwnRules(t, "serving process hung mid-session, --standby", r, g)
-	if !strings.Contains(tp.log(), "no answer within") {
+	if !strings.Contains(tp.fullLog(), "no answer within") {
 		t.Fatalf("the front saw no relay run out of budget; the test proves nothing\n%s", tp.log())
 	}
 	if r.duration > alone+4*time.Second {
@@ -248,7 +248,7 @@ func TestLargeConfServerHungMidSession(t *testing.T) {
 	t.Logf("session with the serving process hung after onSessionOpen: %v (Volcano alone %v)",
 		r.duration.Round(time.Millisecond), alone.Round(time.Millisecond))
 	victim := waitNewServer(t, tp, hung)
-	if !strings.Contains(tp.log(), "serving process hung: killed") {
+	if !strings.Contains(tp.fullLog(), "serving process hung: killed") {
 		t.Fatalf("the front did not kill the hung serving process\n%s", tp.log())
 	}
 	r = runPlanned(t, tp, largeSettings(tp.url(), timeout), nodes, gangs)
@@ -263,12 +263,12 @@ func TestLargeConfServerHungMidSession(t *testing.T) {
 		}
 		time.AfterFunc(300*time.Millisecond, func() { _ = syscall.Kill(victim, syscall.SIGKILL) })
 	}
-	before := strings.Count(tp.log(), "serving process failed a call")
+	before := strings.Count(tp.fullLog(), "serving process failed a call")
 	r = runSession(t, settings, nodes, gangs)
 	requireOwnRules(t, "serving process killed with a call in flight, --standby", r, g)
-	failed := tp.log()
+	failed := tp.fullLog()
 	if strings.Count(failed, "serving process failed a call") == before || strings.Count(failed, "ConnectionResetError")+strings.Count(failed, "a cut answer")+strings.Count(failed, "not an HTTP answer") == 0 {
-		t.Fatalf("no relayed call failed by the kill (reset or cut); the test proves nothing\n%s", failed)
+		t.Fatalf("no relayed call failed by the kill (reset or cut); the test proves nothing\n%s", tp.log())
 	}
 	waitNewServer(t, tp, victim)
 }

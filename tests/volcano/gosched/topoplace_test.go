@@ -139,7 +139,7 @@ func (tp *topoplace) tryStart() error {
 		select {
 		case err := <-exited:
 			tp.cmd = nil
-			if strings.Contains(tp.log(), "Address already in use") {
+			if strings.Contains(tp.fullLog(), "Address already in use") {
 				return fmt.Errorf("topoplace on port %d: %w", tp.port, errPortTaken)
 			}
 			return fmt.Errorf("topoplace exited before serving (%v)", err)
@@ -214,12 +214,19 @@ func (tp *topoplace) resume() {
 }
 
 func (tp *topoplace) log() string {
-	data, _ := os.ReadFile(tp.logPath)
-	text := string(data)
+	text := tp.fullLog()
 	if len(text) > 6000 {
 		text = "...\n" + text[len(text)-6000:]
 	}
 	return text
+}
+
+// fullLog is the whole log, for what a test counts or looks for: log's last 6,000 characters, for a
+// failure's message, move as tracebacks come in, and a count over them once went down while the
+// event it counted happened (TestLargeConfServerHungMidSession, session 13).
+func (tp *topoplace) fullLog() string {
+	data, _ := os.ReadFile(tp.logPath)
+	return string(data)
 }
 
 // status is topoplace's GET /status: what its last session planned.
