@@ -415,7 +415,7 @@ def maximize(model: cp_model.CpModel, tier: Tier) -> None:
     objective.scaling_factor = -1.0
 
 
-# Each model's variable names, in index order, with the count they were read at: a name is read
+# Each model's variable names, in index order (read again when the model has grown): a name is read
 # from the proto's C++ side each time (0.3-0.75 s for 95,000 variables), and every tier's hint and
 # solution needs them all. A model only gains variables, never renames one.
 _NAMES: WeakKeyDictionary[cp_model.CpModel, list[str]] = WeakKeyDictionary()

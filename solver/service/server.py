@@ -100,7 +100,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             request_id=request_id, jobs=len(request.jobs), nodes=len(request.inventory.nodes), lane=call.lane
         )
         try:
-            result, response, reply_s = self._run(request, request_id, call)
+            result, response, replied_s = self._run(request, request_id, call)
         except InvalidRequest as exc:
             log.info("solve_rejected", code="INVALID_ARGUMENT", problems=len(exc.problems), ms=_ms(call))
             context.abort_with_status(invalid_argument_status(exc.problems))
@@ -134,7 +134,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
                 late_ms=round(late * 1000, 3),
                 ms=_ms(call),
                 convert_ms=round(call.converted_s * 1000, 1),
-                reply_ms=round(reply_s * 1000, 1),
+                reply_ms=round(replied_s * 1000, 1),
                 queued_ms=round(call.queued_s * 1000, 3),
                 stages_ms={t.stage: round(t.ms, 1) for t in result.timings},
             )

@@ -420,7 +420,8 @@ def _is_repeated(field: FieldDescriptor) -> bool:
 def to_proto(value: BaseModel, message: type[P]) -> P:
     """A domain value as a ``message``, built by the message's own constructor from plain data:
     ``json_format.ParseDict`` walks the descriptors in Python and took 40 ms of a 500-job answer at
-    4,096 nodes, outside any budget; the constructor makes the same bytes in a fifth of the time.
+    4,096 nodes, outside any budget; the constructor makes the same bytes in about a third of the
+    time (23 -> 8 ms for 200 jobs).
     A value outside its wire type's range raises ``ValueError``."""
     return message(**_plain(value))
 
