@@ -24,7 +24,7 @@ from solver.answer.explain import explain
 from solver.answer.measures import cluster_metrics, fragmentation_change
 from solver.answer.unpool import unpool
 from solver.answer.verify import verify
-from solver.compile import Compiled, compile_model, cost
+from solver.compile import Compiled, compile_model, cost, shelf
 from solver.compile.objective import is_placed_work, priority_levels
 from solver.domain import cancel as cancellation
 from solver.domain.cancel import Cancel, Cancelled, OutOfBudget, bounded
@@ -229,6 +229,7 @@ class Searched:
     status: SolveStatus
     values: tuple[TierValue, ...]
     plan_source: str
+    size: ModelSize  # as built, before the search added to it
     explain_s: float  # the explanations' own search budget
     explain_until: float  # when they stop within the call's deadline (time.perf_counter())
 
@@ -255,7 +256,7 @@ class Searched:
             objectives=self.values,
             # The largest gap of any tier: FEASIBLE never reads "gap 0" while a tier is still open.
             gap=max((v.gap for v in self.values), default=0.0),
-            model_size=model_size(self.problem, self.compiled),
+            model_size=self.size,
             plan_source=self.plan_source,
         )
 
@@ -286,37 +287,26 @@ def search_valid(
         return unsearched(request, clock, deadline, NORMALISE_LATE)
     cancellation.check()
     estimate = cost.estimate(problem)
-    if not estimate.fits(deadline - time.perf_counter()):  # answer in time, unsearched (solver.fallback)
-        return unsearched(request, clock, deadline, estimate, model_size(problem, None))
-    with clock.stage("compile"):
-        # Compile may run slower than the pace said when it was predicted (a 16,384-node compile
-        # took 2.0-4.6 s at one pace): it stops while the floor's first pass and the answer still
-        # fit, and the greedy answers in the time left.
-        compile_started = time.perf_counter()
-        # Cut, it leaves the greedy what it needs to place and answer (fallback.needs_s): with only
-        # the floor's pass and the answer kept, a 0.75 s solve at 1,024 nodes left the greedy 23 ms,
-        # less than its indexes, and placed 0 of 100 jobs (the Volcano adapter, session 13).
-        keep = max(
-            estimate.answer_s + estimate.floor_s,
-            fallback.needs_s(len(request.inventory.nodes), len(request.jobs), deadline - compile_started),
-        )
-        until = float("inf") if estimate.small else deadline - keep
-        try:
-            with bounded(until, COMPILE_LATE):
-                compiled: Compiled | None = compile_model(problem, request.policy)
-        except OutOfBudget:
-            compiled = None
-        cost.PACE.observe(estimate.compile_idle_s, time.perf_counter() - compile_started)
+    # The model of the last request, when nothing that shapes it has changed (solver.compile.shelf):
+    # a scheduler asking again about one cluster does not build it again.
+    compiled = shelf.take(problem, request.policy)
     if compiled is None:
-        return unsearched(request, clock, deadline, COMPILE_LATE, model_size(problem, None))
+        if not estimate.fits(deadline - time.perf_counter()):  # answer in time, unsearched (solver.fallback)
+            return unsearched(request, clock, deadline, estimate, model_size(problem, None))
+        compiled = build(problem, request, estimate, clock, deadline)
+        if compiled is None:
+            return unsearched(request, clock, deadline, COMPILE_LATE, model_size(problem, None))
+    size = model_size(problem, compiled)
     cancellation.check()
 
     # Decode, explain and verify grow with the problem as the stages before the search did: half
     # of that time is kept back for them, out of the caller's end-to-end budget, and a part of the
-    # explanations' own search budget.
+    # explanations' own search budget. Never less than their estimate: with the model off the
+    # shelf, the stages before the search are no measure of the problem (a reused 16,384-node model
+    # left 0.08 s for a 0.45 s answer, and the call ran 0.2 s past its limit).
     before_search = clock.elapsed()
     explain_s = min(EXPLAIN_MAX_S, max(EXPLAIN_MIN_S, EXPLAIN_SHARE * request.policy.time_limit_s))
-    search_ends = deadline - 0.5 * before_search - min(explain_s, 0.1 * limit)
+    search_ends = deadline - max(0.5 * before_search, estimate.answer_s) - min(explain_s, 0.1 * limit)
     with clock.stage("floor"):
         floor = Floor(problem, compiled)  # its indexes serve the portfolio and the repack alike
         # How many placers run is sized from the request (``floor_passes``), so that equal requests
@@ -364,6 +354,7 @@ def search_valid(
         # The answer's true tier values and bounds: a walk of every tier's terms (379k variables
         # at 16,384 nodes), timed with the search it settles.
         solution, values, kept_floor = settle(compiled, outcomes, best.plan, best.values)
+    shelf.put(problem, request.policy, compiled)  # the search is done with the model
     cancellation.check()
     status = SolveStatus.OPTIMAL if all(v.optimal for v in values) else SolveStatus.FEASIBLE
 
@@ -379,12 +370,40 @@ def search_valid(
         status=status,
         values=tuple(values),
         plan_source=f"floor:{best.placer}" if kept_floor else "search",
+        size=size,
         explain_s=explain_s,
         # What verify and the measures after the explanations need is kept back (solver.compile.cost).
         # The whole answer's estimate, not the part left (measures and verify are ~40 % of it): in a
         # served 4,096-node call they took 0.32 s, 2.5x their idle time, where 0.19 s was kept.
         explain_until=deadline - max(0.25 * before_search, estimate.answer_s),
     )
+
+
+def build(
+    problem: Normalised, request: SolveRequest, estimate: cost.Estimate, clock: Stopwatch, deadline: float
+) -> Compiled | None:
+    """The model of ``problem``, or ``None`` when building it ran past the time the greedy answer
+    needs (``solver.fallback``)."""
+    with clock.stage("compile"):
+        # Compile may run slower than the pace said when it was predicted (a 16,384-node compile
+        # took 2.0-4.6 s at one pace): it stops while the floor's first pass and the answer still
+        # fit, and the greedy answers in the time left.
+        compile_started = time.perf_counter()
+        # Cut, it leaves the greedy what it needs to place and answer (fallback.needs_s): with only
+        # the floor's pass and the answer kept, a 0.75 s solve at 1,024 nodes left the greedy 23 ms,
+        # less than its indexes, and placed 0 of 100 jobs (the Volcano adapter, session 13).
+        keep = max(
+            estimate.answer_s + estimate.floor_s,
+            fallback.needs_s(len(request.inventory.nodes), len(request.jobs), deadline - compile_started),
+        )
+        until = float("inf") if estimate.small else deadline - keep
+        try:
+            with bounded(until, COMPILE_LATE):
+                compiled: Compiled | None = compile_model(problem, request.policy)
+        except OutOfBudget:
+            compiled = None
+        cost.PACE.observe(estimate.compile_idle_s, time.perf_counter() - compile_started)
+    return compiled
 
 
 def solve_without_unfit(

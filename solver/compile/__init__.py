@@ -55,6 +55,9 @@ class Compiled:
     locality: Locality
     order: OrderVars  # per class, for the NODE_ORDER tier (empty without it)
     tiers: tuple[Tier, ...]
+    # How many constraints the rules made: a search adds only its tier holds after them
+    # (objective.hold), which is what lets solver.compile.shelf reuse the model.
+    constraints: int = 0
 
     @cached_property
     def hosted(self) -> frozenset[int]:
@@ -108,4 +111,5 @@ def compile_model(problem: Normalised, policy: Policy) -> Compiled:
         locality=locality,
         order=order,
         tiers=tiers,
+        constraints=len(model.proto.constraints),
     )

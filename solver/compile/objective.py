@@ -5,6 +5,7 @@ lexicographic step."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -21,6 +22,8 @@ from solver.reduce.normalise import NodeShape, Normalised, has_preferences
 
 # The tier that counts jobs started, below the placed-work levels.
 JOBS_TIER = "placed_work.jobs"
+# STRICT priority's placed-work tiers, one a level: this prefix and the level.
+PRIORITY_TIER_PREFIX = "placed_work.priority_"
 
 Configs = dict[int, tuple[Configuration, ...]]
 Vars = dict[tuple[int, int], cp_model.IntVar]
@@ -89,6 +92,50 @@ class Tier:
         the tier's terms (200,000 at 16,384 nodes), for the floor to rank plans it may not keep."""
         get = self.coefficients.get
         return sum(get(name, 0) * value for name, value in nonzero.items())
+
+
+# Per model, the constraint that holds each tier (by name) at a least value, and that value (None:
+# let go). One constraint a tier, its lower end moved in place, so that a model can be searched
+# again with every hold let go (solver.compile.shelf): OR-Tools' proto cannot take a constraint out.
+_holds: weakref.WeakKeyDictionary[cp_model.CpModel, dict[str, tuple[int, int | None]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def hold(model: cp_model.CpModel, tier: Tier, value: int) -> None:
+    """``model.add(tier.expr >= value)``, as a lexicographic search holds a tier it has settled
+    before it searches the next one; a tier held twice keeps the higher value."""
+    holds = _holds.setdefault(model, {})
+    at, least = holds.get(tier.name, (-1, None))
+    least = value if least is None else max(least, value)
+    if at < 0:
+        indices, coefficients, _ = tier.flat
+        at = len(model.proto.constraints)
+        linear = model.proto.constraints.add().linear
+        linear.vars.extend(indices)
+        linear.coeffs.extend(coefficients)
+    else:
+        linear = model.proto.constraints[at].linear
+        linear.domain.clear()
+    linear.domain.extend([least - tier.flat[2], cp_model.INT_MAX])
+    holds[tier.name] = (at, least)
+
+
+def release_holds(model: cp_model.CpModel) -> None:
+    """Let go of every tier :func:`hold` holds in ``model``: each hold admits every value again
+    (presolve drops it), and stays in place for the next search to hold anew."""
+    holds = _holds.get(model, {})
+    for name, (at, least) in holds.items():
+        if least is not None:
+            linear = model.proto.constraints[at].linear
+            linear.domain.clear()
+            linear.domain.extend([cp_model.INT_MIN, cp_model.INT_MAX])
+            holds[name] = (at, None)
+
+
+def holds_in(model: cp_model.CpModel) -> int:
+    """How many constraints of ``model`` are :func:`hold`'s."""
+    return len(_holds.get(model, {}))
 
 
 def member_work(shape: MemberShape) -> int:
@@ -188,12 +235,12 @@ def priority_levels(jobs: Sequence[Job], mode: PriorityMode) -> tuple[tuple[str,
         return (("placed_work", None),)
     if len(present) <= 1:
         return (("placed_work", frozenset(present)),)
-    return tuple((f"placed_work.priority_{p}", frozenset((p,))) for p in present)
+    return tuple((f"{PRIORITY_TIER_PREFIX}{p}", frozenset((p,))) for p in present)
 
 
 def is_placed_work(name: str) -> bool:
     """Whether a tier of that name is one of :func:`priority_levels`' (not ``placed_work.jobs``)."""
-    return name == "placed_work" or name.startswith("placed_work.priority_")
+    return name == "placed_work" or name.startswith(PRIORITY_TIER_PREFIX)
 
 
 def topology(

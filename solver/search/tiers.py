@@ -19,7 +19,7 @@ from ortools.sat.python import cp_model
 
 from solver.compile import Compiled, Tier
 from solver.compile.cost import PACE
-from solver.compile.objective import JOBS_TIER, is_placed_work
+from solver.compile.objective import JOBS_TIER, hold, is_placed_work
 from solver.domain import cancel as cancellation
 from solver.domain.model import ObjectiveTier, Policy, SolveStatus, TierValue
 
@@ -161,7 +161,7 @@ def solve_lexicographic(
             hint = polish(outcome.solution) if polish else outcome.solution
         # Hold each tier at what the standing answer reaches, found or not, before the next one.
         for t, o in zip(block, parts, strict=True):
-            model.add(t.expr >= round(o.value.value))
+            hold(model, t, round(o.value.value))
     return outcomes
 
 
@@ -375,7 +375,7 @@ def solve_merged(
         value = float(tier.value_of(solution))
         outcomes.append(outcome_of(tier, value, value, 0.0 if i else ms, solution))
         # Held, as the tier-by-tier search holds them: a caller may go on to use the model.
-        model.add(tier.expr >= round(value))
+        hold(model, tier, round(value))
     return outcomes, solution
 
 

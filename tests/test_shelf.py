@@ -1,0 +1,130 @@
+"""The model kept for the next request (solver.compile.shelf): a request that would build the same
+model reuses it, and gets the answer a freshly built model gives; anything that shapes the model
+builds anew; the search's holds never outlive the search that made them."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, assume, given, settings
+from ortools.sat.python import cp_model
+
+from solver.compile import shelf
+from solver.compile.objective import holds_in
+from solver.domain.model import Allocation, ObjectiveTier, SolveRequest, SolveResult, SolveStatus
+from solver.domain.validate import validate
+from solver.solve import solve
+from tests import kit
+
+
+def stages(result: SolveResult) -> list[str]:
+    return [t.stage for t in result.timings]
+
+
+def tier_values(result: SolveResult) -> list[tuple[str, float]]:
+    return [(v.name, v.value) for v in result.objectives]
+
+
+def gangs_on_two_leaves(**policy: object) -> SolveRequest:
+    """Two leaves of two 4-GPU nodes; a 2 x 4-GPU gang that must stay in one leaf, two pods."""
+    nodes = [kit.node(f"n{i}", kit.SMALL) for i in range(4)]
+    inventory = kit.inventory(*nodes, switches=kit.fat_tree(2))
+    jobs = [
+        kit.job("gang", 4, members=2, priority=2),
+        kit.job("pod-a", 2, priority=1),
+        kit.job("pod-b", 1),
+    ]
+    return kit.request(inventory, jobs, **policy)
+
+
+def test_a_repeated_request_reuses_the_model_and_gets_the_same_answer() -> None:
+    request = gangs_on_two_leaves(time_limit_s=5)
+    first = solve(request)
+    again = solve(request)
+    assert "compile" in stages(first)
+    assert "compile" not in stages(again)  # the model came off the shelf
+    assert again.status == first.status == SolveStatus.OPTIMAL
+    assert tier_values(again) == tier_values(first)
+    assert [j.placed for j in again.jobs] == [j.placed for j in first.jobs]
+
+
+def test_a_request_differing_only_in_its_time_limit_and_seed_reuses_the_model() -> None:
+    solve(gangs_on_two_leaves(time_limit_s=5))
+    assert "compile" not in stages(solve(gangs_on_two_leaves(time_limit_s=3, seed=7)))
+
+
+def test_anything_that_shapes_the_model_builds_it_anew() -> None:
+    request = gangs_on_two_leaves(time_limit_s=5)
+    solve(request)
+    busy = request.inventory.nodes[0].model_copy(
+        update={"allocations": (Allocation(owner="old", gpus=("GPU0",)),)}
+    )
+    nodes = (busy, *request.inventory.nodes[1:])
+    changed_node = request.model_copy(
+        update={"inventory": request.inventory.model_copy(update={"nodes": nodes})}
+    )
+    one_job_more = request.model_copy(update={"jobs": (*request.jobs, kit.job("pod-c", 1))})
+    other_objective = gangs_on_two_leaves(
+        time_limit_s=5, objective=(ObjectiveTier.PLACED_WORK, ObjectiveTier.PACKING)
+    )
+    for changed in (changed_node, one_job_more, other_objective):
+        result = solve(changed)
+        assert "compile" in stages(result)
+        assert result.status == SolveStatus.OPTIMAL
+
+
+def test_a_kept_model_holds_no_tier_at_a_value() -> None:
+    # The search holds each settled tier at its value before the next; kept with a hold, the next
+    # request could not place less of that tier even where it must.
+    request = gangs_on_two_leaves(time_limit_s=5)
+    solve(request)
+    compiled = shelf.take(*_problem_and_policy(request))
+    assert compiled is not None
+    held = holds_in(compiled.model)
+    assert held >= 1  # the search did hold tiers in this model
+    assert len(compiled.model.proto.constraints) == compiled.constraints + held
+    # With every hold let go, the first tier can be driven to its least value again.
+    first = compiled.tiers[0]
+    model = compiled.model
+    model.minimize(first.expr)
+    solver = cp_model.CpSolver()
+    assert solver.solve(model) == cp_model.OPTIMAL
+    assert solver.objective_value == 0
+    assert not compiled.model.proto.has_solution_hint()
+
+
+def test_requests_in_turn_do_not_grow_the_model() -> None:
+    request = gangs_on_two_leaves(time_limit_s=5)
+    for _ in range(4):
+        solve(request)
+    compiled = shelf.take(*_problem_and_policy(request))
+    assert compiled is not None
+    assert len(compiled.model.proto.constraints) <= compiled.constraints + len(compiled.tiers)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kit.small_problems())
+def test_a_reused_model_answers_as_a_fresh_one(req: SolveRequest) -> None:
+    assume(not validate(req))
+    shelf.clear()
+    fresh = solve(req)
+    reused = solve(req)  # raises VerificationFailed if the verifier refuses the answer
+    if "compile" in stages(fresh):
+        assert "compile" not in stages(reused)
+    assert reused.status == fresh.status
+    assert tier_values(reused) == tier_values(fresh)
+    assert kit.placed_work(reused) == kit.best_placed_work(req)
+
+
+def _problem_and_policy(request: SolveRequest) -> tuple:
+    """The normalised problem ``solve`` builds for ``request``, to look the shelf up with."""
+    from dataclasses import replace
+
+    from solver.reduce.intranode import hosts_some_member
+    from solver.reduce.normalise import normalise
+    from solver.reduce.policy import apply_policy_chains
+    from solver.reduce.pools import pool
+    from solver.reduce.rails import expand_rails
+
+    request = apply_policy_chains(request)
+    pooled, pools = pool(request)
+    problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
+    return problem, request.policy
