@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+import solver.search.floor
 import solver.solve
 from solver.cli import render_table
 from solver.compile import compile_model
@@ -82,6 +83,49 @@ def test_the_portfolio_keeps_the_best_placer_though_it_values_only_some(req) -> 
     best = portfolio(problem, compiled, time.perf_counter() + 60, passes=8, seed=0)[0]
     assert best.values == max(placers.values())
     assert best.values == placers[best.placer]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kit.fabric_problems(max_nodes=10, max_jobs=10, spines=2))
+def test_a_pass_stopped_behind_on_its_leading_levels_changes_no_plan_kept(req) -> None:
+    """A pass stops as soon as the priority levels it has placed rank below the best plan in hand
+    (lower levels never add to a higher level's tier); the plans kept are those of passes run to
+    the end, placer for placer."""
+    assume(not validate(req))
+
+    def kept(drawing: Portfolio) -> list[tuple[str, tuple[int, ...]]]:
+        drawing.draw(time.perf_counter() + 60)
+        return [(c.placer, c.values) for c in drawing.candidates()]
+
+    with_cut = kept(drawing_of(req, passes=8))
+    with patch("solver.search.floor.settled_by_priority", lambda _: {}):
+        run_out = kept(drawing_of(req, passes=8))
+    assert with_cut == run_out
+
+
+def test_a_pass_behind_on_the_top_level_places_no_lower_level() -> None:
+    """One 4-GPU node; top priority: a 4-GPU pod and a 2-GPU pod (only one fits); four 1-GPU pods of
+    low priority. Largest-first places 4 top-level GPUs; an order with the 2-GPU pod first places
+    2 and is behind once its top level is placed: its low-priority pods are never tried."""
+    jobs = [kit.job("small-top", 2, priority=2), kit.job("big-top", 4, priority=2)]
+    jobs += [kit.job(f"low{i}", 1, priority=0) for i in range(4)]
+    req = kit.request([kit.node("n0", kit.SMALL)], jobs, time_limit_s=5)
+    drawing = drawing_of(req, passes=12)
+    tried: list[list[int]] = []
+    real = solver.search.floor.place_jobs
+
+    def recorded(floor, done, order, counts) -> None:
+        tried.append(list(order))
+        real(floor, done, order, counts)
+
+    with patch("solver.search.floor.place_jobs", recorded):
+        drawing.draw(time.perf_counter() + 60)
+    assert drawing.candidates()[0].values[0] == 4000  # the 4-GPU pod: all the top level can take
+    small_first = [order for order in tried if order[:1] == [0]]
+    assert small_first  # some shuffles put the 2-GPU pod first...
+    low_tried = [order for order in tried if order and req.jobs[order[0]].priority == 0]
+    # ... and each of those stopped after its top level: low pods were tried only after big-first.
+    assert len(low_tried) == drawing.drawn - len(small_first)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
