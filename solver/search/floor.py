@@ -22,7 +22,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
@@ -32,6 +32,7 @@ from solver.compile.locality import NVLINK, place_of
 from solver.compile.objective import JOBS_TIER, PRIORITY_TIER_PREFIX, Tier, is_placed_work
 from solver.compile.order import order_values
 from solver.domain import cancel as cancellation
+from solver.domain.cancel import OutOfBudget, bounded
 from solver.domain.fabric import Fabric
 from solver.reduce.normalise import Normalised
 
@@ -610,6 +611,7 @@ NAMED_ORDERS = 4  # largest-first, queue, smallest-first, locality-first
 # More tie orders start more jobs at scale: at 4,096 nodes x 500 jobs (session 11, seeds 1-3, the
 # same GPUs at every priority level) 32 shuffles started 317/317/309 jobs, 64 318/318/310.
 MAX_SHUFFLES = 128
+FLOOR_LATE = "the floor's placers ran out of the time before the search"
 
 
 @dataclass(frozen=True)
@@ -703,7 +705,6 @@ class Portfolio:
     def draw(self, deadline: float, *, least: int = 1, latest: float | None = None) -> None:
         """Run placers until ``deadline`` or the last order; at least one in all, and past the
         deadline until ``least`` have run if that is before ``latest``."""
-        problem, compiled = self.floor.problem, self.floor.compiled
         for name, order in self._orders:
             key = tuple(order)
             if key in self._tried:
@@ -712,21 +713,33 @@ class Portfolio:
                 continue
             self._tried.add(key)
             cancellation.check()  # a caller gone stops the floor between placers (solver.domain.cancel)
-            done = Pass.empty(problem)
-            behind = self._place(done, order)
-            self.drawn += 1
-            rank = (
-                () if behind else tuple(t.value_of_nonzero(placement_of(compiled, done)) for t in self._ranks)
-            )
-            if not behind and (self._best_rank is None or rank >= self._best_rank):
-                self._best_rank = rank
-                plan = complete(problem, compiled, hint_of(compiled, done))
-                values = tuple(t.value_of(plan) for t in cancellation.checked(compiled.tiers))
-                self._out.append(Candidate(name, plan, values))
+            # Once there is a plan, no placer runs past ``latest``: loaded, the last named placer of a
+            # warm 16,384-node call ran 0.25 s past the search's end and the call was late.
+            try:
+                with bounded(latest, FLOOR_LATE) if latest is not None and self._out else nullcontext():
+                    self._draw_one(name, order)
+            except OutOfBudget:
+                return  # the placer cut short is dropped
             now = time.perf_counter()
             if now >= deadline and (self.drawn >= least or latest is None or now >= latest):
                 return
         self.exhausted = True
+
+    def _draw_one(self, name: str, order: list[int]) -> None:
+        problem, compiled = self.floor.problem, self.floor.compiled
+        done = Pass.empty(problem)
+        behind = self._place(done, order)
+        self.drawn += 1
+        if behind:
+            return
+        rank = tuple(t.value_of_nonzero(placement_of(compiled, done)) for t in self._ranks)
+        if self._best_rank is None or rank >= self._best_rank:
+            plan = complete(problem, compiled, hint_of(compiled, done))
+            values = tuple(t.value_of(plan) for t in cancellation.checked(compiled.tiers))
+            # Only a plan kept raises the bar: one cut short while completed must not drop the
+            # placers after it.
+            self._best_rank = rank
+            self._out.append(Candidate(name, plan, values))
 
     def _place(self, done: Pass, order: list[int]) -> bool:
         """Place ``order`` into ``done``, a priority level at a time; stop and say so (True) as soon
