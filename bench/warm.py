@@ -28,7 +28,7 @@ def main() -> None:
     else:
         request = scenario(nodes, gangs, seed=1, time_limit_s=limit).request
     wire = request_to_proto(request).SerializeToString()
-    walls = []
+    walls, placed, plans = [], [], []
     for _ in range(4):
         t0 = time.perf_counter()
         # As the server runs a call (solver.service.server): full collections made rare through
@@ -36,11 +36,13 @@ def main() -> None:
         with rare_full_collections():
             result = solve(request_from_proto(placement_pb2.SolveRequest.FromString(wire)))
         walls.append(time.perf_counter() - t0)
+        placed.append(sum(j.placed for j in result.jobs))
+        plans.append(result.plan_source)
     warm = statistics.median(walls[1:])
     print(
         f"{nodes} nodes, {gangs} gangs: cold {walls[0]:.3f} s, warm {warm:.3f} s (median of 3), "
-        f"{result.status.name}, gap {result.gap:.2%}, {sum(j.placed for j in result.jobs)} jobs placed, "
-        f"plan {result.plan_source}"
+        f"{result.status.name}, gap {result.gap:.2%}; jobs placed, cold then warm: "
+        f"{' / '.join(map(str, placed))}; plans: {' / '.join(plans)}"
     )
 
 

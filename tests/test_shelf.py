@@ -183,3 +183,17 @@ def test_a_cancelled_call_stops_its_build() -> None:
             solve(req)
         assert shelf.wait_behind(5.0)
     assert shelf.take(*_problem_and_policy(req)) is None  # nothing was built for a caller gone
+
+
+def test_a_kept_model_whose_first_plan_cannot_answer_in_time_stays_on_the_shelf() -> None:
+    """A warm 2 s call at 16,384 nodes took the kept model, and its floor and answer ran 2 ms past
+    the deadline: with too little time even for a built model's first plan, the greedy answers and
+    the model waits on the shelf for a longer call."""
+    req = quality.request(1024, 0.5, 200, seed=1, time_limit_s=5.0)
+    solve(req)  # built, and kept
+    short = req.model_copy(update={"policy": req.policy.model_copy(update={"time_limit_s": 2.0})})
+    with patch("solver.compile.cost.Estimate.fits_built", lambda self, left_s: False):
+        answered = solve(short)
+    assert answered.plan_source.startswith("unsearched")
+    assert "was built already" in next(j.reason.message for j in answered.jobs if not j.placed)
+    assert "compile" not in stages(solve(req))  # still on the shelf

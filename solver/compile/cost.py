@@ -137,6 +137,11 @@ class Estimate:
         """Whether the model can be built and its plan answered in ``left_s``."""
         return self.small or self.build_s + self.answer_s <= left_s
 
+    def fits_built(self, left_s: float) -> bool:
+        """Whether a model already built (solver.compile.shelf) can run its floor's first pass and
+        have its plan answered in ``left_s``."""
+        return self.small or self.floor_s + self.answer_s <= left_s
+
     def why(self, left_s: float) -> str:
         """The decision in words, for the answer and the log."""
         return (
