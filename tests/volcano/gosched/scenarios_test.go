@@ -413,22 +413,7 @@ func TestNodeGoingNotReadyIsPlannedAround(t *testing.T) {
 // labelMatch leaf, an empty labelMatch (selects no node) and a HyperNode member by regexMatch
 // (ignored). A hard tier-0 gang goes to the one tier-0 HyperNode with room.
 func TestHyperNodeEdgeCasesAsVolcanoReadsThem(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "hypernodes.yaml")
-	doc := func(name string, tier int, members string) string {
-		return fmt.Sprintf("apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata:\n  name: %s\nspec:\n  tier: %d\n  members:\n%s", name, tier, members)
-	}
-	yaml := strings.Join([]string{
-		doc("nvl-b", 0, "  - type: Node\n    selector:\n      regexMatch:\n        pattern: ^n[23]$\n"),
-		doc("leaf-a", 1, "  - type: Node\n    selector:\n      labelMatch:\n        matchLabels:\n          rack: a\n"),
-		doc("leaf-b", 1, "  - type: HyperNode\n    selector:\n      exactMatch:\n        name: nvl-b\n"),
-		doc("nothing", 1, "  - type: Node\n    selector:\n      labelMatch: {}\n"),
-		doc("spine", 2, "  - type: HyperNode\n    selector:\n      exactMatch:\n        name: leaf-a\n"+
-			"  - type: HyperNode\n    selector:\n      exactMatch:\n        name: leaf-b\n"+
-			"  - type: HyperNode\n    selector:\n      regexMatch:\n        pattern: noth.*\n"),
-	}, "---\n")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := edgeCaseHyperNodes(t)
 	tp := startTopoplace(t, path, "--http-timeout", planTimeout)
 	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
 	nvl := gang{name: "nvl", members: 2, gpus: 8, annotations: map[string]string{modeKey: "hard", tierKey: "0"}}
@@ -445,4 +430,27 @@ func TestHyperNodeEdgeCasesAsVolcanoReadsThem(t *testing.T) {
 			t.Fatalf("topoplace should warn %q; its warnings:\n%s", want, warned)
 		}
 	}
+}
+
+// edgeCaseHyperNodes writes the HyperNodes of the edge cases: tier 0 (the CRD's minimum), a
+// regexMatch and a labelMatch leaf, an empty labelMatch and a HyperNode member by regexMatch.
+func edgeCaseHyperNodes(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hypernodes.yaml")
+	doc := func(name string, tier int, members string) string {
+		return fmt.Sprintf("apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata:\n  name: %s\nspec:\n  tier: %d\n  members:\n%s", name, tier, members)
+	}
+	yaml := strings.Join([]string{
+		doc("nvl-b", 0, "  - type: Node\n    selector:\n      regexMatch:\n        pattern: ^n[23]$\n"),
+		doc("leaf-a", 1, "  - type: Node\n    selector:\n      labelMatch:\n        matchLabels:\n          rack: a\n"),
+		doc("leaf-b", 1, "  - type: HyperNode\n    selector:\n      exactMatch:\n        name: nvl-b\n"),
+		doc("nothing", 1, "  - type: Node\n    selector:\n      labelMatch: {}\n"),
+		doc("spine", 2, "  - type: HyperNode\n    selector:\n      exactMatch:\n        name: leaf-a\n"+
+			"  - type: HyperNode\n    selector:\n      exactMatch:\n        name: leaf-b\n"+
+			"  - type: HyperNode\n    selector:\n      regexMatch:\n        pattern: noth.*\n"),
+	}, "---\n")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -1,0 +1,158 @@
+package gosched
+
+// HyperNodes through Volcano's own code (v1.12+): the HyperNode objects go into the scheduler
+// cache's api.HyperNodesInfo (member selectors resolved by Volcano's GetMembers, tiers by its
+// BuildHyperNodeCache), PodGroups carry spec.networkTopology, and the network-topology-aware
+// plugin gives the allocate action its HyperNode gradients, so Volcano enforces hard tiers itself.
+// topoplace reads the same file with --hypernodes (in a cluster: the same objects from the API).
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	listerv1 "k8s.io/client-go/listers/core/v1"
+	k8scache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
+	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
+	topologyv1alpha1 "volcano.sh/apis/pkg/apis/topology/v1alpha1"
+
+	"volcano.sh/volcano/pkg/scheduler/api"
+)
+
+// volcanoHyperNodes reads a HyperNode YAML file ("---" between objects) into Volcano's own
+// HyperNodesInfo over the given nodes, as the scheduler cache does on HyperNode events.
+func volcanoHyperNodes(t *testing.T, path string, nodes []*v1.Node) *api.HyperNodesInfo {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read HyperNodes: %v", err)
+	}
+	indexer := k8scache.NewIndexer(k8scache.MetaNamespaceKeyFunc, k8scache.Indexers{})
+	for _, n := range nodes {
+		if err := indexer.Add(n); err != nil {
+			t.Fatalf("node lister: %v", err)
+		}
+	}
+	info := api.NewHyperNodesInfo(listerv1.NewNodeLister(indexer))
+	for i, doc := range strings.Split(string(data), "---\n") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		hn := &topologyv1alpha1.HyperNode{}
+		if err := yaml.UnmarshalStrict([]byte(doc), hn); err != nil {
+			t.Fatalf("%s: object %d is not a HyperNode Volcano can read: %v", path, i, err)
+		}
+		if err := info.UpdateHyperNode(hn); err != nil {
+			t.Fatalf("Volcano refuses HyperNode %s: %v", hn.Name, err)
+		}
+	}
+	if !info.Ready() {
+		t.Fatalf("Volcano's HyperNode cache is not ready to schedule after %s", path)
+	}
+	return info
+}
+
+// withTopologyAware enables Volcano's network-topology-aware plugin beside the extender: without
+// it the allocate action has no HyperNode gradient and a hard tier is not enforced by Volcano.
+func withTopologyAware(text string) string {
+	return strings.Replace(text, "  - name: extender\n", "  - name: network-topology-aware\n  - name: extender\n", 1)
+}
+
+func tierSpec(mode schedulingv1beta1.NetworkTopologyMode, tier int) *schedulingv1beta1.NetworkTopologySpec {
+	return &schedulingv1beta1.NetworkTopologySpec{Mode: mode, HighestTierAllowed: &tier}
+}
+
+// membersByVolcano is HyperNode → its nodes, as Volcano resolved them ("" members left out).
+func membersByVolcano(info *api.HyperNodesInfo) map[string]string {
+	out := map[string]string{}
+	for name, set := range info.RealNodesSet() {
+		if set.Len() == 0 {
+			continue
+		}
+		nodes := set.UnsortedList()
+		sort.Strings(nodes)
+		out[name] = strings.Join(nodes, ",")
+	}
+	return out
+}
+
+// The edge cases topoplace's HyperNode reader documents (tier 0, regexMatch and labelMatch leaves,
+// an empty labelMatch selecting no node, a HyperNode member by regexMatch ignored) are what
+// Volcano's own cache makes of the same objects.
+func TestVolcanoReadsTheHyperNodeEdgeCasesAsTopoplaceDoes(t *testing.T) {
+	var built []*v1.Node
+	for _, n := range fourNodes() {
+		built = append(built, n.build())
+	}
+	info := volcanoHyperNodes(t, edgeCaseHyperNodes(t), built)
+	want := map[string]string{"nvl-b": "n2,n3", "leaf-a": "n0,n1", "leaf-b": "n2,n3", "spine": "n0,n1,n2,n3"}
+	got := membersByVolcano(info)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Volcano resolved the HyperNodes to %v; topoplace reads them as %v "+
+			"(the empty labelMatch \"nothing\" selects no node, spine's regexMatch HyperNode member is ignored)", got, want)
+	}
+	if tiers := info.HyperNodesSetByTier(); !tiers[0].Has("nvl-b") || !tiers[2].Has("spine") {
+		t.Fatalf("Volcano's tiers: %v", tiers)
+	}
+}
+
+// Hard and soft tiers in spec.networkTopology, enforced by Volcano's own allocate action with the
+// network-topology-aware plugin, and planned by topoplace: both agree, and the binds are the plan.
+func TestHyperNodeTiersThroughVolcanosOwnNetworkTopology(t *testing.T) {
+	file := hyperNodesFile(t, twoLeaves)
+	var built []*v1.Node
+	for _, n := range fourNodes() {
+		built = append(built, n.build())
+	}
+	leaves := membersByVolcano(volcanoHyperNodes(t, file, built))
+	leafOfVolcano := func(node string) string {
+		for name, members := range leaves {
+			if name != "spine" && strings.Contains(","+members+",", ","+node+",") {
+				return name
+			}
+		}
+		return ""
+	}
+	tp := startTopoplace(t, file, "--http-timeout", planTimeout)
+	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout, hyperNodes: file, confEdit: withTopologyAware}
+	alone := extenderSettings{without: true, hyperNodes: file, confEdit: withTopologyAware}
+
+	t.Run("hard", func(t *testing.T) {
+		train := gang{name: "train", members: 2, gpus: 8, topology: tierSpec(schedulingv1beta1.HardNetworkTopologyMode, 1)}
+		gangs := []gang{busy("busy", "n0"), train}
+		// Volcano alone already keeps the gang in one tier-1 HyperNode: its hard tier is live here.
+		if own := boundNodes(t, runSession(t, alone, fourNodes(), gangs), train); len(own) != 2 ||
+			leafOfVolcano(own[0]) == "" || leafOfVolcano(own[0]) != leafOfVolcano(own[1]) {
+			t.Fatalf("Volcano alone, hard tier 1: bound %v, not two nodes of one leaf %v", own, leaves)
+		}
+		r := runPlanned(t, tp, settings, fourNodes(), gangs)
+		got := requireBound(t, tp, r, train)
+		requirePlanned(t, tp, train)
+		if strings.Join(got, ",") != "n2,n3" || leafOfVolcano(got[0]) != "leaf-b" {
+			t.Fatalf("hard tier 1 with n0 half full: leaf-b (n2,n3); bound %v\n%s", got, tp.explain())
+		}
+	})
+	t.Run("hard without room", func(t *testing.T) {
+		train := gang{name: "wide", members: 3, gpus: 8, topology: tierSpec(schedulingv1beta1.HardNetworkTopologyMode, 1)}
+		r := runPlanned(t, tp, settings, fourNodes(), []gang{train})
+		if got := boundNodes(t, r, train); len(got) != 0 {
+			t.Fatalf("three 8-GPU members cannot share a two-node leaf; Volcano bound %v\n%s", got, tp.explain())
+		}
+		if _, left := tp.status().UnplacedJobs[testNamespace+"/wide"]; !left {
+			t.Fatalf("topoplace should leave the hard gang unplaced\n%s", tp.explain())
+		}
+	})
+	t.Run("soft", func(t *testing.T) {
+		spread := gang{name: "spread", members: 3, gpus: 8, topology: tierSpec(schedulingv1beta1.SoftNetworkTopologyMode, 1)}
+		r := runPlanned(t, tp, settings, fourNodes(), []gang{busy("busy", "n0"), spread})
+		got := requireBound(t, tp, r, spread)
+		requirePlanned(t, tp, spread)
+		if strings.Join(got, ",") != "n1,n2,n3" {
+			t.Fatalf("soft tier 1: the gang spans the leaves on the free nodes n1,n2,n3; bound %v\n%s", got, tp.explain())
+		}
+	})
+}
