@@ -132,7 +132,7 @@ func (g gpuNode) build() *v1.Node {
 		gpuResource:       *resource.NewQuantity(int64(advertised), resource.DecimalSI),
 		vgpuNumber:        *resource.NewQuantity(int64(advertised*vgpuSplit), resource.DecimalSI),
 		// volcano-vgpu-device-plugin also advertises the memory (MiB) and cores (% per GPU) it
-		// shares: Volcano >= v1.11 checks a pod's volcano.sh/vgpu-memory against it (v1.10 did not).
+		// shares: v1.14.1 refuses a pod asking volcano.sh/vgpu-memory on a node without it (v1.10.0 did not).
 		vgpuMemory: *resource.NewQuantity(int64(advertised*gpuMemoryMiB), resource.DecimalSI),
 		vgpuCores:  *resource.NewQuantity(int64(advertised*100), resource.DecimalSI),
 	}
@@ -148,7 +148,7 @@ func (g gpuNode) build() *v1.Node {
 	}
 	node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: ready}}
 	if g.notReady {
-		// As the node lifecycle controller marks it: since v1.11 Volcano ignores node conditions
+		// As the node lifecycle controller marks it: v1.14.1 ignores node conditions (v1.10.0 read them)
 		// and refuses a NotReady node by this taint (taint-node-by-condition).
 		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: v1.TaintNodeNotReady, Effect: v1.TaintEffectNoSchedule})
 	}
@@ -202,7 +202,7 @@ type gang struct {
 	affinity    *v1.Affinity                    // on its pending pods
 	runAffinity *v1.Affinity                    // on its running pods
 	runningGPUs []int                           // per running pod: GPUs it asks for (default gpus)
-	// topology is the PodGroup's spec.networkTopology (Volcano >= v1.12 reads it; v1.10 had only
+	// topology is the PodGroup's spec.networkTopology (v1.14.1 reads it; v1.10.0 had only
 	// the volcano.sh/network-topology-* annotations, which topoplace also reads).
 	topology *schedulingv1beta1.NetworkTopologySpec
 }

@@ -1,6 +1,6 @@
 package gosched
 
-// HyperNodes through Volcano's own code (v1.12+): the HyperNode objects go into the scheduler
+// HyperNodes through Volcano's own code (v1.14.1; v1.10.0 had none): the HyperNode objects go into the scheduler
 // cache's api.HyperNodesInfo (member selectors resolved by Volcano's GetMembers, tiers by its
 // BuildHyperNodeCache), PodGroups carry spec.networkTopology, and the network-topology-aware
 // plugin gives the allocate action its HyperNode gradients, so Volcano enforces hard tiers itself.
@@ -134,6 +134,11 @@ func TestHyperNodeTiersThroughVolcanosOwnNetworkTopology(t *testing.T) {
 		requirePlanned(t, tp, train)
 		if strings.Join(got, ",") != "n2,n3" || leafOfVolcano(got[0]) != "leaf-b" {
 			t.Fatalf("hard tier 1 with n0 half full: leaf-b (n2,n3); bound %v\n%s", got, tp.explain())
+		}
+		// The shipped allocateFuncVerb: Volcano's own session posts allocateFunc for each member
+		// it allocates, and each is where the plan put it.
+		if s := tp.status(); s.Calls["allocateFunc"] < 2 || len(s.OffPlan) != 0 {
+			t.Fatalf("expected Volcano to post allocateFunc for both members, none off plan: %v", s)
 		}
 	})
 	t.Run("hard without room", func(t *testing.T) {

@@ -22,8 +22,8 @@ func TestMain(m *testing.M) {
 		_ = fs.Set("stderrthreshold", "FATAL")
 		klog.SetOutput(io.Discard)
 	}
-	// vc-scheduler initialises the Kubernetes scheduler metrics its predicates report to (since
-	// v1.11 the inter-pod affinity PreFilter dereferences them), as Volcano's own uthelper does.
+	// vc-scheduler initialises the Kubernetes scheduler metrics its predicates report to (in
+	// v1.14.1 the inter-pod affinity PreFilter dereferences them), as Volcano's own uthelper does.
 	metrics.InitKubeSchedulerRelatedMetrics()
 	os.Exit(m.Run())
 }

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
+	"volcano.sh/volcano/pkg/scheduler/plugins/extender"
 )
 
 // planTimeout: a generous extender.httpTimeout for the scenarios that check the plan is followed,
@@ -317,20 +318,11 @@ func TestRunningPodsAntiAffinityKeepsThePlanAway(t *testing.T) {
 	requirePlanned(t, tp, job)
 }
 
-// eventHandlerRequest is the body newer Volcano releases (v1.13.3+) post to allocateFuncVerb
-// (extender.EventHandlerRequest); v1.10.0 has no such verb, so the test posts it itself, with the
-// TaskInfo of a task v1.10.0 just allocated, marshalled by encoding/json as the plugin does.
-type eventHandlerRequest struct {
-	Task *api.TaskInfo `json:"task"`
-}
-
-type eventHandlerResponse struct {
-	ErrorMessage string `json:"errorMessage"`
-}
-
-func postAllocate(t *testing.T, tp *topoplace, task *api.TaskInfo) eventHandlerResponse {
+// postAllocate posts allocateFunc with Volcano's own request type (extender.EventHandlerRequest, the
+// body its event handler sends), for a task placed where the test says.
+func postAllocate(t *testing.T, tp *topoplace, task *api.TaskInfo) extender.EventHandlerResponse {
 	t.Helper()
-	body, err := json.Marshal(&eventHandlerRequest{Task: task})
+	body, err := json.Marshal(&extender.EventHandlerRequest{Task: task})
 	if err != nil {
 		t.Fatalf("marshal TaskInfo: %v", err)
 	}
@@ -342,7 +334,7 @@ func postAllocate(t *testing.T, tp *topoplace, task *api.TaskInfo) eventHandlerR
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("allocateFunc answered %d (Volcano counts that as a failure)", resp.StatusCode)
 	}
-	var out eventHandlerResponse
+	var out extender.EventHandlerResponse
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatalf("allocateFunc reply: %v", err)
 	}
@@ -350,7 +342,8 @@ func postAllocate(t *testing.T, tp *topoplace, task *api.TaskInfo) eventHandlerR
 }
 
 // Volcano's choice stands: allocateFunc for a task Volcano put elsewhere than planned answers no
-// error (any errorMessage makes Volcano roll the task back) and shows up in /status.
+// error (any errorMessage makes Volcano roll the task back) and shows up in /status. Volcano v1.14
+// posts allocateFunc itself for the planned members; the off-plan one is posted by the test.
 func TestAllocateFuncNeverRollsVolcanosChoiceBack(t *testing.T) {
 	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
 	train := gang{name: "train", members: 2, gpus: 8, annotations: map[string]string{modeKey: "hard", tierKey: "1"}}
@@ -387,8 +380,9 @@ func TestAllocateFuncNeverRollsVolcanosChoiceBack(t *testing.T) {
 	}
 }
 
-// A node going NotReady leaves Volcano's snapshot; the next session is planned on what is left
-// (not on the plan of the session before, which topoplace reuses only for an identical cluster).
+// A node going NotReady (its condition, and the not-ready taint the node lifecycle controller adds,
+// which is what Volcano v1.14.1 refuses it by): the next session is planned on what is left (not on
+// the plan of the session before, which topoplace reuses only for an identical cluster).
 func TestNodeGoingNotReadyIsPlannedAround(t *testing.T) {
 	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
 	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
