@@ -396,13 +396,18 @@ def build(
             estimate.answer_s + estimate.floor_s,
             fallback.needs_s(len(request.inventory.nodes), len(request.jobs), deadline - compile_started),
         )
-        until = float("inf") if estimate.small else deadline - keep
-        try:
-            with bounded(until, COMPILE_LATE):
-                compiled: Compiled | None = compile_model(problem, request.policy)
-        except OutOfBudget:
-            compiled = None
-        cost.PACE.observe(estimate.compile_idle_s, time.perf_counter() - compile_started)
+        if estimate.small:  # built whatever the clock says (solver.compile.cost)
+            compiled: Compiled | None = compile_model(problem, request.policy)
+            cost.PACE.observe(estimate.compile_idle_s, time.perf_counter() - compile_started)
+            return compiled
+        # Built on a thread of its own: when it cannot end in time, the greedy answers and the build
+        # goes on, to be on the shelf for the next request (solver.compile.shelf.Build); an equal
+        # build already running behind is waited for instead of started again.
+        running = shelf.behind(problem, request.policy)
+        build = running or shelf.Build(problem, request.policy, compile_model)
+        compiled = build.wait(deadline - keep)
+        if compiled is not None and running is None:
+            cost.PACE.observe(estimate.compile_idle_s, time.perf_counter() - compile_started)
     return compiled
 
 

@@ -17,7 +17,7 @@ import solver.solve
 from solver.cli import render_table
 from solver.compile import compile_model
 from solver.domain import cancel as cancellation
-from solver.domain.cancel import Cancel, cancelling
+from solver.domain.cancel import Cancel, OutOfBudget, cancelling
 from solver.domain.model import Locality, ObjectiveTier, Policy, ReasonCode, Requirement
 from solver.domain.validate import validate
 from solver.reduce.intranode import hosts_some_member
@@ -282,7 +282,7 @@ def test_the_placers_left_are_drawn_while_the_search_runs() -> None:
     named.draw(time.perf_counter(), least=3, latest=time.perf_counter() + 60)
     assert named.drawn == 3  # past the deadline until three have run, before the latest time
     named.draw(time.perf_counter(), least=8, latest=time.perf_counter())
-    assert named.drawn == 4  # one more, the latest time passed
+    assert named.drawn == 3  # the latest time passed, and a plan in hand: none more (a late call)
 
     drawing = drawing_of(req, passes=40)
     drawing.draw(time.perf_counter())  # no time: the first placer only
@@ -294,6 +294,33 @@ def test_the_placers_left_are_drawn_while_the_search_runs() -> None:
         pass
     assert drawing.drawn == everything.drawn
     assert drawing.candidates()[0].values == everything.candidates()[0].values
+
+
+def test_a_placer_cut_short_while_completed_drops_no_later_placer() -> None:
+    """A placer cut by the floor's time while its plan is completed is dropped; the placers after
+    it, drawn later on the spare core, are kept as if it had never run (it did not raise the bar
+    they are ranked against), so the floor's best is the best of every placer but the one cut."""
+    nodes = [kit.node(f"n{i}", kit.SMALL, used_gpus=(i % 3,)) for i in range(40)]
+    req = kit.request(
+        nodes, [kit.job(f"j{i}", 1 + i % 3, members=1 + i % 2, priority=i % 2) for i in range(60)]
+    )
+    real, calls = solver.search.floor.complete, []
+
+    def cut_second(problem, compiled, solution):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OutOfBudget("the floor's time")
+        return real(problem, compiled, solution)
+
+    drawing = drawing_of(req, passes=40)
+    with patch("solver.search.floor.complete", cut_second):
+        drawing.draw(time.perf_counter() + 60, latest=time.perf_counter() + 60)
+    assert len(calls) == 2  # stopped at the cut
+    cut = drawing.drawn  # the placer cut was the last one drawn
+    drawing.draw(time.perf_counter() + 60)  # the rest, as the spare core draws them
+    _, _, placers = every_placer(req, passes=40)
+    names = list(placers)
+    assert drawing.candidates()[0].values == max(v for k, v in placers.items() if k != names[cut - 1])
 
 
 def drawn_once() -> Portfolio:

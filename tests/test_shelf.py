@@ -4,11 +4,20 @@ builds anew; the search's holds never outlive the search that made them."""
 
 from __future__ import annotations
 
+import threading
+import time
+from unittest.mock import patch
+
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from ortools.sat.python import cp_model
 
+import solver.solve
+from bench import quality
 from solver.compile import shelf
 from solver.compile.objective import holds_in
+from solver.domain import cancel as cancellation
+from solver.domain.cancel import Cancel, Cancelled, cancelling
 from solver.domain.model import Allocation, ObjectiveTier, SolveRequest, SolveResult, SolveStatus
 from solver.domain.validate import validate
 from solver.solve import solve
@@ -128,3 +137,49 @@ def _problem_and_policy(request: SolveRequest) -> tuple:
     pooled, pools = pool(request)
     problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
     return problem, request.policy
+
+
+# --------------------------------------------------------------------------- a build left behind
+
+
+def slow_compile(delay_s: float):
+    """compile_model after ``delay_s`` of waiting that asks the cancellation token as compile does."""
+    real = solver.solve.compile_model
+
+    def build(problem, policy):
+        for _ in cancellation.checked(range(int(delay_s * 100))):
+            time.sleep(0.01)
+        return real(problem, policy)
+
+    return build
+
+
+def test_a_build_cut_for_time_goes_on_and_the_next_request_reuses_it() -> None:
+    """Loaded, a 16,384-node compile was cut on every call and each was answered by the greedy:
+    the model was never built. Now the cut call is answered in time as before, the build goes on
+    behind it, and the next equal request searches that model."""
+    req = quality.request(1024, 0.5, 200, seed=1, time_limit_s=2.0)
+    solve(req)  # the per-node caches filled
+    shelf.clear()
+    with patch("solver.solve.compile_model", slow_compile(2.5)):
+        started = time.perf_counter()
+        cut = solve(req)
+        assert time.perf_counter() - started <= 2.0 + 0.5
+        assert shelf.wait_behind(30.0)
+    assert cut.plan_source == "unsearched:first-fit"
+    again = solve(req)
+    assert "compile" not in stages(again)  # the model built behind the cut call
+    assert not again.plan_source.startswith("unsearched")
+
+
+def test_a_cancelled_call_stops_its_build() -> None:
+    req = quality.request(1024, 0.5, 200, seed=1, time_limit_s=2.0)
+    solve(req)
+    shelf.clear()
+    token = Cancel()
+    threading.Timer(0.5, token.trip, args=("the caller went away",)).start()
+    with patch("solver.solve.compile_model", slow_compile(2.5)), cancelling(token):
+        with pytest.raises(Cancelled):
+            solve(req)
+        assert shelf.wait_behind(5.0)
+    assert shelf.take(*_problem_and_policy(req)) is None  # nothing was built for a caller gone

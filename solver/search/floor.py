@@ -22,7 +22,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
@@ -32,6 +32,7 @@ from solver.compile.locality import NVLINK, place_of
 from solver.compile.objective import JOBS_TIER, PRIORITY_TIER_PREFIX, Tier, is_placed_work
 from solver.compile.order import order_values
 from solver.domain import cancel as cancellation
+from solver.domain.cancel import OutOfBudget, bounded
 from solver.domain.fabric import Fabric
 from solver.reduce.normalise import Normalised
 
@@ -550,7 +551,10 @@ def complete(problem: Normalised, compiled: Compiled, solution: dict[str, int]) 
     use_of: dict[tuple[int, int], list[tuple[str, cp_model.IntVar]]] = defaultdict(list)
     for (k, lv, d), var in compiled.locality.use.items():
         use_of[k, lv].append((d, var))
-    for i, rule in enumerate(compiled.locality.rules):
+    # A plan completed on the spare core while the search runs stops with it (Portfolio.meanwhile
+    # waits for it): under load one completion took 2.6 s and made a 5 s call 1.2 s late.
+    cancellation.check()
+    for i, rule in enumerate(cancellation.checked(compiled.locality.rules)):
         places = {place_of(classes[c], rule.partition) for r, c in used if r in rule.roles}
         for place, var in base_of.get(i, ()):
             out[var.name] = int(place in places)
@@ -563,10 +567,12 @@ def complete(problem: Normalised, compiled: Compiled, solution: dict[str, int]) 
                 out[flag.name] = int(placed and inside)
             for d, var in use_of.get((i, level), ()):
                 out[var.name] = int(d in domains)
+    cancellation.check()
     touched: dict[int, int] = {}
     for (c, _), var in compiled.x.items():
         touched[c] = touched.get(c, 0) + out.get(var.name, 0)
     out.update(order_values(compiled.order, touched))
+    cancellation.check()
     return with_most_strict(problem, compiled, out)
 
 
@@ -605,6 +611,7 @@ NAMED_ORDERS = 4  # largest-first, queue, smallest-first, locality-first
 # More tie orders start more jobs at scale: at 4,096 nodes x 500 jobs (session 11, seeds 1-3, the
 # same GPUs at every priority level) 32 shuffles started 317/317/309 jobs, 64 318/318/310.
 MAX_SHUFFLES = 128
+FLOOR_LATE = "the floor's placers ran out of the time before the search"
 
 
 @dataclass(frozen=True)
@@ -698,7 +705,6 @@ class Portfolio:
     def draw(self, deadline: float, *, least: int = 1, latest: float | None = None) -> None:
         """Run placers until ``deadline`` or the last order; at least one in all, and past the
         deadline until ``least`` have run if that is before ``latest``."""
-        problem, compiled = self.floor.problem, self.floor.compiled
         for name, order in self._orders:
             key = tuple(order)
             if key in self._tried:
@@ -707,20 +713,33 @@ class Portfolio:
                 continue
             self._tried.add(key)
             cancellation.check()  # a caller gone stops the floor between placers (solver.domain.cancel)
-            done = Pass.empty(problem)
-            behind = self._place(done, order)
-            self.drawn += 1
-            rank = (
-                () if behind else tuple(t.value_of_nonzero(placement_of(compiled, done)) for t in self._ranks)
-            )
-            if not behind and (self._best_rank is None or rank >= self._best_rank):
-                self._best_rank = rank
-                plan = complete(problem, compiled, hint_of(compiled, done))
-                self._out.append(Candidate(name, plan, tuple(t.value_of(plan) for t in compiled.tiers)))
+            # Once there is a plan, no placer runs past ``latest``: loaded, the last named placer of a
+            # warm 16,384-node call ran 0.25 s past the search's end and the call was late.
+            try:
+                with bounded(latest, FLOOR_LATE) if latest is not None and self._out else nullcontext():
+                    self._draw_one(name, order)
+            except OutOfBudget:
+                return  # the placer cut short is dropped
             now = time.perf_counter()
             if now >= deadline and (self.drawn >= least or latest is None or now >= latest):
                 return
         self.exhausted = True
+
+    def _draw_one(self, name: str, order: list[int]) -> None:
+        problem, compiled = self.floor.problem, self.floor.compiled
+        done = Pass.empty(problem)
+        behind = self._place(done, order)
+        self.drawn += 1
+        if behind:
+            return
+        rank = tuple(t.value_of_nonzero(placement_of(compiled, done)) for t in self._ranks)
+        if self._best_rank is None or rank >= self._best_rank:
+            plan = complete(problem, compiled, hint_of(compiled, done))
+            values = tuple(t.value_of(plan) for t in cancellation.checked(compiled.tiers))
+            # Only a plan kept raises the bar: one cut short while completed must not drop the
+            # placers after it.
+            self._best_rank = rank
+            self._out.append(Candidate(name, plan, values))
 
     def _place(self, done: Pass, order: list[int]) -> bool:
         """Place ``order`` into ``done``, a priority level at a time; stop and say so (True) as soon
