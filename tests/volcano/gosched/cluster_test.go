@@ -225,7 +225,7 @@ func (g gang) objects() ([]*v1.Pod, *schedulingv1beta1.PodGroup) {
 	if g.share > 0 {
 		req[vgpuNumber] = *resource.NewQuantity(1, resource.DecimalSI)
 		req[vgpuMemory] = *resource.NewQuantity(int64(g.share), resource.DecimalSI)
-	} else {
+	} else if g.gpus > 0 {
 		req[gpuResource] = *resource.NewQuantity(int64(g.gpus), resource.DecimalSI)
 	}
 	var pods []*v1.Pod

@@ -161,3 +161,43 @@ func TestHyperNodeTiersThroughVolcanosOwnNetworkTopology(t *testing.T) {
 		}
 	})
 }
+
+// The shipped extender.managedResources (GPU resources only): Volcano's extender plugin asks
+// topoplace nothing about a pod that requests none of them (IsInterested, v1.14.1), so CPU-only
+// pods cost no predicate or allocateFunc call. Without the list, the same session calls for both.
+func TestManagedResourcesKeepCPUOnlyPodsAwayFromTopoplace(t *testing.T) {
+	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
+	cpu := gang{name: "etl", members: 1}
+	train := gang{name: "train", members: 1, gpus: 8}
+	gangs := []gang{busy("busy", "n0"), cpu, train}
+	calls := func(settings extenderSettings) map[string]int {
+		r := runPlanned(t, tp, settings, fourNodes(), gangs)
+		requireBound(t, tp, r, train)
+		requirePlanned(t, tp, train)
+		if got := boundNodes(t, r, cpu); len(got) != 1 {
+			t.Fatalf("the CPU-only pod should be bound by Volcano; bound %v", got)
+		}
+		return tp.status().Calls
+	}
+	shipped := calls(extenderSettings{url: tp.url(), httpTimeout: planTimeout})
+	everything := calls(extenderSettings{url: tp.url(), httpTimeout: planTimeout, confEdit: func(text string) string {
+		i := strings.Index(text, "      extender.managedResources:")
+		if i < 0 {
+			t.Fatal("deploy/volcano/volcano-scheduler.conf has no extender.managedResources")
+		}
+		// Drop the key and its list items, keep whatever follows.
+		rest := strings.SplitAfter(text[i:], "\n")[1:]
+		for len(rest) > 0 && strings.HasPrefix(rest[0], "      - ") {
+			rest = rest[1:]
+		}
+		return text[:i] + strings.Join(rest, "")
+	}})
+	if shipped["allocateFunc"] != 1 || everything["allocateFunc"] != 2 {
+		t.Fatalf("allocateFunc calls: %d with the shipped managedResources (want 1, the GPU pod), %d without (want 2)",
+			shipped["allocateFunc"], everything["allocateFunc"])
+	}
+	if shipped["predicate"] >= everything["predicate"] {
+		t.Fatalf("predicate calls: %d with managedResources, %d without: the CPU-only pod should cost none",
+			shipped["predicate"], everything["predicate"])
+	}
+}
