@@ -160,6 +160,18 @@ func TestLargeConfHoldsAGangThePlanLeavesUnplaced(t *testing.T) {
 	if s.Calls["predicate"] != 0 {
 		t.Fatalf("the large configuration made %d predicate calls", s.Calls["predicate"])
 	}
+	// v1.14.1 posts allocateFunc for the held gang's members before asking jobReady, and after "not
+	// ready" neither commits nor discards the statement: no deallocateFunc. topoplace writes no
+	// devices for a held gang's members (they would stay on pods that are not bound).
+	held := 0
+	for _, note := range s.OffPlan {
+		if strings.Contains(note, "held by jobReady") {
+			held++
+		}
+	}
+	if held == 0 || s.Calls["deallocateFunc"] != 0 {
+		t.Fatalf("expected allocateFunc for the held gang answered without devices and no deallocateFunc: %v", s)
+	}
 	url := tp.url()
 	tp.stop()
 	r = runSession(t, largeSettings(url, "1s"), fourNodes(), gangs)
