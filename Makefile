@@ -51,7 +51,7 @@ test: setup-dev lint
 go-present:
 	@if [ -z "$(GO)" ]; then \
 		echo "make: no Go toolchain found (not on PATH, not at /usr/local/go/bin/go)." >&2; \
-		echo "  Install Go 1.22 or newer (e.g. apt-get install golang-go) or run make GO=/path/to/go test." >&2; \
+		echo "  Install Go 1.24 or newer (e.g. apt-get install golang-go) or run make GO=/path/to/go test." >&2; \
 		exit 1; \
 	fi
 
@@ -61,8 +61,9 @@ test-go-decode: $(VENV)/.installed-dev go-present
 	PYTHONPATH=$(CURDIR):$(CURDIR)/proto $(BIN)/python -m tests.volcano.device_cases $(DECODE_CASES)
 	cd tests/volcano/godecode && GOFLAGS=-p=1 TOPOPLACE_DECODE_CASES=$(DECODE_CASES) $(GO) test -count=1 ./...
 
-# Volcano's own scheduler (volcano.sh/volcano v1.10.0: enqueue/allocate, gang, predicates, the
-# extender plugin) against `topoplace volcano serve` on loopback. Modules and builds are cached in
+# Volcano's own scheduler (volcano.sh/volcano v1.14.1 with volcano.sh/apis v1.14.0: enqueue/allocate,
+# gang, predicates, network-topology-aware, the extender plugin) against `topoplace volcano serve` on
+# loopback. v1.15.x cannot be built from the Go module proxy (its volcano.sh/apis v1.15.x is refused). Modules and builds are cached in
 # Go's usual places ($$(go env GOMODCACHE), $$(go env GOCACHE)), so a later run on the machine only
 # relinks.
 test-volcano-go: $(VENV)/.installed-dev go-present

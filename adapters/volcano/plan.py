@@ -175,12 +175,20 @@ class Plan:
             return True
         if entry.minimum == 0:
             return True
-        if not self.gang_placed(job.uid) or job.uid in self.diverted:
+        if self.held(job.uid):
             return False
         holding = {t.uid for t in job.tasks if t.status in HOLDING and t.node_name}
         members = holding | self.allocated.keys()
         allocated = sum(1 for uid in members if self.batch.task_job.get(uid) == job.uid)
         return allocated >= entry.minimum
+
+    def held(self, vjob: str) -> bool:
+        """jobReady answers "not ready" for this gang whatever is allocated: the plan leaves it out
+        (or it was diverted off the plan)."""
+        entry = self.batch.jobs.get(vjob)
+        if entry is None or entry.minimum == 0:
+            return False
+        return not self.gang_placed(vjob) or vjob in self.diverted
 
     def allocate(self, task: Task) -> tuple[dict[str, str | None], dict[str, str | None], str]:
         """Record ``task`` allocated on ``task.node_name``; returns (pod annotations, PodGroup
@@ -193,6 +201,14 @@ class Plan:
         vjob = self.batch.task_job.get(uid)
         if vjob is None or not task.node_name:
             return {}, {}, ""
+        if self.held(vjob):
+            # jobReady will answer "not ready", and Volcano (v1.14.1) then neither commits nor
+            # discards the statement: no deallocateFunc follows. Devices written now would stay on
+            # a pod that is not bound, for a later session bound without topoplace to hand over
+            # stale; so the member is recorded without devices and nothing is written.
+            self.allocated[uid] = Assignment(task.node_name, (), (), {}, None, False, False)
+            note = f"{task.key} allocated on {task.node_name} but its gang is held by jobReady"
+            return {}, {}, note + "; no devices written"
         planned = self._take_role_slot(uid, task.node_name)
         note = ""
         if planned is not None and planned.node == task.node_name:

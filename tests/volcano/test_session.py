@@ -286,6 +286,33 @@ def test_task_placed_elsewhere_is_handled(service: Service, body: dict[str, Any]
         assert service.patcher.current("Pod", "team-b", task["Name"]) == {}
 
 
+def test_a_gang_jobready_holds_gets_no_devices_written(service: Service, body: dict[str, Any]) -> None:
+    """Volcano v1.14.1's allocate action posts allocateFunc for each member it allocates, then asks
+    jobReady; when topoplace answers "not ready" (the plan leaves the gang out) the statement is
+    neither committed nor discarded, so no deallocateFunc follows (tests/volcano/gosched,
+    TestLargeConfHoldsAGangThePlanLeavesUnplaced). Devices written then would stay on a pod that is
+    not bound, for a later session bound without topoplace to hand over stale."""
+    service.client.ok("onSessionOpen", body)
+    task = next(t for t in tasks_of(body, "team-c/giant") if not t["NodeName"])
+    # the node with the most GPUs free of running pods and of the plan: devices would be found there
+    plan = service.extender.plan
+    assert plan is not None
+    reserved = {(a.node, g) for a in plan.assignments.values() for g in a.gpus}
+
+    def free(name: str) -> int:
+        node = plan.batch.nodes[name]
+        held = {g for a in node.allocations for g in a.gpus}
+        return sum(1 for g in node.gpus if g.id not in held and (name, g.id) not in reserved)
+
+    node = max(sorted(body["Nodes"]), key=free)
+    assert free(node) > 0
+    assert service.client.ok("allocateFunc", {"task": allocated(task, node)}) == {"errorMessage": ""}
+    assert service.patcher.current("Pod", "team-c", task["Name"]) == {}, "nothing written for a held gang"
+    assert any("held by jobReady" in note for note in service.client.get("status")["offPlan"])
+    assert service.client.ok("jobReady", {"job": body["Jobs"]["team-c/giant"]}) == {"status": False}
+    assert not plan.allocated[task["UID"]].gpus, "a held member reserves no devices"
+
+
 def test_unknown_tasks_and_jobs_get_neutral_answers(service: Service, body: dict[str, Any]) -> None:
     service.client.ok("onSessionOpen", body)
     etl = tasks_of(body, "team-d/cpu-etl")[0]

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	deviceconfig "volcano.sh/volcano/pkg/scheduler/api/devices/config"
 	"volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu"
 )
 
@@ -83,8 +84,9 @@ func TestVolcanoDecodesTopoplaceAnnotations(t *testing.T) {
 			node := c.Node.DeepCopy()
 			// The handshake is the device plugin's heartbeat on the node, not something topoplace
 			// writes; a fresh "Requesting_" stamp makes NewGPUDevices read the register without
-			// patching the node (it has no API server here).
-			node.Annotations[vgpu.VolcanoVGPUHandshake] = "Requesting_" + time.Now().Format("2006.01.02 15:04:05")
+			// patching the node (it has no API server here). v1.14 moved the key to devices/config;
+			// v1.15 no longer reads it and requires the node's allocatable volcano.sh/vgpu-* instead.
+			node.Annotations[deviceconfig.VolcanoVGPUHandshake] = "Requesting_" + time.Now().Format("2006.01.02 15:04:05")
 			gs := vgpu.NewGPUDevices(node.Name, node)
 			if gs == nil {
 				t.Fatalf("Volcano read no vGPU devices from node %s", node.Name)
@@ -107,10 +109,16 @@ func TestVolcanoDecodesTopoplaceAnnotations(t *testing.T) {
 					}
 				}
 			}
+			// Volcano's ledger keys a GPU's PodMap by the pod's UID (v1.10 keyed it by pod name).
+			plannedUID := map[string]bool{}
 			for i := range c.Pods {
 				pod := &c.Pods[i]
 				if planned[pod.Namespace+"/"+pod.Name] {
 					checkHandOff(t, pod, node.Name)
+					if pod.UID == "" {
+						t.Fatalf("case pod %s/%s has no uid: Volcano's ledger could not tell it apart", pod.Namespace, pod.Name)
+					}
+					plannedUID[string(pod.UID)] = true
 				}
 				gs.AddResource(pod)
 			}
@@ -127,13 +135,11 @@ func TestVolcanoDecodesTopoplaceAnnotations(t *testing.T) {
 				// the planned pods add, so compare against each device's PodMap entries of them.
 				var gotMem, gotCores uint
 				gotNum := 0
-				for name, use := range d.PodMap {
-					for key := range planned {
-						if strings.HasSuffix(key, "/"+name) {
-							gotMem += use.UsedMem
-							gotCores += use.UsedCore
-							gotNum++
-						}
+				for uid, use := range d.PodMap {
+					if plannedUID[uid] {
+						gotMem += use.UsedMem
+						gotCores += use.UsedCore
+						gotNum++
 					}
 				}
 				if gotMem != mem || gotCores != wantCores[uuid] || gotNum != wantNum[uuid] {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"testing"
@@ -34,6 +35,7 @@ const (
 	gpuResource   = "nvidia.com/gpu"
 	vgpuNumber    = "volcano.sh/vgpu-number"
 	vgpuMemory    = "volcano.sh/vgpu-memory"
+	vgpuCores     = "volcano.sh/vgpu-cores"
 	topologyKey   = "topoplace.io/topology"
 	nicsKey       = "topoplace.io/nics"
 	vgpuIDs       = "volcano.sh/vgpu-ids-new"
@@ -129,6 +131,10 @@ func (g gpuNode) build() *v1.Node {
 		v1.ResourcePods:   *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
 		gpuResource:       *resource.NewQuantity(int64(advertised), resource.DecimalSI),
 		vgpuNumber:        *resource.NewQuantity(int64(advertised*vgpuSplit), resource.DecimalSI),
+		// volcano-vgpu-device-plugin also advertises the memory (MiB) and cores (% per GPU) it
+		// shares: v1.14.1 refuses a pod asking volcano.sh/vgpu-memory on a node without it (v1.10.0 did not).
+		vgpuMemory: *resource.NewQuantity(int64(advertised*gpuMemoryMiB), resource.DecimalSI),
+		vgpuCores:  *resource.NewQuantity(int64(advertised*100), resource.DecimalSI),
 	}
 	labels := map[string]string{"kubernetes.io/hostname": g.name, "rack": g.rack}
 	for k, v := range g.extraLabels {
@@ -141,6 +147,11 @@ func (g gpuNode) build() *v1.Node {
 		ready = v1.ConditionFalse
 	}
 	node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: ready}}
+	if g.notReady {
+		// As the node lifecycle controller marks it: v1.14.1 ignores node conditions (v1.10.0 read them)
+		// and refuses a NotReady node by this taint (taint-node-by-condition).
+		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: v1.TaintNodeNotReady, Effect: v1.TaintEffectNoSchedule})
+	}
 	return node
 }
 
@@ -191,6 +202,9 @@ type gang struct {
 	affinity    *v1.Affinity                    // on its pending pods
 	runAffinity *v1.Affinity                    // on its running pods
 	runningGPUs []int                           // per running pod: GPUs it asks for (default gpus)
+	// topology is the PodGroup's spec.networkTopology (v1.14.1 reads it; v1.10.0 had only
+	// the volcano.sh/network-topology-* annotations, which topoplace also reads).
+	topology *schedulingv1beta1.NetworkTopologySpec
 }
 
 func (g gang) objects() ([]*v1.Pod, *schedulingv1beta1.PodGroup) {
@@ -203,6 +217,7 @@ func (g gang) objects() ([]*v1.Pod, *schedulingv1beta1.PodGroup) {
 	}
 	pg := util.BuildPodGroup(g.name, testNamespace, "default", int32(g.members), nil, phase)
 	pg.Annotations = g.annotations
+	pg.Spec.NetworkTopology = g.topology
 	req := v1.ResourceList{
 		v1.ResourceCPU:    resource.MustParse("4"),
 		v1.ResourceMemory: resource.MustParse("16Gi"),
@@ -210,7 +225,7 @@ func (g gang) objects() ([]*v1.Pod, *schedulingv1beta1.PodGroup) {
 	if g.share > 0 {
 		req[vgpuNumber] = *resource.NewQuantity(1, resource.DecimalSI)
 		req[vgpuMemory] = *resource.NewQuantity(int64(g.share), resource.DecimalSI)
-	} else {
+	} else if g.gpus > 0 {
 		req[gpuResource] = *resource.NewQuantity(int64(g.gpus), resource.DecimalSI)
 	}
 	var pods []*v1.Pod
@@ -262,20 +277,40 @@ type extenderSettings struct {
 	afterOpen             func() // runs between OnSessionOpen and the actions (e.g. stop topoplace)
 	// afterActions runs before the session closes (topoplace still holds the session's plan).
 	afterActions func(ssn *framework.Session)
+	// hyperNodes is a HyperNode YAML file put into Volcano's own cache (api.HyperNodesInfo), the
+	// file topoplace reads with --hypernodes; "" leaves Volcano without HyperNodes.
+	hyperNodes string
+	// confEdit rewrites the configuration text before Volcano's loader reads it (e.g. to enable
+	// the network-topology-aware plugin).
+	confEdit func(string) string
 }
 
 // shippedConf is deploy/volcano/volcano-scheduler.conf, read with Volcano's own loader.
 func shippedConf(t *testing.T, file ...string) ([]framework.Action, []conf.Tier, []conf.Configuration) {
 	t.Helper()
-	name := "volcano-scheduler.conf"
-	if len(file) > 0 && file[0] != "" {
+	name := ""
+	if len(file) > 0 {
 		name = file[0]
+	}
+	return editedConf(t, name, nil)
+}
+
+// editedConf is a file under deploy/volcano/ ("" is volcano-scheduler.conf), its text passed
+// through edit (nil: as shipped), read with Volcano's own loader.
+func editedConf(t *testing.T, name string, edit func(string) string) ([]framework.Action, []conf.Tier, []conf.Configuration) {
+	t.Helper()
+	if name == "" {
+		name = "volcano-scheduler.conf"
 	}
 	data, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "volcano", name))
 	if err != nil {
 		t.Fatalf("read the shipped scheduler configuration: %v", err)
 	}
-	actions, tiers, configurations, _, err := scheduler.UnmarshalSchedulerConf(string(data))
+	text := string(data)
+	if edit != nil {
+		text = edit(text)
+	}
+	actions, tiers, configurations, _, err := scheduler.UnmarshalSchedulerConf(text)
 	if err != nil {
 		t.Fatalf("Volcano refuses deploy/volcano/%s: %v", name, err)
 	}
@@ -306,7 +341,7 @@ type sessionResult struct {
 // runSession opens one Volcano session over the cluster, runs the shipped actions and closes it.
 func runSession(t *testing.T, ext extenderSettings, nodes []gpuNode, gangs []gang) sessionResult {
 	t.Helper()
-	actions, tiers, configurations := shippedConf(t, ext.conf)
+	actions, tiers, configurations := editedConf(t, ext.conf, ext.confEdit)
 	var kept []conf.Tier
 	for _, tier := range tiers {
 		var plugins []conf.PluginOption
@@ -339,9 +374,15 @@ func runSession(t *testing.T, ext extenderSettings, nodes []gpuNode, gangs []gan
 
 	binder := util.NewFakeBinder(1000)
 	sc := cache.NewCustomMockSchedulerCache("volcano", binder, util.NewFakeEvictor(1000),
-		&util.FakeStatusUpdater{}, nil, nil, nil)
+		&util.FakeStatusUpdater{}, nil, nil)
+	var built []*v1.Node
 	for _, n := range nodes {
-		sc.AddOrUpdateNode(n.build())
+		node := n.build()
+		built = append(built, node)
+		sc.AddOrUpdateNode(node)
+	}
+	if ext.hyperNodes != "" {
+		sc.HyperNodesInfo = volcanoHyperNodes(t, ext.hyperNodes, built)
 	}
 	sc.AddQueueV1beta1(util.BuildQueue("default", 1, nil))
 	for _, g := range gangs {
@@ -391,7 +432,8 @@ func runSession(t *testing.T, ext extenderSettings, nodes []gpuNode, gangs []gan
 func runActions(actions []framework.Action, ssn *framework.Session) (panicked string) {
 	defer func() {
 		if r := recover(); r != nil {
-			panicked = fmt.Sprint(r)
+			// The stack says which of Volcano's actions or plugins crashed.
+			panicked = fmt.Sprintf("%v\n%s", r, debug.Stack())
 		}
 	}()
 	for _, a := range actions {

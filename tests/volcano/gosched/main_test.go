@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"k8s.io/klog/v2"
+
+	"volcano.sh/volcano/pkg/scheduler/metrics"
 )
 
 // TestMain keeps Volcano's own logging (klog: every failed extender call is a warning) out of the
@@ -20,5 +22,8 @@ func TestMain(m *testing.M) {
 		_ = fs.Set("stderrthreshold", "FATAL")
 		klog.SetOutput(io.Discard)
 	}
+	// vc-scheduler initialises the Kubernetes scheduler metrics its predicates report to (in
+	// v1.14.1 the inter-pod affinity PreFilter dereferences them), as Volcano's own uthelper does.
+	metrics.InitKubeSchedulerRelatedMetrics()
 	os.Exit(m.Run())
 }

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
+	"volcano.sh/volcano/pkg/scheduler/plugins/extender"
 )
 
 // planTimeout: a generous extender.httpTimeout for the scenarios that check the plan is followed,
@@ -317,20 +318,11 @@ func TestRunningPodsAntiAffinityKeepsThePlanAway(t *testing.T) {
 	requirePlanned(t, tp, job)
 }
 
-// eventHandlerRequest is the body newer Volcano releases (v1.13.3+) post to allocateFuncVerb
-// (extender.EventHandlerRequest); v1.10.0 has no such verb, so the test posts it itself, with the
-// TaskInfo of a task v1.10.0 just allocated, marshalled by encoding/json as the plugin does.
-type eventHandlerRequest struct {
-	Task *api.TaskInfo `json:"task"`
-}
-
-type eventHandlerResponse struct {
-	ErrorMessage string `json:"errorMessage"`
-}
-
-func postAllocate(t *testing.T, tp *topoplace, task *api.TaskInfo) eventHandlerResponse {
+// postAllocate posts allocateFunc with Volcano's own request type (extender.EventHandlerRequest, the
+// body its event handler sends), for a task placed where the test says.
+func postAllocate(t *testing.T, tp *topoplace, task *api.TaskInfo) extender.EventHandlerResponse {
 	t.Helper()
-	body, err := json.Marshal(&eventHandlerRequest{Task: task})
+	body, err := json.Marshal(&extender.EventHandlerRequest{Task: task})
 	if err != nil {
 		t.Fatalf("marshal TaskInfo: %v", err)
 	}
@@ -342,7 +334,7 @@ func postAllocate(t *testing.T, tp *topoplace, task *api.TaskInfo) eventHandlerR
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("allocateFunc answered %d (Volcano counts that as a failure)", resp.StatusCode)
 	}
-	var out eventHandlerResponse
+	var out extender.EventHandlerResponse
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatalf("allocateFunc reply: %v", err)
 	}
@@ -350,7 +342,8 @@ func postAllocate(t *testing.T, tp *topoplace, task *api.TaskInfo) eventHandlerR
 }
 
 // Volcano's choice stands: allocateFunc for a task Volcano put elsewhere than planned answers no
-// error (any errorMessage makes Volcano roll the task back) and shows up in /status.
+// error (any errorMessage makes Volcano roll the task back) and shows up in /status. Volcano v1.14
+// posts allocateFunc itself for the planned members; the off-plan one is posted by the test.
 func TestAllocateFuncNeverRollsVolcanosChoiceBack(t *testing.T) {
 	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
 	train := gang{name: "train", members: 2, gpus: 8, annotations: map[string]string{modeKey: "hard", tierKey: "1"}}
@@ -387,8 +380,9 @@ func TestAllocateFuncNeverRollsVolcanosChoiceBack(t *testing.T) {
 	}
 }
 
-// A node going NotReady leaves Volcano's snapshot; the next session is planned on what is left
-// (not on the plan of the session before, which topoplace reuses only for an identical cluster).
+// A node going NotReady (its condition, and the not-ready taint the node lifecycle controller adds,
+// which is what Volcano v1.14.1 refuses it by): the next session is planned on what is left (not on
+// the plan of the session before, which topoplace reuses only for an identical cluster).
 func TestNodeGoingNotReadyIsPlannedAround(t *testing.T) {
 	tp := startTopoplace(t, hyperNodesFile(t, twoLeaves), "--http-timeout", planTimeout)
 	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
@@ -413,22 +407,7 @@ func TestNodeGoingNotReadyIsPlannedAround(t *testing.T) {
 // labelMatch leaf, an empty labelMatch (selects no node) and a HyperNode member by regexMatch
 // (ignored). A hard tier-0 gang goes to the one tier-0 HyperNode with room.
 func TestHyperNodeEdgeCasesAsVolcanoReadsThem(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "hypernodes.yaml")
-	doc := func(name string, tier int, members string) string {
-		return fmt.Sprintf("apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata:\n  name: %s\nspec:\n  tier: %d\n  members:\n%s", name, tier, members)
-	}
-	yaml := strings.Join([]string{
-		doc("nvl-b", 0, "  - type: Node\n    selector:\n      regexMatch:\n        pattern: ^n[23]$\n"),
-		doc("leaf-a", 1, "  - type: Node\n    selector:\n      labelMatch:\n        matchLabels:\n          rack: a\n"),
-		doc("leaf-b", 1, "  - type: HyperNode\n    selector:\n      exactMatch:\n        name: nvl-b\n"),
-		doc("nothing", 1, "  - type: Node\n    selector:\n      labelMatch: {}\n"),
-		doc("spine", 2, "  - type: HyperNode\n    selector:\n      exactMatch:\n        name: leaf-a\n"+
-			"  - type: HyperNode\n    selector:\n      exactMatch:\n        name: leaf-b\n"+
-			"  - type: HyperNode\n    selector:\n      regexMatch:\n        pattern: noth.*\n"),
-	}, "---\n")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := edgeCaseHyperNodes(t)
 	tp := startTopoplace(t, path, "--http-timeout", planTimeout)
 	settings := extenderSettings{url: tp.url(), httpTimeout: planTimeout}
 	nvl := gang{name: "nvl", members: 2, gpus: 8, annotations: map[string]string{modeKey: "hard", tierKey: "0"}}
@@ -445,4 +424,27 @@ func TestHyperNodeEdgeCasesAsVolcanoReadsThem(t *testing.T) {
 			t.Fatalf("topoplace should warn %q; its warnings:\n%s", want, warned)
 		}
 	}
+}
+
+// edgeCaseHyperNodes writes the HyperNodes of the edge cases: tier 0 (the CRD's minimum), a
+// regexMatch and a labelMatch leaf, an empty labelMatch and a HyperNode member by regexMatch.
+func edgeCaseHyperNodes(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hypernodes.yaml")
+	doc := func(name string, tier int, members string) string {
+		return fmt.Sprintf("apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata:\n  name: %s\nspec:\n  tier: %d\n  members:\n%s", name, tier, members)
+	}
+	yaml := strings.Join([]string{
+		doc("nvl-b", 0, "  - type: Node\n    selector:\n      regexMatch:\n        pattern: ^n[23]$\n"),
+		doc("leaf-a", 1, "  - type: Node\n    selector:\n      labelMatch:\n        matchLabels:\n          rack: a\n"),
+		doc("leaf-b", 1, "  - type: HyperNode\n    selector:\n      exactMatch:\n        name: nvl-b\n"),
+		doc("nothing", 1, "  - type: Node\n    selector:\n      labelMatch: {}\n"),
+		doc("spine", 2, "  - type: HyperNode\n    selector:\n      exactMatch:\n        name: leaf-a\n"+
+			"  - type: HyperNode\n    selector:\n      exactMatch:\n        name: leaf-b\n"+
+			"  - type: HyperNode\n    selector:\n      regexMatch:\n        pattern: noth.*\n"),
+	}, "---\n")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
