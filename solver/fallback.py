@@ -120,7 +120,10 @@ def after_reading_s_per_node(pace: float | None = None) -> tuple[float, float]:
 NORMALISE_LATE = (
     "normalising the inventory's nodes (first seen by this process) could not end in time for the model"
 )
-COMPILE_LATE = "building the model ran slower than predicted and could not end in time for its first plan"
+COMPILE_LATE = (
+    "building the model ran slower than predicted and could not end in time for its first plan "
+    "(it goes on being built, for the next request on this cluster)"
+)
 
 
 FIRST_FIT = Greedy(

@@ -414,8 +414,8 @@ def build(
         # goes on, to be on the shelf for the next request (solver.compile.shelf.Build); an equal
         # build already running behind is waited for instead of started again.
         running = shelf.behind(problem, request.policy)
-        build = running or shelf.Build(problem, request.policy, compile_model)
-        compiled = build.wait(deadline - keep)
+        building = running or shelf.Build(problem, request.policy, compile_model)
+        compiled = building.wait(deadline - keep)
         if compiled is not None and running is None:
             cost.PACE.observe(estimate.compile_idle_s, time.perf_counter() - compile_started)
     return compiled
