@@ -306,3 +306,36 @@ def test_the_fast_plan_is_made_while_the_solver_works_and_the_solvers_answer_sti
     assert got["set"]["req_nodes"] == "gpu01"
     assert {"solve", "fast"} <= set(got["stages_ms"])
     assert not agent._refining  # nothing to refine: the answer is the solver's
+
+
+@pytest.mark.parametrize("members", [1, 3])
+def test_a_fast_placer_out_of_time_still_answers_typed(members: int) -> None:
+    """s13's last off-switch pair on the real-Slurm bench: the solver and the fast placer's scoring
+    passes both missed the budget, and the job went to Slurm untyped. Out of time (here: no time at
+    all), the fast placer now answers with its first-fit pass — distinct nodes, each member's GPUs
+    and NICs behind one switch, the leaf that holds the gang whole first — and it verifies."""
+    from tests import kit
+
+    # leaf0's two nodes cannot hold three members; leaf1's four can (and n4 is busy on sw0).
+    nodes = [kit.node(f"n{i}", leaf="leaf0" if i < 2 else "leaf1") for i in range(6)]
+    nodes[4] = kit.node("n4", leaf="leaf1", used_gpus=(0, 1), used_nics=(0,))
+    job = kit.job("j", 2, members, nics=NicMode.PER_GPU, align=Requirement.REQUIRED)
+    request = kit.request(nodes, [job], kit.fat_tree(2))
+    result = fast_place(request, seconds=0.0)
+    assert verify(request, result) == ()
+    placed = result.jobs[0]
+    assert placed.placed, placed.reason
+    assert len({m.node for m in placed.members}) == members
+    assert all(m.aligned for m in placed.members)
+    if members == 3:
+        assert {m.node for m in placed.members} <= {"n2", "n3", "n4", "n5"}
+
+
+def test_a_fast_placer_out_of_time_without_room_still_says_no_room() -> None:
+    from tests import kit
+
+    nodes = [kit.node(f"n{i}", leaf="leaf0") for i in range(2)]
+    request = kit.request(nodes, [kit.job("j", 2, 3, nics=NicMode.PER_GPU, align=Requirement.REQUIRED)])
+    placed = fast_place(request, seconds=0.0).jobs[0]
+    assert not placed.placed and placed.reason is not None
+    assert "found no 3 distinct nodes" in placed.reason.message
