@@ -281,6 +281,11 @@ local function failed(reason)
   return slurm.SUCCESS
 end
 
+-- Why a heterogeneous job is not planned, said to the user as is (docs/slurm.md "Heterogeneous jobs").
+local HET_WHY = "Slurm 22.05 hands job_submit.lua one component at a time, with no count of the "
+  .. "components and no view of the others, so they cannot be planned together, and a component "
+  .. "pinned on its own could hold nodes and GRES types its siblings need to start with it"
+
 function slurm_job_submit(job_desc, part_list, submit_uid)
   load_config()
   if config.enabled ~= "yes" or not wants_gpus(job_desc) then return slurm.SUCCESS end
@@ -292,10 +297,9 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   if het_offset ~= nil and het_offset < 4294967294 then
     local model = untype_models(job_desc)
     local extra = model and ("; gpu:" .. model .. " asked as untyped GPUs with feature " .. model) or ""
-    slurm.log_info("topoplace: heterogeneous job component %d left to Slurm (components are not planned together)%s",
-      het_offset, extra)
-    slurm.log_user("topoplace: heterogeneous job component %d is not planned (components are not planned together); Slurm places it as submitted%s",
-      het_offset, extra)
+    slurm.log_info("topoplace: heterogeneous job component %d left to Slurm (%s)%s", het_offset, HET_WHY, extra)
+    slurm.log_user("topoplace: heterogeneous job component %d is not planned (%s); Slurm places it as submitted%s",
+      het_offset, HET_WHY, extra)
     return slurm.SUCCESS
   end
   local answer, err = ask_topoplace(job_desc, submit_uid)

@@ -200,6 +200,8 @@ def test_heterogeneous_job_components_are_left_to_slurm_with_a_message(hookdir: 
         _, rc, req_nodes, _, log = submit(hookdir, conf, het)
         assert (rc, req_nodes) == (0, "")
         assert "heterogeneous job component 1 is not planned" in log and agent.requests == []
+        # The user is told why, not only that (issue 20): one component at a time, no count of them.
+        assert "one component at a time, with no count of the components" in log
         plain = "het_job_offset=4294967294 min_nodes=1 max_nodes=1 tres_per_node=gres:gpu:2"
         _, rc, req_nodes, _, _ = submit(hookdir, conf, plain)
         assert (rc, req_nodes) == (0, "gn07") and len(agent.requests) == 1
