@@ -292,9 +292,12 @@ def test_the_fast_plan_is_made_while_the_solver_works_and_the_solvers_answer_sti
     answer = _placed_on(agent, "gpu01", 0)
     calls: list[float] = []
 
-    def fast_then_release(request: SolveRequest) -> SolveResult:
+    given: list[float] = []
+
+    def fast_then_release(request: SolveRequest, seconds: float) -> SolveResult:
         calls.append(agent._budget_left() or 0.0)
-        result = fast_place(request)
+        given.append(seconds)
+        result = fast_place(request, seconds)
         solver.release.set()  # the solver answers once the fast plan is made
         return result
 
@@ -302,6 +305,8 @@ def test_the_fast_plan_is_made_while_the_solver_works_and_the_solvers_answer_sti
     got = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1,gres:nic:1"})
     assert got["action"] == "apply", got
     assert len(calls) == 1 and calls[0] > 0.0  # made while budget was left, not after it ran out
+    # Bounded by what is left of the budget and by FAST_PLACER_S, never a fixed time after it.
+    assert 0.0 < given[0] <= min(calls[0], agent_module.FAST_PLACER_S)
     assert "fast placer" not in got["message"], got["message"]  # the solver's plan
     assert got["set"]["req_nodes"] == "gpu01"
     assert {"solve", "fast"} <= set(got["stages_ms"])
@@ -339,3 +344,25 @@ def test_a_fast_placer_out_of_time_without_room_still_says_no_room() -> None:
     placed = fast_place(request, seconds=0.0).jobs[0]
     assert not placed.placed and placed.reason is not None
     assert "found no 3 distinct nodes" in placed.reason.message
+
+
+def test_the_fast_placer_gets_only_what_is_left_of_the_budget(
+    tmp_path: Path, fixtures: Path, updates: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """s13's hook p99 at 1,024 nodes was the budget plus the fast placer's fixed 20 ms. The fast
+    placer now gets what is left of the budget; with none left it still answers typed (first fit)."""
+    solver = HeldSolver(lambda request: pytest.fail("not released in this test"))
+    agent = _agent(tmp_path, fixtures, updates, solver)
+    given: list[float] = []
+
+    def recorded(request: SolveRequest, seconds: float) -> SolveResult:
+        given.append(seconds)
+        return fast_place(request, seconds)
+
+    monkeypatch.setattr(agent_module, "fast_place", recorded)
+    monkeypatch.setattr(agent_module, "FAST_HEAD_START", 1.0)  # the whole budget waits on the solver
+    got = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1,gres:nic:1"})
+    assert given == [0.0]
+    assert got["action"] == "apply" and "fast placer" in got["message"], got
+    assert got["set"]["tres_per_node"] == "gres:gpu:sw0:1,gres:nic:sw0:1"  # typed, one switch
+    solver.release.set()
