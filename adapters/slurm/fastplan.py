@@ -145,7 +145,7 @@ def fast_place(request: SolveRequest, seconds: float = FAST_PLACER_S) -> SolveRe
         result = FAST_PLACER.place(request, deadline)
         if result.jobs[0].placed or time.perf_counter() < deadline:
             return result  # placed, or no node has room: the scoring pass tried every node
-        return first_fit_typed(request, [request.inventory.nodes]) or result
+        return first_fit_typed(request, [request.inventory.nodes]) or _no_typed_room(request, result)
     member_job = job.model_copy(
         update={"anti_affinity": (), "roles": (role.model_copy(update={"replicas": 1}),)}
     )
@@ -169,14 +169,17 @@ def fast_place(request: SolveRequest, seconds: float = FAST_PLACER_S) -> SolveRe
                 jobs=jobs,
                 metrics=cluster_metrics(request, jobs),
             )
-    if time.perf_counter() >= deadline:
-        late = first_fit_typed(request, [*whole, nodes])
-        if late is not None:
-            return late
+    late = time.perf_counter() >= deadline
+    if late and (typed := first_fit_typed(request, [*whole, nodes])) is not None:
+        return typed
     reason = Reason(
         code=ReasonCode.NO_NODE_FITS,
         message=f"the fast placer found no {role.replicas} distinct nodes for the gang "
-        f"within {seconds * 1000:.0f} ms",
+        + (
+            f"that each take a typed member now (first-fit pass after its {seconds * 1000:.0f} ms)"
+            if late
+            else f"within {seconds * 1000:.0f} ms"
+        ),
     )
     unplaced = (JobResult(job_id=job.id, placed=False, reason=reason),)
     return SolveResult(
@@ -206,6 +209,18 @@ def _one_by_one(
 
 def _free_gpus(node: Node) -> int:
     return len(node.gpus) - len({g for a in node.allocations for g in a.gpus})
+
+
+def _no_typed_room(request: SolveRequest, result: SolveResult) -> SolveResult:
+    """``result`` (out of time, unplaced) with the reason the first-fit pass found: no node takes a
+    typed member now — not "ran out of time", which would hide that there is no room."""
+    reason = Reason(
+        code=ReasonCode.NO_NODE_FITS,
+        message="the fast placer found no node that takes a typed member now "
+        "(first-fit pass after its time ran out)",
+    )
+    unplaced = (JobResult(job_id=request.jobs[0].id, placed=False, reason=reason),)
+    return result.model_copy(update={"jobs": unplaced})
 
 
 def first_fit_typed(request: SolveRequest, pools: Sequence[Sequence[Node]]) -> SolveResult | None:

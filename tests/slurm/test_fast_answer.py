@@ -339,11 +339,19 @@ def test_a_fast_placer_out_of_time_still_answers_typed(members: int) -> None:
 def test_a_fast_placer_out_of_time_without_room_still_says_no_room() -> None:
     from tests import kit
 
+    """Seen on the real-Slurm bench (s14): out of time and no room, the reason said "ran out of time"
+    and hid that the first-fit pass had found no room for a typed member."""
     nodes = [kit.node(f"n{i}", leaf="leaf0") for i in range(2)]
     request = kit.request(nodes, [kit.job("j", 2, 3, nics=NicMode.PER_GPU, align=Requirement.REQUIRED)])
     placed = fast_place(request, seconds=0.0).jobs[0]
     assert not placed.placed and placed.reason is not None
     assert "found no 3 distinct nodes" in placed.reason.message
+    assert "typed member now" in placed.reason.message
+    full = [kit.node("n0", used_gpus=range(8))]
+    one = kit.request(full, [kit.job("k", 2, 1, nics=NicMode.PER_GPU, align=Requirement.REQUIRED)])
+    alone = fast_place(one, seconds=0.0).jobs[0]
+    assert not alone.placed and alone.reason is not None
+    assert "no node that takes a typed member now" in alone.reason.message
 
 
 def test_the_fast_placer_gets_only_what_is_left_of_the_budget(
