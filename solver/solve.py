@@ -396,8 +396,8 @@ def build(
     needs (``solver.fallback``)."""
     with clock.stage("compile"):
         # Compile may run slower than the pace said when it was predicted (a 16,384-node compile
-        # took 2.0-4.6 s at one pace): it stops while the floor's first pass and the answer still
-        # fit, and the greedy answers in the time left.
+        # took 2.0-4.6 s at one pace): the call waits for it while the floor's first pass and the
+        # answer still fit, and the greedy answers in the time left.
         compile_started = time.perf_counter()
         # Cut, it leaves the greedy what it needs to place and answer (fallback.needs_s): with only
         # the floor's pass and the answer kept, a 0.75 s solve at 1,024 nodes left the greedy 23 ms,

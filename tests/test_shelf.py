@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from unittest.mock import patch
 
 import pytest
@@ -18,8 +19,13 @@ from solver.compile import shelf
 from solver.compile.objective import holds_in
 from solver.domain import cancel as cancellation
 from solver.domain.cancel import Cancel, Cancelled, cancelling
-from solver.domain.model import Allocation, ObjectiveTier, SolveRequest, SolveResult, SolveStatus
+from solver.domain.model import Allocation, ObjectiveTier, Policy, SolveRequest, SolveResult, SolveStatus
 from solver.domain.validate import validate
+from solver.reduce.intranode import hosts_some_member
+from solver.reduce.normalise import Normalised, normalise
+from solver.reduce.policy import apply_policy_chains
+from solver.reduce.pools import pool
+from solver.reduce.rails import expand_rails
 from solver.solve import solve
 from tests import kit
 
@@ -123,16 +129,8 @@ def test_a_reused_model_answers_as_a_fresh_one(req: SolveRequest) -> None:
     assert kit.placed_work(reused) == kit.best_placed_work(req)
 
 
-def _problem_and_policy(request: SolveRequest) -> tuple:
+def _problem_and_policy(request: SolveRequest) -> tuple[Normalised, Policy]:
     """The normalised problem ``solve`` builds for ``request``, to look the shelf up with."""
-    from dataclasses import replace
-
-    from solver.reduce.intranode import hosts_some_member
-    from solver.reduce.normalise import normalise
-    from solver.reduce.policy import apply_policy_chains
-    from solver.reduce.pools import pool
-    from solver.reduce.rails import expand_rails
-
     request = apply_policy_chains(request)
     pooled, pools = pool(request)
     problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
