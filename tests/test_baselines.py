@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import replace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bench import openb, replay
 from bench.scenario import scenario
@@ -21,6 +24,7 @@ from solver.baselines.fgd import FGD, sigmoid_score
 from solver.baselines.fragmentation import TypicalPod, cluster_fragmentation, node_fragmentation, typical_pods
 from solver.baselines.gorand import DEFAULT_COOKED, GoRand
 from solver.baselines.sharing import ClusterState, PodSpec
+from solver.baselines.topology import Free, Greedy, LocalityIndex, _Memo
 from solver.domain.model import (
     Allocation,
     GpuShare,
@@ -36,7 +40,9 @@ from solver.domain.model import (
     SolveRequest,
     SolveResult,
 )
+from solver.fallback import FIRST_FIT
 from tests import kit
+from tests.kit.oracle import fabric_problems
 
 TOPOLOGY = ("volcano", "bestfit")
 SHARING = ("random", "bestfit-share", "gpupacking", "fgd")
@@ -332,3 +338,74 @@ def test_go_rand_reproduces_gos_documented_sequence() -> None:
     assert [rng.intn(100) for _ in range(10)] == [81, 87, 47, 59, 81, 18, 25, 40, 56, 0]
     a, b = GoRand(42), GoRand(42)
     assert a.perm(50) == b.perm(50) and sorted(GoRand(7).perm(50)) == list(range(50))
+
+
+# --------------------------------------------------------------------------- first fit, remembered
+
+
+def scored_first_fit() -> Greedy:
+    """The fallback's first-fit greedy without its shortcuts: every node of a pool scored alike, so
+    the first in name order that admits a member wins, with no cursor remembering where a shape
+    was refused."""
+    return replace(FIRST_FIT, name=FIRST_FIT.name, first_fit=False, node_score=lambda *_: 0.0)
+
+
+def same_plan(a: SolveResult, b: SolveResult) -> bool:
+    def plan(result: SolveResult) -> list[tuple]:
+        return [(j.job_id, j.placed, j.members) for j in result.jobs]
+
+    return plan(a) == plan(b)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(request=fabric_problems(max_nodes=8, max_jobs=6))
+def test_first_fit_remembers_refusals_by_shape_value_without_changing_the_plan(request: SolveRequest) -> None:
+    """First fit keeps per shape how far a pool refuses it, and each domain's free GPUs, across the
+    call's jobs (each job brings its own equal shape objects). The plan must be the one scoring
+    every node would give; the reasons of unplaced jobs must count the GPUs free then."""
+    fast, slow = FIRST_FIT.place(request), scored_first_fit().place(request)
+    assert same_plan(fast, slow)
+    assert verify(request, fast) == ()
+    assert [j.reason for j in fast.jobs] == [j.reason for j in slow.jobs]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_first_fit_is_first_fit_on_generated_scenarios(seed: int) -> None:
+    """Many jobs of equal shapes on a 64-node fat tree: the remembered cursors and rooms are shared."""
+    request = scenario(64, 60, seed=seed).request
+    fast, slow = FIRST_FIT.place(request), scored_first_fit().place(request)
+    assert same_plan(fast, slow)
+    assert sum(j.placed for j in fast.jobs) > 0
+    assert verify(request, fast) == ()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    request=fabric_problems(max_nodes=8, max_jobs=1),
+    takes=st.lists(st.tuples(st.integers(0, 7), st.integers(1, 4))),
+)
+def test_a_domains_remembered_room_follows_the_members_kept(
+    request: SolveRequest, takes: list[tuple[int, int]]
+) -> None:
+    """``_Memo.taken`` brings each domain's free GPUs and member slots down by what a kept try took,
+    without summing the domain afresh: after any sequence of kept takes they equal a fresh count."""
+    fabric = LocalityIndex(request.inventory)
+    free = {n.name: Free.of(n) for n in sorted(request.inventory.nodes, key=lambda n: n.name)}
+    names = list(free)
+    memo = _Memo.of(fabric, free)
+    job = request.jobs[0]
+
+    def fresh(domain: str) -> tuple[int, dict[int, int]]:
+        counts = [len(free[n].gpus) for n in fabric.under[domain]]
+        return sum(counts), {g: sum(c // g for c in counts) for g in memo.slots.get(domain, {})}
+
+    for domain in fabric.under:  # remember every domain's room and slots first
+        memo.room(domain, free, fabric)
+        memo.could_hold(domain, [free[n] for n in fabric.under[domain]], job)
+    for node, gpus in takes:
+        f = free[names[node % len(names)]]
+        saved = {f.node.name: (f, f.copy())}
+        f.gpus = f.gpus[gpus:]
+        memo.taken(saved)
+        for domain in fabric.under:
+            assert (memo.room(domain, free, fabric), memo.slots.get(domain, {})) == fresh(domain)
