@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 
 from solver import fallback
@@ -46,11 +46,9 @@ from solver.domain.model import (
 )
 from solver.domain.validate import unfit_jobs, validate
 from solver.fallback import COMPILE_LATE, NORMALISE_LATE, unsearched
-from solver.reduce.intranode import hosts_some_member
-from solver.reduce.normalise import Normalised, normalise
-from solver.reduce.policy import apply_policy_chains
-from solver.reduce.pools import Pools, pool
-from solver.reduce.rails import expand_rails
+from solver.reduce.chain import problem_of, rewrite
+from solver.reduce.normalise import Normalised
+from solver.reduce.pools import Pools
 from solver.search.alone import AloneProbe
 from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, Candidate, Floor, Portfolio, complete, repack
 from solver.search.previous import from_previous
@@ -273,14 +271,12 @@ def search_valid(
     with clock.stage("normalise"):
         # Policy chains become tiers and member rules; from here on the rewritten request is the
         # request (the verifier checks against it too, so the chains' filters are checked as well).
-        request = apply_policy_chains(request)
+        request = rewrite(request)
         # Normalising nodes never seen costs ~0.25 ms each: it stops in time for the greedy answer.
         until = fallback.normalise_until(len(request.inventory.nodes), len(request.jobs), deadline)
         try:
             with bounded(until, NORMALISE_LATE):
-                pooled, pools = pool(request)
-                problem: Normalised | None = expand_rails(normalise(pooled, hosts_some_member))
-                problem = replace(problem, pooled_from=pools.members_of)
+                problem: Normalised | None = problem_of(request)
         except OutOfBudget:
             problem = None
     if problem is None:
@@ -374,7 +370,7 @@ def search_valid(
         request=request,
         problem=problem,
         compiled=compiled,
-        pools=pools,
+        pools=Pools(problem.pooled_from),
         jobs=tuple(jobs),
         timed_out=not outcomes,
         status=status,
@@ -517,7 +513,7 @@ def one_job_at_a_time(
     taken to their plans, the kept plan's left-out jobs explained, and the plan measured and
     verified against the whole request: the one check of every rule, those between jobs of
     different steps (shares of one GPU, capacity, metrics) included."""
-    request = apply_policy_chains(request)
+    request = rewrite(request)
     budget = (
         request.policy.time_limit_s if deadline_s is None else min(request.policy.time_limit_s, deadline_s)
     )

@@ -5,7 +5,6 @@ nothing tells apart solved as one job of many members, handed back pod by pod.""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from unittest.mock import patch
 
 import pytest
@@ -20,10 +19,8 @@ from solver.domain import cancel as cancellation
 from solver.domain.cancel import Cancel, OutOfBudget, cancelling
 from solver.domain.model import Locality, ObjectiveTier, Policy, ReasonCode, Requirement
 from solver.domain.validate import validate
-from solver.reduce.intranode import hosts_some_member
-from solver.reduce.normalise import normalise
+from solver.reduce.chain import problem_of, rewrite
 from solver.reduce.pools import pool
-from solver.reduce.rails import expand_rails
 from solver.search.floor import (
     Floor,
     NodeStates,
@@ -40,9 +37,7 @@ from tests import kit
 
 
 def floor_of(req):
-    pooled, pools = pool(req)
-    problem = expand_rails(normalise(pooled, hosts_some_member))
-    problem = replace(problem, pooled_from=pools.members_of)
+    problem = problem_of(rewrite(req))
     compiled = compile_model(problem, req.policy)
     return compiled, portfolio(problem, compiled, time.perf_counter() + 60, passes=4, seed=0)
 
@@ -50,8 +45,7 @@ def floor_of(req):
 def every_placer(req, passes: int = 4):
     """Each order of the portfolio placed, completed and valued on every tier, none skipped: what
     the portfolio's pruning is checked against."""
-    pooled, pools = pool(req)
-    problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
+    problem = problem_of(rewrite(req))
     compiled = compile_model(problem, req.policy)
     floor = Floor(problem, compiled)
     out = {}
@@ -210,8 +204,7 @@ def test_an_order_already_tried_is_not_run_again() -> None:
 
 def test_the_searchs_repack_runs_only_when_its_passes_fit_the_time_left() -> None:
     req = kit.request([kit.node("n0"), kit.node("n1")], [kit.job("a", 1), kit.job("b", 2)])
-    pooled, pools = pool(req)
-    problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
+    problem = problem_of(rewrite(req))
     compiled = compile_model(problem, req.policy)
     floor = Floor(problem, compiled)
     plan = portfolio(problem, compiled, time.perf_counter() + 60, floor=floor)[0].plan
@@ -239,8 +232,7 @@ def test_the_remembered_best_move_is_the_move_a_full_scan_picks(req, rng) -> Non
     """The floor remembers each class's best move until a node of the class moves (NodeStates).
     Through random moves, every role's best move equals the one a scan of the whole state picks."""
     assume(not validate(req))
-    pooled, pools = pool(req)
-    problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
+    problem = problem_of(rewrite(req))
     compiled = compile_model(problem, req.policy)
     floor = Floor(problem, compiled)
     state = NodeStates(problem)
@@ -264,8 +256,7 @@ def test_the_remembered_best_move_is_the_move_a_full_scan_picks(req, rng) -> Non
 
 
 def drawing_of(req, passes: int = 6) -> Portfolio:
-    pooled, pools = pool(req)
-    problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
+    problem = problem_of(rewrite(req))
     return Portfolio(Floor(problem, compile_model(problem, req.policy)), passes, 0)
 
 

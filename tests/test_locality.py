@@ -17,6 +17,8 @@ from solver.domain.model import (
     SolveStatus,
 )
 from solver.domain.validate import validate
+from solver.reduce.chain import problem_of, rewrite
+from solver.reduce.gangs import KEPT_CLOSE, keep_gangs_close
 from solver.solve import solve
 from tests import kit
 
@@ -165,3 +167,45 @@ def test_random_fabrics_are_verified_and_optimal_against_brute_force(req) -> Non
     result = solve(req)  # the verifier checks every hard locality rule and the reported footprint
     assert result.status == SolveStatus.OPTIMAL
     assert kit.placed_work(result) == kit.best_placed_work(req)
+
+
+def test_a_gang_that_names_no_locality_is_still_kept_under_the_lowest_switch_it_can_be() -> None:
+    """Two leaves under different spines, b1 one GPU used. In a batch where leaves matter (another
+    job names a rule of place), a gang of three two-GPU members that says nothing of place is kept
+    close anyway (``solver.reduce.gangs``): on b0 and b1, under leaf1. Without the rule, packing
+    alone took b1 and a0, across the core."""
+    nodes = [*two_leaves(1, 1), kit.node("b1", kit.SMALL, leaf="leaf1", used_gpus=(0,))]
+    jobs = [kit.job("g", 2, members=3), kit.job("named", 1, locality=SOFT)]
+    result = solve(kit.request(nodes, jobs, kit.fat_tree(2, 2)))
+    job = result.jobs[0]
+    assert nodes_of(result, "g") == {"b0", "b1"}
+    assert job.locality_tier == 1 and job.leaves_spanned == 1
+    assert job.rules_held  # a preference the job never named is not reported as broken
+
+
+def test_keeping_a_silent_gang_close_never_leaves_it_unplaced() -> None:
+    """No leaf holds the gang: it is placed across the core all the same."""
+    jobs = [kit.job("g", 4, members=2), kit.job("named", 1, members=2, locality=SOFT)]
+    result = solve(kit.request(two_leaves(1, 1), jobs, kit.fat_tree(2, 2)))
+    job = result.jobs[0]
+    assert job.placed and job.leaves_spanned == 2 and job.locality_tier == 3
+    assert job.rules_held
+
+
+def test_a_batch_that_names_no_rule_of_place_keeps_its_leaves_merged() -> None:
+    """Where no job names a rule of place, silent gangs are left as they are: nodes of one shape
+    under different leaves stay one class, and the model small (``keep_gangs_close``)."""
+    request = kit.request(two_leaves(2, 2), [kit.job("g", 4, members=2)], kit.fat_tree(2, 2))
+    assert keep_gangs_close(request) is request
+    assert len(problem_of(rewrite(request)).classes) == 1
+    named = request.model_copy(update={"jobs": (*request.jobs, kit.job("named", 1, locality=SOFT))})
+    assert keep_gangs_close(named).jobs[0].locality == KEPT_CLOSE
+    assert len(problem_of(rewrite(named)).classes) == 2  # a class a leaf
+
+
+def test_pods_pooled_together_are_not_kept_close_as_if_a_gang() -> None:
+    """Interchangeable pods are pooled into one job of many members (solver.reduce.pools): they are
+    no gang, and the answer has no leaves-spanned tier for them."""
+    result = solve(kit.request(two_leaves(1, 1), [kit.job(f"p{i}", 4) for i in range(2)], kit.fat_tree(2, 2)))
+    assert all(j.placed for j in result.jobs)
+    assert "topology.leaves_spanned" not in {v.name for v in result.objectives}

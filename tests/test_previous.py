@@ -5,7 +5,6 @@ it, and a stale one (nodes gone, work started, a batch that changed) is never an
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from unittest.mock import patch
 
 from hypothesis import HealthCheck, assume, event, given, settings
@@ -15,10 +14,7 @@ import solver.solve
 from solver.compile import compile_model
 from solver.domain.model import Locality, Policy, Requirement, SolveRequest, SolveStatus
 from solver.domain.validate import validate
-from solver.reduce.intranode import hosts_some_member
-from solver.reduce.normalise import normalise
-from solver.reduce.pools import pool
-from solver.reduce.rails import expand_rails
+from solver.reduce.chain import problem_of, rewrite
 from solver.search.floor import Floor
 from solver.search.previous import from_previous, holding, previous_members
 from solver.service.wire import request_from_proto, request_to_proto
@@ -32,8 +28,7 @@ def previous_candidate(req: SolveRequest):
 
 def previous_floor(req: SolveRequest):
     """The problem, its model and the floor's candidate made from ``req.previous``."""
-    pooled, pools = pool(req)
-    problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
+    problem = problem_of(rewrite(req))
     compiled = compile_model(problem, req.policy)
     floor = Floor(problem, compiled)
     return (

@@ -4,7 +4,6 @@ higher-priority job could have had, as a scheduler's queue behaves), WEIGHTED on
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 from hypothesis import HealthCheck, assume, given, settings
 from ortools.sat.python import cp_model
@@ -13,10 +12,7 @@ from solver.compile import Compiled, Tier, compile_model
 from solver.compile.objective import is_placed_work
 from solver.domain.model import ObjectiveTier, Policy, PriorityMode, ReasonCode, SolveStatus, TierValue
 from solver.domain.validate import validate
-from solver.reduce.intranode import hosts_some_member
-from solver.reduce.normalise import normalise
-from solver.reduce.pools import pool
-from solver.reduce.rails import expand_rails
+from solver.reduce.chain import problem_of, rewrite
 from solver.search import tiers
 from solver.search.floor import portfolio
 from solver.search.tiers import TierOutcome
@@ -162,8 +158,7 @@ def test_the_bounds_a_weighted_search_gives_never_fall_below_the_optimum(req) ->
     search gives hold: a level's bound is at or above the optimum (brute force) wherever the plan
     matches the optimum on every level above it, and a level called proven is the optimum there."""
     assume(not validate(req))
-    pooled, pools = pool(req)
-    problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
+    problem = problem_of(rewrite(req))
     compiled = compile_model(problem, req.policy)
     block = next((step for step in tiers.steps(compiled) if step.merged is not None), None)
     assume(block is not None)

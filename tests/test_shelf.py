@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
 from unittest.mock import patch
 
 import pytest
@@ -21,11 +20,8 @@ from solver.domain import cancel as cancellation
 from solver.domain.cancel import Cancel, Cancelled, cancelling
 from solver.domain.model import Allocation, ObjectiveTier, Policy, SolveRequest, SolveResult, SolveStatus
 from solver.domain.validate import validate
-from solver.reduce.intranode import hosts_some_member
-from solver.reduce.normalise import Normalised, normalise
-from solver.reduce.policy import apply_policy_chains
-from solver.reduce.pools import pool
-from solver.reduce.rails import expand_rails
+from solver.reduce.chain import problem_of, rewrite
+from solver.reduce.normalise import Normalised
 from solver.solve import solve
 from tests import kit
 
@@ -131,9 +127,8 @@ def test_a_reused_model_answers_as_a_fresh_one(req: SolveRequest) -> None:
 
 def _problem_and_policy(request: SolveRequest) -> tuple[Normalised, Policy]:
     """The normalised problem ``solve`` builds for ``request``, to look the shelf up with."""
-    request = apply_policy_chains(request)
-    pooled, pools = pool(request)
-    problem = replace(expand_rails(normalise(pooled, hosts_some_member)), pooled_from=pools.members_of)
+    request = rewrite(request)
+    problem = problem_of(request)
     return problem, request.policy
 
 

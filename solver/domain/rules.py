@@ -109,8 +109,9 @@ RULES: tuple[RuleFamily, ...] = (
     ),
     RuleFamily(
         "locality tiers",
-        "a gang, a role or two roles stay under one switch of a given tier",
-        (),
+        "a gang, a role or two roles stay under one switch of a given tier; a gang that names no "
+        "such rule is kept under the lowest switch it can be (preferred)",
+        ("solver.reduce.gangs:keep_gangs_close",),
         ("solver.compile.locality:add_locality", "solver.compile.objective:topology"),
         ("solver.answer.verify.locality:all_locality",),
         ("solver.answer.explain:job_relaxations", "solver.answer.explain:locality_shortfall"),
