@@ -130,6 +130,9 @@ def measures(req: SolveRequest, result: SolveResult) -> dict[str, float]:
         "gpus": sum(len(m.gpus) for jr in placed for m in jr.members),
         "off_switch": off_switch,
         "gang_tier": statistics.mean(jr.locality_tier for jr in gangs) if gangs else 0.0,
+        # Per gang placed, its lowest common switch tier: placers that place different gangs are
+        # compared on the gangs both place (``common_tiers``).
+        "gang_tiers": {jr.job_id: jr.locality_tier for jr in gangs},
         "gang_leaves": statistics.mean(jr.leaves_spanned for jr in gangs) if gangs else 0.0,
         "stranded": result.metrics.stranded_gpus_after if result.metrics else 0.0,
         "gap": result.gap,
@@ -240,11 +243,13 @@ def table(rows: list[dict]) -> str:
         out.append(
             "| "
             + " | ".join(h for _, h in COLUMNS)
-            + " | vs greedy's best order, by seed | proven | peak RSS MB | verified |"
+            + " | vs greedy's best order, by seed | gang tier on gangs both place, this / best order, by seed"
+            + " | proven | peak RSS MB | verified |"
         )
-        out.append("|" + "---|" * (len(COLUMNS) + 4))
+        out.append("|" + "---|" * (len(COLUMNS) + 5))
         best10 = next((rs for p, rs in by_placer.items() if p.startswith("volcano-best")), [])
         ref = {r["seed"]: (r["by_priority"], r["jobs"]) for r in best10}
+        ref_tiers = {r["seed"]: r.get("gang_tiers", {}) for r in best10}
         for placer, rs in by_placer.items():
             cells = [placer]
             for key, _ in COLUMNS[1:]:
@@ -257,6 +262,13 @@ def table(rows: list[dict]) -> str:
             cells.append(
                 " ".join(
                     compare((r["by_priority"], r["jobs"]), ref[r["seed"]]) for r in rs if r["seed"] in ref
+                )
+            )
+            cells.append(
+                " · ".join(
+                    common_tiers(r.get("gang_tiers", {}), ref_tiers[r["seed"]])
+                    for r in rs
+                    if r["seed"] in ref
                 )
             )
             proven = [r.get("proven") for r in rs if r.get("proven") is not None]
@@ -274,6 +286,15 @@ def table(rows: list[dict]) -> str:
         out.append("\nPer seed, GPUs placed by priority (highest first) · jobs placed:\n")
         out += per_seed
     return "\n".join(out)
+
+
+def common_tiers(ours: dict[str, int], theirs: dict[str, int]) -> str:
+    """Mean lowest switch tier of the gangs both placers placed, ours / theirs (their count)."""
+    both = sorted(set(ours) & set(theirs))
+    if not both:
+        return "-"
+    a, b = (statistics.mean(t[g] for g in both) for t in (ours, theirs))
+    return f"{a:.2f}/{b:.2f} ({len(both)})"
 
 
 def compare(ours: tuple, theirs: tuple) -> str:
