@@ -51,6 +51,7 @@ from solver.reduce.normalise import Normalised
 from solver.reduce.pools import Pools
 from solver.search.alone import AloneProbe
 from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, Candidate, Floor, Portfolio, complete, repack
+from solver.search.neighbourhood import Neighbourhoods
 from solver.search.previous import from_previous
 from solver.search.sequence import (
     InOrder,
@@ -353,6 +354,7 @@ def search_valid(
                     hint=best.plan,
                     polish=lambda solution: complete(problem, compiled, solution),
                     repack_fn=repack_fn,
+                    neighbourhoods=partial(Neighbourhoods.of, problem, compiled),
                 )
                 if outcomes and all(o.value.optimal for o in outcomes):
                     enough()  # proven: no placer can better it, and none is waited for
