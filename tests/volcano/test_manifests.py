@@ -177,3 +177,37 @@ def test_a_running_server_serves_every_configured_verb(service: Any) -> None:
             if key.endswith("Verb"):
                 code, reply = service.client.post(verb, {})
                 assert code != 404, f"{where}: {key}: {verb} answered 404 {reply}"
+
+
+def _volcano_version_tested() -> str:
+    """The Volcano release the Go harness runs (tests/volcano/gosched/go.mod)."""
+    gomod = Path(__file__).resolve().parent / "gosched" / "go.mod"
+    for line in gomod.read_text().splitlines():
+        parts = line.split()
+        if parts[:1] == ["volcano.sh/volcano"]:
+            return parts[1]
+    pytest.fail("tests/volcano/gosched/go.mod names no volcano.sh/volcano version")
+
+
+def _release(tag: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in tag.lstrip("v").split("."))
+
+
+@pytest.mark.parametrize("path", _manifests(), ids=lambda p: p.name)
+def test_a_shipped_scheduler_image_is_the_release_the_tests_run(path: Path) -> None:
+    """The vc-scheduler image a manifest deploys is the Volcano release the Go harness runs, and new
+    enough for the verbs its configuration names: the large manifest deployed v1.10.0, which has no
+    allocateFunc verb, so its device choice never reached a container."""
+    tested = _volcano_version_tested()
+    for doc in _documents(path):
+        for container in _containers(doc):
+            image = str(container.get("image", ""))
+            if not image.startswith("volcanosh/vc-scheduler:"):
+                continue
+            tag = image.rsplit(":", 1)[1]
+            assert tag == tested, f"{path.name}: deploys {image}, the tests run Volcano {tested}"
+            conf = str(doc) + path.read_text()
+            if "allocateFuncVerb" in conf:
+                assert _release(tag) >= (1, 13, 3), (
+                    f"{path.name}: allocateFunc needs Volcano v1.13.3 or newer"
+                )
