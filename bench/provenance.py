@@ -21,9 +21,16 @@ def machine() -> str:
 
 
 def commit() -> str:
+    """The commit of the tree whose ``solver`` runs (a bench may run another tree's, from anywhere)."""
+    import solver.solve
+
+    tree = Path(solver.solve.__file__).resolve().parents[1]
     try:
         return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+            ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
