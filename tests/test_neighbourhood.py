@@ -69,13 +69,15 @@ def test_a_round_brings_a_spread_gang_under_one_leaf(monkeypatch: pytest.MonkeyP
         hold(compiled.model, tier, tier.value_of(start))
     tiers.maximize(compiled.model, locality)
 
-    def search(seconds: float, units: float) -> dict[str, int] | None:
-        return tiers.run_tier(
-            compiled.model, locality, request.policy, seconds, units, fix_hinted=True
-        ).solution
+    def search(plan: dict[str, int], seconds: float, units: float) -> dict[str, int] | None:
+        tiers.apply_hint(compiled.model, plan)
+        return tiers.run_tier(compiled.model, locality, request.policy, seconds, units).solution
 
     names = tiers.variable_names(compiled.model)
+    before = [list(v.domain) for v in compiled.model.proto.variables]
     value, plan = improve(hoods, locality, start, names, Policy(), 2.0, 2.0, search)
+    # The rounds narrowed member variables' domains and restored them: the model is the same one.
+    assert [list(v.domain) for v in compiled.model.proto.variables] == before
     assert value.value > locality.value_of(start)
     members = {c: plan[var.name] for (_, c), var in compiled.y.items() if plan[var.name]}
     assert sorted(members.values()) == [2]  # both members in one leaf's class
@@ -114,3 +116,23 @@ def test_the_rounds_ran_and_answer_alike_on_every_run(
     assert "topology.locality" in every_model_searched_by_neighbourhoods
     assert [j.members for j in first.jobs] == [j.members for j in second.jobs]
     assert first.jobs[0].leaves_spanned == 1
+
+
+def test_a_round_narrows_member_domains_and_restores_them_even_when_its_search_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``narrowed`` fixes the member variables it is given for the round and gives every one its
+    domain back afterwards, also when the search in the round raises (a cancelled call)."""
+    _, problem, compiled, start = spread_start()
+    monkeypatch.setattr(neighbourhood, "MIN_VARIABLES", 0)
+    hoods = Neighbourhoods.of(problem, compiled)
+    assert hoods is not None
+    names = tiers.variable_names(compiled.model)
+    values = [start[n] for n in names]
+    indexes = [var.index for var in compiled.y.values()]
+    variables = compiled.model.proto.variables
+    before = [list(v.domain) for v in variables]
+    with pytest.raises(RuntimeError), neighbourhood.narrowed(hoods, indexes, values):
+        assert all(list(variables[i].domain) == [values[i], values[i]] for i in indexes)
+        raise RuntimeError("the search failed")
+    assert [list(v.domain) for v in variables] == before

@@ -138,8 +138,11 @@ def solve_lexicographic(
         effort = policy.time_limit_s * weight / sum(weights)
         if lns and hoods is not None and hint is not None:
 
-            def search(seconds: float, units: float, tier: Tier = tier) -> dict[str, int] | None:
-                return run_tier(model, tier, policy, seconds, units, fix_hinted=True).solution
+            def search(
+                plan: dict[str, int], seconds: float, units: float, tier: Tier = tier
+            ) -> dict[str, int] | None:
+                apply_hint(model, plan)
+                return run_tier(model, tier, policy, seconds, units).solution
 
             names = variable_names(model)
             value, plan = neighbourhood.improve(
@@ -460,14 +463,11 @@ def run_tier(
     effort: float | None = None,
     *,
     presolve: bool = True,
-    fix_hinted: bool = False,
 ) -> TierOutcome:
     """One search of ``tier`` on the model as it stands (objective and hint set), for ``seconds``
-    (and, deterministic, ``effort`` units). ``fix_hinted``: every hinted variable is fixed at its
-    hint (a neighbourhood's search: solver.search.neighbourhood)."""
+    (and, deterministic, ``effort`` units)."""
     solver = cp_model.CpSolver()
     params = solver.parameters
-    params.fix_variables_to_their_hinted_value = fix_hinted
     params.random_seed = policy.seed
     params.max_time_in_seconds = seconds
     # Presolve runs to its end whatever the time limit; a search that only wants a bound skips it.
