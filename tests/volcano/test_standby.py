@@ -173,6 +173,15 @@ def test_server_hung_while_starting_is_killed_and_replaced(tmp_path: Path) -> No
         while not _children(t.front.pid) and time.monotonic() < deadline:
             time.sleep(0.01)
         (starting,) = _children(t.front.pid)
+        # Stopped only once it runs the serving command (``--listen-fd``; before its exec the child
+        # shows the front's own command line): stopped between fork and exec, it would keep the
+        # front inside Popen (which waits for the exec) and no startup limit could apply — the race
+        # this test lost once on a loaded machine (CI, session 15).
+        while (
+            b"--listen-fd" not in Path(f"/proc/{starting}/cmdline").read_bytes()
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.001)
         os.kill(starting, signal.SIGSTOP)  # before it listens (OR-Tools takes seconds to load)
         assert _call(t.url + "/jobReady", b"{}") == NEUTRAL["jobReady"]
         _wait_serving(t.url, other_than=(starting, t.front.pid))
