@@ -23,13 +23,15 @@ The answer is verified like every other, and says what it is:
 
 from __future__ import annotations
 
+import random
 import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Protocol
 
 from solver.answer.verify import verify
 from solver.baselines import volcano
-from solver.baselines.topology import Greedy, first_aligned_pick
+from solver.baselines.topology import Greedy, Start, first_aligned_pick
 from solver.compile.cost import NORMALISE_S_PER_NODE, PACE, SMALL_BUILD_S, VALIDATE_S_PER_NODE, Estimate
 from solver.compile.objective import member_work, priority_levels, priority_weight
 from solver.domain.errors import VerificationFailed
@@ -37,6 +39,7 @@ from solver.domain.model import (
     JobResult,
     ModelSize,
     ObjectiveTier,
+    PriorityMode,
     Reason,
     ReasonCode,
     SolveRequest,
@@ -156,7 +159,7 @@ def unsearched(
         ends = deadline - answer_s(nodes, len(request.jobs))
         if ends - time.perf_counter() < PLACER_SETUP_S_PER_NODE * nodes:
             ends = 0.0  # no time even for the placer's indexes: it hands back every job untried
-        greedy = FIRST_FIT.place(request, ends)
+        greedy = best_of_orders(request, ends)
         source = f"unsearched:{FIRST_FIT.name}"
         if nodes_sent is not None and nodes_sent > nodes:
             source += f":read-{nodes}-of-{nodes_sent}-nodes"
@@ -182,6 +185,73 @@ def unsearched(
     if violations:
         raise VerificationFailed(violations)
     return result.model_copy(update={"timings": tuple(clock.stages)})
+
+
+# The orders the greedy places a batch in, at most: the batch's own and ten shuffles, as many as the
+# benchmark gives the Volcano-like greedy it compares with (bench.quality's best of 11 tie orders).
+MAX_ORDERS = 11
+
+
+def best_of_orders(request: SolveRequest, ends: float) -> SolveResult:
+    """The best plan :data:`FIRST_FIT` places before ``ends`` (``time.perf_counter()``): jobs by
+    priority in the batch's order first, then in seeded shuffles within each priority (as a
+    queue's ties fall), while there is time; the most placed work, level by level as the model's
+    tiers, then the most jobs, kept (of equals, the earlier order). An order places the highest
+    priority first, so one cut short by ``ends`` is judged on what it finished, as the model's
+    tiers would judge it, and one already behind the best on a level it has finished is stopped
+    there. At 16,384 nodes x 500 jobs an order takes about 1 s, and which order places the most
+    high-priority work is luck: 1193 to 1289 GPUs of the top level over eleven (session 16)."""
+    start = Start.of(request.inventory)
+    best: tuple[tuple[float, ...], SolveResult] | None = None
+    for k, order in enumerate(orders(request)):
+        done = best is not None and (k >= MAX_ORDERS or _all_placed(best[0], request))
+        if done or (best is not None and time.perf_counter() >= ends):
+            break
+        judge = None if best is None else _behind(request, best[0])
+        placed = FIRST_FIT.place(request, ends, start=start, order=order, behind=judge)
+        key = ranking(request, placed.jobs)
+        if best is None or key > best[0]:
+            best = (key, placed)
+    assert best is not None  # the batch's own order always runs
+    return best[1]
+
+
+def orders(request: SolveRequest) -> Iterator[list[int]]:
+    """Job indexes by priority, the batch's order first, then seeded shuffles of the ties."""
+    jobs = request.jobs
+    yield sorted(range(len(jobs)), key=lambda j: (-jobs[j].priority, j))
+    draw = random.Random(f"{request.policy.seed}/{request.request_id}")
+    while True:
+        rank = list(range(len(jobs)))
+        draw.shuffle(rank)
+        yield sorted(range(len(jobs)), key=lambda j: (-jobs[j].priority, rank[j]))
+
+
+def ranking(request: SolveRequest, jobs: tuple[JobResult, ...]) -> tuple[float, ...]:
+    """What orders are compared by: the placed-work tiers' values, then jobs placed."""
+    return (*(v.value for v in tiers(request, jobs)), float(sum(j.placed for j in jobs)))
+
+
+def _all_placed(key: tuple[float, ...], request: SolveRequest) -> bool:
+    return key[-1] >= len(request.jobs)
+
+
+def _behind(
+    request: SolveRequest, best: tuple[float, ...]
+) -> Callable[[Mapping[int, JobResult]], bool] | None:
+    """Whether a plan in the making is already below ``best`` on the priority levels it has
+    finished (STRICT only: weighted, lower levels can still make up for a higher one)."""
+    if request.policy.priority_mode == PriorityMode.WEIGHTED:
+        return None
+    levels = [lv for _, lv in priority_levels(request.jobs, request.policy.priority_mode)]
+
+    def behind(results: Mapping[int, JobResult]) -> bool:
+        last = request.jobs[next(reversed(results))].priority  # the level just finished
+        settled = sum(1 for lv in levels if lv is not None and min(lv) >= last)
+        values = ranking(request, tuple(results.values()))
+        return values[:settled] < best[:settled]
+
+    return behind
 
 
 def _unplaced(job: JobResult, why: str) -> JobResult:

@@ -5,7 +5,7 @@ every reported tier bounded by its largest value and every unplaced job saying w
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from unittest.mock import patch
 
 import pytest
@@ -20,9 +20,9 @@ from solver.compile import shelf
 from solver.compile.cost import PACE, Estimate, estimate
 from solver.compile.objective import is_placed_work
 from solver.domain import cancel as cancellation
-from solver.domain.model import ObjectiveTier, ReasonCode, SolveRequest, SolveStatus
+from solver.domain.model import JobResult, ObjectiveTier, ReasonCode, SolveRequest, SolveStatus
 from solver.domain.validate import validate
-from solver.fallback import unsearched
+from solver.fallback import FIRST_FIT, best_of_orders, ranking, unsearched
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import normalise
 from solver.reduce.policy import apply_policy_chains
@@ -154,3 +154,53 @@ def test_a_compile_slower_than_predicted_stops_and_the_greedy_answers_in_time(li
     assert [t.stage for t in result.timings][-3:] == ["compile", "fallback", "verify"]
     assert sum(j.placed for j in result.jobs) > 0  # placed where the time allows; before, none
     assert all("building the model ran slower" in j.reason.message for j in result.jobs if not j.placed)
+
+
+def test_the_greedy_tries_other_orders_and_keeps_the_one_placing_more() -> None:
+    """In the batch's order a 4-GPU pod takes half of one node and leaves one of two 8-GPU jobs
+    no room; another order places both 8-GPU jobs. With time for more than one order, the answer
+    is the better plan (fails when only the batch's order is placed)."""
+    request = kit.request(
+        kit.cluster(2), [kit.job("small", 4), kit.job("big-a", 8), kit.job("big-b", 8)], seed=3
+    )
+    first = FIRST_FIT.place(request)
+    assert sum(j.placed for j in first.jobs) == 2 and not first.jobs[2].placed  # the trap is set
+    kept = best_of_orders(request, time.perf_counter() + 30)
+    assert {j.job_id for j in kept.jobs if j.placed} == {"big-a", "big-b"}
+    assert [j.job_id for j in kept.jobs] == [
+        "small",
+        "big-a",
+        "big-b",
+    ]  # the batch's order, whatever the order tried
+
+
+def test_an_order_behind_on_a_finished_priority_level_stops_there() -> None:
+    """``behind`` is asked between priority levels: when it says the plan is behind, the jobs of
+    the levels after are left unplaced with that reason, and the level finished stands."""
+    request = kit.request(
+        kit.cluster(2), [kit.job("high", 8, priority=2), kit.job("mid", 4, priority=1), kit.job("low", 4)]
+    )
+    asked: list[set[str]] = []
+
+    def behind(results: Mapping[int, JobResult]) -> bool:
+        asked.append({request.jobs[j].id for j in results})
+        return True
+
+    out = FIRST_FIT.place(request, behind=behind)
+    assert asked == [{"high"}]  # once, at the first change of level; never again once stopped
+    assert [j.placed for j in out.jobs] == [True, False, False]
+    assert all("behind" in j.reason.message for j in out.jobs[1:])
+    assert FIRST_FIT.place(request, behind=lambda _: False).jobs == FIRST_FIT.place(request).jobs
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.one_of(kit.fabric_problems(max_nodes=6, max_jobs=6, spines=2), kit.small_problems()))
+def test_the_best_of_orders_is_never_below_the_batch_order(request: SolveRequest) -> None:
+    """Over random requests: the orders' best places at least what the batch's order places, tier
+    by tier (priority levels, then jobs), and verifies."""
+    assume(not validate(request))
+    request = apply_policy_chains(request)
+    kept = best_of_orders(request, time.perf_counter() + 30)
+    assert ranking(request, kept.jobs) >= ranking(request, FIRST_FIT.place(request).jobs)
+    result = unsearched(request, Stopwatch(), time.perf_counter() + 30, NEVER)
+    assert not verify(request, result)
