@@ -133,6 +133,9 @@ def measures(req: SolveRequest, result: SolveResult) -> dict[str, float]:
         # Per gang placed, its lowest common switch tier: placers that place different gangs are
         # compared on the gangs both place (``common_tiers``).
         "gang_tiers": {jr.job_id: jr.locality_tier for jr in gangs},
+        # ... and its GPUs: the solver's locality tier weighs each gang by its GPUs (a 32-node gang
+        # across the spines costs more all-reduce than a 2-node one), so the column says both.
+        "gang_gpus": {jr.job_id: sum(len(m.gpus) for m in jr.members) for jr in gangs},
         "gang_leaves": statistics.mean(jr.leaves_spanned for jr in gangs) if gangs else 0.0,
         "stranded": result.metrics.stranded_gpus_after if result.metrics else 0.0,
         "gap": result.gap,
@@ -266,7 +269,7 @@ def table(rows: list[dict]) -> str:
             )
             cells.append(
                 " · ".join(
-                    common_tiers(r.get("gang_tiers", {}), ref_tiers[r["seed"]])
+                    common_tiers(r.get("gang_tiers", {}), ref_tiers[r["seed"]], r.get("gang_gpus", {}))
                     for r in rs
                     if r["seed"] in ref
                 )
@@ -288,13 +291,19 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def common_tiers(ours: dict[str, int], theirs: dict[str, int]) -> str:
-    """Mean lowest switch tier of the gangs both placers placed, ours / theirs (their count)."""
+def common_tiers(ours: dict[str, int], theirs: dict[str, int], gpus: dict[str, int] | None = None) -> str:
+    """Mean lowest switch tier of the gangs both placers placed, ours / theirs (their count), and,
+    given each gang's GPUs (the same whoever places the gang), the mean weighted by GPUs."""
     both = sorted(set(ours) & set(theirs))
     if not both:
         return "-"
     a, b = (statistics.mean(t[g] for g in both) for t in (ours, theirs))
-    return f"{a:.2f}/{b:.2f} ({len(both)})"
+    out = f"{a:.2f}/{b:.2f} ({len(both)})"
+    if gpus and all(g in gpus for g in both):
+        total = sum(gpus[g] for g in both)
+        wa, wb = (sum(t[g] * gpus[g] for g in both) / total for t in (ours, theirs))
+        out += f", by GPUs {wa:.2f}/{wb:.2f}"
+    return out
 
 
 def compare(ours: tuple, theirs: tuple) -> str:
