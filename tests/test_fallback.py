@@ -20,7 +20,7 @@ from solver.compile import shelf
 from solver.compile.cost import PACE, Estimate, estimate
 from solver.compile.objective import is_placed_work
 from solver.domain import cancel as cancellation
-from solver.domain.model import JobResult, ObjectiveTier, ReasonCode, SolveRequest, SolveStatus
+from solver.domain.model import JobResult, ObjectiveTier, ReasonCode, SolveRequest, SolveResult, SolveStatus
 from solver.domain.validate import validate
 from solver.fallback import FIRST_FIT, best_of_orders, ranking, unsearched
 from solver.reduce.intranode import hosts_some_member
@@ -204,3 +204,30 @@ def test_the_best_of_orders_is_never_below_the_batch_order(request: SolveRequest
     assert ranking(request, kept.jobs) >= ranking(request, FIRST_FIT.place(request).jobs)
     result = unsearched(request, Stopwatch(), time.perf_counter() + 30, NEVER)
     assert not verify(request, result)
+
+
+def test_an_order_cut_short_by_the_deadline_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An order the deadline stopped is not compared, however it leads: the jobs after it were
+    never tried. Here the second order would place both 8-GPU jobs, but it ran into the
+    deadline (a clock the stand-in placer moves), so the batch order's plan is the answer."""
+    import solver.fallback as fallback
+
+    request = kit.request(
+        kit.cluster(2), [kit.job("small", 4), kit.job("big-a", 8), kit.job("big-b", 8)], seed=3
+    )
+    now = [0.0]
+    real = fallback.FIRST_FIT
+
+    class RunsIntoTheDeadline:
+        name = real.name
+
+        def place(self, request: SolveRequest, ends: float, **orders: object) -> SolveResult:
+            out = real.place(request, **orders)  # type: ignore[arg-type]
+            if not out.jobs[0].placed:  # the order that places both 8-GPU jobs ends at the deadline
+                now[0] = ends
+            return out
+
+    monkeypatch.setattr(fallback, "FIRST_FIT", RunsIntoTheDeadline())
+    monkeypatch.setattr(fallback.time, "perf_counter", lambda: now[0])
+    kept = fallback.best_of_orders(request, 10.0)
+    assert {j.job_id for j in kept.jobs if j.placed} == {"small", "big-a"}
