@@ -46,6 +46,7 @@ from typing import Any
 
 import structlog
 
+from adapters.slurm.candidates import Ask, NodeIndex, candidate_nodes, hosts_at_most
 from adapters.slurm.fastplan import FAST_PLACER_S, fast_place
 from adapters.slurm.fastwire import SolveCall
 from adapters.slurm.gres import GresConf, parse_gres_conf
@@ -79,8 +80,6 @@ from solver.domain.errors import InvalidRequest
 from solver.domain.model import (
     Allocation,
     Inventory,
-    NicMode,
-    Node,
     Policy,
     Requirement,
     SolveRequest,
@@ -139,7 +138,8 @@ class _Snapshot:
     models: tuple[str, ...] = ()  # GPU models present
     features: frozenset[str] = frozenset()
     awaiting: tuple[str, ...] = ()  # eligible pending jobs backfill has not given a start yet
-    facts: dict[int, Any] = field(default_factory=dict)  # node_facts of the inventory's nodes, by id
+    # The inventory's nodes grouped alike, for choosing a submit's candidate nodes (candidates.py).
+    index: NodeIndex | None = None
 
 
 @dataclass
@@ -342,7 +342,11 @@ class Agent:
             ),
             features=frozenset(f for n in nodes for f in n.features),
             awaiting=tuple(awaiting_backfill(kept, now, self.config.unpin_window_s)),
-            facts={id(n): node_facts(n) for n in inventory.inventory.nodes} if inventory else {},
+            index=NodeIndex(
+                inventory.inventory.nodes, {name: t.source for name, t in inventory.node_types.items()}
+            )
+            if inventory
+            else None,
         )
         if work is not None:  # after the snapshot: the follow-up plans on this read
             down = frozenset(n.name for n in nodes if not n.schedulable)
@@ -667,8 +671,11 @@ class Agent:
         promised = self._snapshot.promised if self._snapshot else {}
         ends = time.time() + spec.time_limit_s if spec.time_limit_s is not None else float("inf")
         closed = set(spec.excluded) | {node for node, start in promised.items() if start < ends} | also_closed
-        facts = self._snapshot.facts if self._snapshot else None
-        nodes = candidate_nodes(inventory.nodes, spec, closed, self._type_keys, facts)
+        index = self._snapshot.index if self._snapshot else None
+        if index is not None and index.type_keys == self._type_keys:
+            nodes = index.candidates(inventory.nodes, Ask.of(spec.job), closed)
+        else:
+            nodes = candidate_nodes(inventory.nodes, spec.job, closed, self._type_keys)
         policy = Policy(time_limit_s=self.config.time_limit_s)
         return SolveRequest(
             request_id=spec.job.id,
@@ -677,17 +684,14 @@ class Agent:
             policy=policy,
         )
 
-    @staticmethod
-    def _hosts_at_most(inventory: Inventory, spec: JobSpec) -> int:
+    def _hosts_at_most(self, inventory: Inventory, spec: JobSpec) -> int:
         """Nodes that could hold one member on an empty cluster (GPU count and labels only). Members
         must sit on distinct nodes, which the solver does not know yet; this catches the plain case."""
         member = spec.job.roles[0].member
-        return sum(
-            1
-            for n in inventory.nodes
-            if len(n.gpus) >= member.gpus
-            and all(n.labels.get(k) == v for k, v in member.node_selector.items())
-        )
+        index = self._snapshot.index if self._snapshot else None
+        if index is not None and len(index.nodes) == len(inventory.nodes):
+            return index.hosts_at_most(member.gpus, member.node_selector)  # counted once per read
+        return hosts_at_most(inventory.nodes, member.gpus, member.node_selector)
 
     def _never_fits(self, request: SolveRequest, inventory: Inventory, spec: JobSpec) -> bool | None:
         """Unplaced now; would it fit on the same cluster with nothing running and every node up?
@@ -704,7 +708,7 @@ class Agent:
         if cached is not None:
             return cached
         empty = [n.model_copy(update={"allocations": (), "schedulable": True}) for n in inventory.nodes]
-        nodes = candidate_nodes(empty, spec, set(), self._type_keys)
+        nodes = candidate_nodes(empty, spec.job, set(), self._type_keys)
         again = self._solve_within(
             request.model_copy(update={"inventory": request.inventory.model_copy(update={"nodes": nodes})}),
             stage="never_fits",
@@ -1101,124 +1105,6 @@ class Agent:
             "message": f"topoplace: planned {plan.req_nodes} {plan.tres_per_node} (locality tier {tier}, "
             f"{result.status.name.lower()}{', devices rewritten to Slurm order' if plan.rewritten else ''})",
         }
-
-
-EXPLAINING_NODES = 3  # nodes that cannot host the job, sent so the solver can say what is missing
-
-
-_NodeFacts = tuple[frozenset[str], frozenset[str], int, int, tuple[tuple[str, str], ...]]
-
-
-def node_facts(node: Node) -> _NodeFacts:
-    """What :func:`candidate_nodes` asks of a node: GPUs and NICs in use, free CPU and memory, labels."""
-    return (
-        frozenset(g for a in node.allocations for g in a.gpus),
-        frozenset(n for a in node.allocations for n in a.nics),
-        node.cpu_milli - sum(a.cpu_milli for a in node.allocations),
-        node.memory_mib - sum(a.memory_mib for a in node.allocations),
-        tuple(sorted(node.labels.items())),
-    )
-
-
-def candidate_nodes(
-    nodes: Sequence[Node],
-    spec: JobSpec,
-    closed: set[str],
-    type_keys: dict[str, str],
-    facts: dict[int, _NodeFacts] | None = None,
-) -> tuple[Node, ...]:
-    """The nodes worth sending to the solver for one job (the hook's fast path: the request, its
-    wire form and the model all grow with the nodes sent; at 1,024 nodes the whole cluster cost
-    seconds a submit). Nothing that could change the answer is dropped:
-
-    * a node that cannot host one member now (too few free GPUs, NICs or CPUs, wrong labels, down,
-      excluded or promised) cannot take part — except the few with the most free GPUs, kept so the
-      solver's "no room now" names the closest node;
-    * nodes alike in everything the model sees (type, labels, what is taken, and for a job of
-      several nodes the leaf) are interchangeable: a job of ``n`` members uses at most ``n`` of
-      them, so ``n`` are kept;
-    * one node of each size the cluster has stays (unschedulable), as the packing tier measures free
-      capacity against the cluster's largest node;
-    * a gang that fits whole under several leaves is sent with the tightest few (:func:`_gang_leaves`).
-
-    ``facts``: :func:`node_facts` by ``id(node)`` for nodes that outlive the call (the snapshot's), so
-    that each is worked out once per read of Slurm's state, not once per submit (1,024 nodes: ~5 ms).
-    """
-    member = spec.job.roles[0].member
-    replicas = spec.job.roles[0].replicas
-    if member.nics.mode == NicMode.PER_GPU:
-        need_nics = member.gpus
-    elif member.nics.mode == NicMode.PER_MEMBER:
-        need_nics = member.nics.count
-    else:
-        need_nics = 0
-    # Where a node sits matters only to a job that spans nodes (its locality); for one node, two
-    # alike nodes under different leaves are the same choice.
-    by_leaf = replicas > 1 or spec.job.locality.mode not in (Requirement.UNSPECIFIED, Requirement.NONE)
-    kept: list[Node] = []
-    free_of: dict[str, int] = {}
-    short: list[tuple[int, int, Node]] = []
-    alike: dict[tuple[object, ...], int] = {}
-    sizes: dict[tuple[int, int, int], Node] = {}
-    for index, node in enumerate(nodes):
-        sizes.setdefault((len(node.gpus), node.cpu_milli, node.memory_mib), node)
-        if node.name in closed or not node.schedulable:
-            continue
-        known = facts.get(id(node)) if facts is not None else None
-        used_gpus, used_nics, cpu, memory, labels = known if known is not None else node_facts(node)
-        free_gpus = len(node.gpus) - len(used_gpus)
-        fits = (
-            free_gpus >= member.gpus
-            and len(node.nics) - len(used_nics) >= need_nics
-            and cpu >= member.cpu_milli
-            and memory >= member.memory_mib
-            and all(node.labels.get(k) == v for k, v in member.node_selector.items())
-        )
-        if not fits:
-            short.append((-free_gpus, index, node))
-            continue
-        key = (
-            type_keys.get(node.name, node.name),
-            node.leaf if by_leaf else "",
-            labels,
-            used_gpus,
-            used_nics,
-            cpu,
-            memory,
-        )
-        if alike.get(key, 0) < replicas:
-            alike[key] = alike.get(key, 0) + 1
-            kept.append(node)
-            free_of[node.name] = free_gpus
-    if replicas > 1:
-        kept = _gang_leaves(kept, replicas, free_of)
-    kept += [node for _, _, node in sorted(short, key=lambda t: t[:2])[:EXPLAINING_NODES]]
-    present = {(len(n.gpus), n.cpu_milli, n.memory_mib) for n in kept}
-    kept += [n.model_copy(update={"schedulable": False}) for size, n in sizes.items() if size not in present]
-    return tuple(kept)
-
-
-GANG_LEAVES = 8  # leaves that hold a whole gang, kept for the solver to choose among
-
-
-def _gang_leaves(nodes: list[Node], replicas: int, free_of: dict[str, int]) -> list[Node]:
-    """A gang that fits under one leaf is placed under one (locality comes before packing): when
-    several leaves can hold it whole, only the :data:`GANG_LEAVES` tightest are sent (fewest free
-    GPUs on the ``replicas`` fullest hosts: binpack's order). The one shortlist that can cut a
-    better answer — a leaf left out might offer better NVLink or NIC pairs — bounded so that a
-    gang on 1,024 nodes is a model of ~50 nodes, not ~700. A gang no leaf holds keeps every node."""
-    by_leaf: dict[str, list[Node]] = {}
-    for node in nodes:
-        by_leaf.setdefault(node.leaf, []).append(node)
-    whole = {leaf: members for leaf, members in by_leaf.items() if leaf and len(members) >= replicas}
-    if len(whole) <= GANG_LEAVES:
-        return nodes
-
-    def tightness(leaf: str) -> tuple[int, str]:
-        return sum(sorted(free_of[n.name] for n in whole[leaf])[:replicas]), leaf
-
-    chosen = set(sorted(whole, key=tightness)[:GANG_LEAVES])
-    return [n for n in nodes if n.leaf in chosen]
 
 
 def _plan_allocations(plans: list[ParsedPlan]) -> dict[str, list[Allocation]]:

@@ -549,7 +549,7 @@ def test_candidate_nodes_cut_alike_nodes_keep_the_closest_misses_and_the_ruler(a
     """The fast path sends only nodes that can host a member, at most one per member of each set of
     interchangeable nodes, the nodes closest to fitting (for the solver's 'no room' reason), and one
     node of each size (the packing tier's ruler)."""
-    from adapters.slurm.agent import candidate_nodes
+    from adapters.slurm.candidates import candidate_nodes
 
     base = agent.inventory().inventory.nodes
     by_name = {n.name: n for n in base}
@@ -562,7 +562,7 @@ def test_candidate_nodes_cut_alike_nodes_keep_the_closest_misses_and_the_ruler(a
     def names(**desc: object) -> list[str]:
         spec = job_from_description({"tres_per_node": "gres:gpu:2", **desc}, plan_id="p", max_gpus_per_node=8)
         assert spec is not None
-        return [n.name for n in candidate_nodes(nodes, spec, set(), keys)]
+        return [n.name for n in candidate_nodes(nodes, spec.job, set(), keys)]
 
     one = names()
     # gpu01 and its copies are alike for one node: one kept; gpu02 differs (half used); gpu03 is full
@@ -575,7 +575,7 @@ def test_candidate_nodes_cut_alike_nodes_keep_the_closest_misses_and_the_ruler(a
     nodes.append(big)
     spec = job_from_description({"tres_per_node": "gres:gpu:2"}, plan_id="p", max_gpus_per_node=8)
     assert spec is not None
-    sent = {n.name: n for n in candidate_nodes(nodes, spec, {"gpu01", "gpu02"}, keys | {"big1": "b"})}
+    sent = {n.name: n for n in candidate_nodes(nodes, spec.job, {"gpu01", "gpu02"}, keys | {"big1": "b"})}
     assert "gpu01" not in sent and "gpu02" not in sent and sent["big1"].schedulable is False
 
 
