@@ -510,7 +510,7 @@ class Greedy:
                 last = request.jobs[next(reversed(results))]
                 stopped = last.priority != job.priority and behind(results)
             if stopped:
-                results[j] = self._dropped(job)
+                results[j] = self._untried(job, "stopped this order of the jobs: it was behind another")
                 continue
             try:
                 if deadline is not None and time.perf_counter() >= deadline:
@@ -527,24 +527,12 @@ class Greedy:
             metrics=cluster_metrics(request, jobs),
         )
 
-    def _dropped(self, job: Job) -> JobResult:
+    def _untried(self, job: Job, why: str = "ran out of time before it had placed this job") -> JobResult:
+        """``job`` left unplaced without a try: out of time, or (``why``) the order was stopped."""
         return JobResult(
             job_id=job.id,
             placed=False,
-            reason=Reason(
-                code=ReasonCode.TIME_LIMIT,
-                message=f"the {self.name} baseline stopped this order of the jobs: it was behind another",
-            ),
-        )
-
-    def _untried(self, job: Job) -> JobResult:
-        return JobResult(
-            job_id=job.id,
-            placed=False,
-            reason=Reason(
-                code=ReasonCode.TIME_LIMIT,
-                message=f"the {self.name} baseline ran out of time before it had placed this job",
-            ),
+            reason=Reason(code=ReasonCode.TIME_LIMIT, message=f"the {self.name} baseline {why}"),
         )
 
     def _job(
