@@ -9,6 +9,7 @@ FGD takes the placement that fragments least, against values worked out by hand 
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 from dataclasses import replace
 
@@ -24,7 +25,7 @@ from solver.baselines.fgd import FGD, sigmoid_score
 from solver.baselines.fragmentation import TypicalPod, cluster_fragmentation, node_fragmentation, typical_pods
 from solver.baselines.gorand import DEFAULT_COOKED, GoRand
 from solver.baselines.sharing import ClusterState, PodSpec
-from solver.baselines.topology import Free, Greedy, LocalityIndex, _Memo
+from solver.baselines.topology import Free, Greedy, LocalityIndex, Start, _Memo
 from solver.domain.model import (
     Allocation,
     GpuShare,
@@ -367,6 +368,21 @@ def test_first_fit_remembers_refusals_by_shape_value_without_changing_the_plan(r
     assert same_plan(fast, slow)
     assert verify(request, fast) == ()
     assert [j.reason for j in fast.jobs] == [j.reason for j in slow.jobs]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(request=fabric_problems(max_nodes=8, max_jobs=6), seed=st.integers(0, 9))
+def test_a_start_placed_from_again_gives_what_a_fresh_one_gives(request: SolveRequest, seed: int) -> None:
+    """The fallback places one request in several orders from one ``Start``: an order placed after
+    another must see the cluster as it was, not as the other left it (a call copies the nodes)."""
+    start = Start.of(request.inventory)
+    shuffled = list(range(len(request.jobs)))
+    random.Random(seed).shuffle(shuffled)
+    FIRST_FIT.place(request, start=start, order=shuffled)  # leaves nothing behind in ``start``
+    assert same_plan(FIRST_FIT.place(request, start=start), FIRST_FIT.place(request))
+    assert same_plan(
+        FIRST_FIT.place(request, start=start, order=shuffled), FIRST_FIT.place(request, order=shuffled)
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
