@@ -54,7 +54,7 @@ def _held_job(cluster: EmulatedCluster) -> str:
 def _allocated_when_running(cluster: EmulatedCluster, job_id: str) -> str:
     """The job's GRES with IDX once it runs (``gpu:sw0:1(IDX:0),…``); the job is then cancelled."""
     cluster.run("scontrol", "release", job_id)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     try:
         while time.monotonic() < deadline:
             text = cluster.run("scontrol", "show", "job", "-d", job_id).stdout
@@ -64,6 +64,19 @@ def _allocated_when_running(cluster: EmulatedCluster, job_id: str) -> str:
         raise AssertionError(f"job {job_id} did not run: {text}")
     finally:
         cluster.run("scancel", job_id, check=False)
+        _until_no_job_holds_a_node(cluster)
+
+
+def _until_no_job_holds_a_node(cluster: EmulatedCluster, timeout_s: float = 60.0) -> None:
+    """Until no job runs or is still completing: the next test's job asks for the same node whole
+    (its memory), and a cancelled job holds it until slurmd reports it gone — once 30 s on a loaded
+    CI host, and the next job, estimated to start just then, missed its 30 s wait (session 16)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        listed = cluster.run("squeue", "-h", "-t", "R,CG", "-o", "%i", check=False)
+        if listed.returncode == 0 and not listed.stdout.strip():
+            return
+        time.sleep(0.3)
 
 
 def test_a_pending_typed_job_cannot_go_back_to_untyped_gres(cluster: EmulatedCluster) -> None:
