@@ -383,3 +383,21 @@ def test_the_placers_drawn_meanwhile_stop_once_the_search_says_enough() -> None:
     ):
         enough()
     assert time.perf_counter() - started < 2 and drawing.drawn == 1
+
+
+def test_a_one_job_batch_draws_no_shuffles_and_a_larger_one_does() -> None:
+    """Every shuffle of one job is the queue's order, skipped by the portfolio as tried: the orders
+    stop before seeding them (128 generators a one-pod step of a replay window)."""
+    inventory = kit.inventory(kit.node("n0"), kit.node("n1", leaf="leaf1"))
+
+    def names(jobs):
+        req = kit.request(inventory, jobs)
+        problem = problem_of(rewrite(req))
+        compiled = compile_model(problem, req.policy)
+        return [(name, order) for name, order in orders(problem, Floor(problem, compiled), 8, 0)]
+
+    one = names([kit.job("pod", 1, 1)])
+    assert [name for name, _ in one] == ["largest-first", "queue", "smallest-first", "locality-first"]
+    assert {tuple(order) for _, order in one} == {(0,)}
+    two = names([kit.job("a", 1, 1), kit.job("b", 2, 1)])
+    assert [name for name, _ in two][4:] == [f"shuffle-{k}" for k in range(8)]
