@@ -60,11 +60,14 @@ from adapters.slurm.inventory import (
 from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description, untyped_model_request
 from adapters.slurm.nodetypes import TopoDir
 from adapters.slurm.pending import (
+    BACKFILL_RESOLUTION_S,
     SQUEUE_FORMAT,
     PendingJob,
     awaiting_backfill,
+    backfill_resolution_s,
     held_plans,
     parse_pending,
+    promised_before,
     promised_nodes,
     released_comment,
     replanned_comment,
@@ -286,6 +289,7 @@ class Agent:
     _replanned_at: dict[str, float] = field(default_factory=dict)  # job id → time.monotonic()
     _following: Future[None] | None = None  # the current read's follow-up (Agent._follow_up)
     _handling: set[str] = field(default_factory=set)  # job ids it re-plans or releases
+    _resolution_s: float | None = None  # Slurm's bf_resolution, read once (Agent._backfill_resolution)
 
     # ----------------------------------------------------------------- inputs
 
@@ -296,6 +300,19 @@ class Agent:
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} failed: {done.stderr.strip()[:300]}")
         return done.stdout
+
+    def _read_resolution(self) -> None:
+        """Slurm's backfill time resolution, read from ``scontrol show config`` once, on the refresh
+        thread (never from a submit: slurmctld holds its locks while the hook runs); Slurm's default
+        if it cannot be read. slurmctld reads SchedulerParameters only at start and reconfigure."""
+        if self._resolution_s is None:
+            try:
+                self._resolution_s = backfill_resolution_s(
+                    self._run([self.config.scontrol, "show", "config"])
+                )
+            except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+                _log.warning("bf_resolution not read; Slurm's default assumed", error=str(err)[:300])
+                self._resolution_s = BACKFILL_RESOLUTION_S
 
     def _fabric(self) -> SlurmTopology | None:
         path = self.config.topology
@@ -316,6 +333,7 @@ class Agent:
         """
         # The snapshot is as old as its first read: a plan issued after that moment may be in
         # neither read, so it stays reserved until a snapshot *started* grace_s after it.
+        self._read_resolution()
         taken = time.monotonic()
         # Pending jobs before nodes: a planned job that starts between the two reads is then seen
         # pending, or holding its devices, or both — never neither (which would free its devices
@@ -670,7 +688,11 @@ class Agent:
         one would end are not planned on: pinned there, the job would wait for that job."""
         promised = self._snapshot.promised if self._snapshot else {}
         ends = time.time() + spec.time_limit_s if spec.time_limit_s is not None else float("inf")
-        closed = set(spec.excluded) | {node for node, start in promised.items() if start < ends} | also_closed
+        closed = (
+            set(spec.excluded)
+            | promised_before(promised, ends, self._resolution_s or BACKFILL_RESOLUTION_S)
+            | also_closed
+        )
         index = self._snapshot.index if self._snapshot else None
         if index is not None and index.type_keys == self._type_keys:
             nodes = index.candidates(inventory.nodes, Ask.of(spec.job), closed)

@@ -117,6 +117,33 @@ def promised_nodes(jobs: list[PendingJob]) -> dict[str, float]:
     return promised
 
 
+# Slurm's default bf_resolution (seconds): backfill rounds the times of its plan to this grid.
+BACKFILL_RESOLUTION_S = 60.0
+
+
+def backfill_resolution_s(show_config: str) -> float:
+    """``bf_resolution`` from ``scontrol show config`` (its ``SchedulerParameters`` line), or Slurm's
+    default when it is not set there."""
+    for line in show_config.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "SchedulerParameters":
+            for item in value.strip().split(","):
+                name, _, number = item.partition("=")
+                if name.strip() == "bf_resolution" and number.strip().isdigit():
+                    return float(number)
+    return BACKFILL_RESOLUTION_S
+
+
+def promised_before(promised: dict[str, float], ends: float, resolution_s: float) -> set[str]:
+    """The nodes of ``promised`` a job ending at ``ends`` (epoch) would keep from the earlier job
+    promised there. Backfill rounds the promised start down to its resolution and tests whole
+    steps of it, so a job ending within one step before the promise still collides. Seen on the real
+    Slurm (64 nodes, seed 2, session 17): a 60-minute job pinned while a gang waited for nodes due
+    free in an hour did not start in the next backfill passes, was released, and its switch-typed
+    GRES then fitted nowhere; without the hook it started at once."""
+    return {node for node, start in promised.items() if start < ends + resolution_s}
+
+
 def awaiting_backfill(jobs: list[PendingJob], now: float, window_s: float) -> list[str]:
     """Eligible pending jobs submitted in the last ``window_s`` seconds that Slurm has given no start
     estimate yet (``StartTime`` N/A or Unknown): backfill has not reserved their nodes yet, and a

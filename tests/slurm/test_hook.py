@@ -433,6 +433,8 @@ def test_refresh_reads_pending_jobs_first_and_dates_the_snapshot_by_its_start(
             squeue=str(squeue),
         )
     )
+    agent._read_resolution()  # once per agent (scontrol show config), before the first read
+    log.write_text("")
     started = clock.monotonic()
     agent.refresh()
     assert log.read_text().split() == ["squeue", "scontrol"]
@@ -538,11 +540,30 @@ def test_agent_does_not_pin_a_job_to_nodes_promised_to_earlier_jobs(tmp_path: Pa
         assert answer["action"] == "apply", answer
         return answer["set"]["req_nodes"]
 
-    # gpu02 (already half used) is where the solver packs a 2-GPU job; a 10-minute one may go there,
-    # as it ends before the promised start. An hour-long one or one without a limit may not.
-    assert node(time_limit=10) == "gpu02"
+    # gpu02 (already half used) is where the solver packs a 2-GPU job; a job ending a backfill step
+    # before the promised start may go there. One ending less than a step before it may not
+    # (backfill rounds the promise down to its resolution: 60 s here, the stand-in's config has no
+    # bf_resolution), nor an hour-long one or one without a limit.
+    assert node(time_limit=28) == "gpu02"
+    assert node(time_limit=29) == "gpu01"
     assert node(time_limit=60) == "gpu01"
     assert node() == "gpu01"
+
+
+def test_backfill_resolution_is_read_from_the_scheduler_parameters() -> None:
+    from adapters.slurm.pending import BACKFILL_RESOLUTION_S, backfill_resolution_s, promised_before
+
+    config = (
+        "SchedulerParameters     = sched_min_interval=100000,bf_interval=1,bf_resolution=300\n"
+        "SchedulerTimeSlice      = 30 sec\n"
+    )
+    assert backfill_resolution_s(config) == 300
+    assert backfill_resolution_s("SchedulerParameters     = bf_interval=1\n") == BACKFILL_RESOLUTION_S == 60
+    assert backfill_resolution_s("SchedulerParameters     = (null)\n") == 60
+    promised = {"a": 1000.0, "b": 2000.0}
+    assert promised_before(promised, ends=939.0, resolution_s=60) == set()
+    assert promised_before(promised, ends=941.0, resolution_s=60) == {"a"}
+    assert promised_before(promised, ends=float("inf"), resolution_s=60) == {"a", "b"}
 
 
 def test_candidate_nodes_cut_alike_nodes_keep_the_closest_misses_and_the_ruler(agent: Agent) -> None:
