@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from solver import fallback
-from solver.answer.decode import decode
+from solver.answer.decode import decode, one_member
 from solver.answer.explain import explain
 from solver.answer.measures import cluster_metrics, fragmentation_change
 from solver.answer.unpool import unpool
@@ -61,6 +61,7 @@ from solver.search.sequence import (
     solve_in_order,
     step_size,
 )
+from solver.search.single import Single, choose, enumerable
 from solver.search.tiers import MERGE_MAX_VARIABLES, least_search_s, settle, solve_lexicographic
 
 # Time kept back from the caller's deadline for the reply: a fixed part, and a share of the time
@@ -545,11 +546,35 @@ def solve_step(step: SolveRequest, seconds: float) -> StepPlan:
     even empty) went before the steps, and allocations do not change what a node holds empty; and
     the earlier steps' plans are checked, rule by rule, by the batch's verify."""
     clock = Stopwatch()
+    rewritten = rewrite(step)
+    if enumerable(rewritten):  # one pod: every node valued, no model (solver.search.single)
+        with clock.stage("single"):
+            single = choose(rewritten)
+        if single is not None:
+            return StepPlan(
+                answer_single(rewritten, single).model_copy(update={"timings": tuple(clock.stages)})
+            )
     searched = search_valid(step, clock, seconds)
     if isinstance(searched, SolveResult):  # answered without a model (solver.fallback)
         return StepPlan(searched)
     result = searched.result(searched.placements()).model_copy(update={"timings": tuple(clock.stages)})
     return StepPlan(result, searched.explained)
+
+
+def answer_single(request: SolveRequest, single: Single) -> SolveResult:
+    """A one-pod step's answer from the enumerator's choice (``solver.search.single``), as a model
+    answer carries it: the plan, its proven tier values, OPTIMAL."""
+    job = request.jobs[0]
+    placed = one_member(job.id, job.roles[0], single.node, single.shape, single.concrete, single.slot)
+    return SolveResult(
+        request_id=request.request_id,
+        status=SolveStatus.OPTIMAL,
+        jobs=(placed,),
+        objectives=single.objectives,
+        gap=0.0,
+        model_size=ModelSize(node_classes=single.classes),
+        plan_source="single",
+    )
 
 
 def best_of_orders(request: SolveRequest, budget_s: float) -> InOrder:

@@ -25,6 +25,7 @@ from solver.domain.model import (
     NicMode,
     Node,
     Requirement,
+    Role,
 )
 from solver.reduce.intranode import Slot
 from solver.reduce.normalise import ConcreteNode, NodeShape, Normalised, alignment_distance, nic_demand
@@ -59,6 +60,25 @@ def decode(problem: Normalised, compiled: Compiled, solution: dict[str, int] | N
             )
         )
     return tuple(results)
+
+
+def one_member(
+    job_id: str, role: Role, node: Node, shape: NodeShape, concrete: ConcreteNode, slot: Slot
+) -> JobResult:
+    """The result of a job of one member placed in ``slot`` of ``node`` (``solver.search.single``):
+    one node, so no tier crossed and no rule of place to hold."""
+    placed = placement(role, shape, concrete, slot, index=0)
+    rails = {nic.rail for nic in node.nics if nic.name in placed.nics and nic.rail is not None}
+    return JobResult(
+        job_id=job_id,
+        placed=True,
+        members=(placed,),
+        locality_tier=0,
+        leaves_spanned=1 if node.leaf else 0,
+        nvlink_domains_spanned=1 if node.nvlink_domain else 0,
+        rails=tuple(sorted(rails)),
+        rules_held=True,
+    )
 
 
 def where(
@@ -172,10 +192,15 @@ def _fill(
 def _placement(
     problem: Normalised, r: int, shape: NodeShape, node: ConcreteNode, slot: Slot, *, index: int
 ) -> MemberPlacement:
-    member = problem.roles[r].role.member
+    return placement(problem.roles[r].role, shape, node, slot, index=index)
+
+
+def placement(role: Role, shape: NodeShape, node: ConcreteNode, slot: Slot, *, index: int) -> MemberPlacement:
+    """The member of ``role`` in ``slot`` of ``node``: its devices by id, in the node's own order."""
+    member = role.member
     numas = {node.gpu_numa[g] for g in slot.gpus} | {node.nic_numa[n] for n in slot.nics}
     return MemberPlacement(
-        role=problem.roles[r].role.name,
+        role=role.name,
         index=index,
         node=node.name,
         gpus=tuple(sorted((node.gpu_ids[g] for g in slot.gpus), key=node.rank.__getitem__)),

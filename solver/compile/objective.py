@@ -16,7 +16,7 @@ from solver.compile.locality import Locality
 from solver.compile.order import OrderVars, order_terms
 from solver.domain.cancel import checked
 from solver.domain.fragmentation import FreeCapacity, Profile, profile, score_loss
-from solver.domain.model import Job, MemberShape, ObjectiveTier, Packing, Policy, PriorityMode
+from solver.domain.model import Job, MemberShape, Node, ObjectiveTier, Packing, Policy, PriorityMode
 from solver.reduce.intranode import Configuration, free_after
 from solver.reduce.normalise import NodeShape, Normalised, has_preferences
 
@@ -304,24 +304,22 @@ def fill(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> list
     strands them. As a tie-break below FGD's measure on the Alibaba trace it was 0.1 point above
     FGD's random node rank on seeds 42-51 but level on 52-61: no gain shown (bench/RESULTS-replay.md)."""
     cpu_per_milli = cpu_per_gpu_milli(problem, policy)
-    uses_gpu = [m.gpus > 0 or m.gpu_share is not None for m in problem.shapes]
+    uses_gpu = tuple(m.gpus > 0 or m.gpu_share is not None for m in problem.shapes)
     largest_cpu = _largest_node(problem)[1]
     gpu_terms: Terms = []
     cpu_terms: Terms = []
     cpu_upper = 0
     for cls in problem.classes:
-        free = sum(g.milli for g in cls.shape.gpus)
-        free_per_gpu = round(free / cls.gpu_total) if cls.gpu_total else 1000
-        cpu = cls.shape.cpu_milli if cls.shape.cpu_milli is not None else largest_cpu
-        spare = cpu - round(cpu_per_milli * free)
         best = 0
         for k, config in enumerate(configs[cls.index]):
             if (cls.index, k) not in x:
                 continue
-            gpu_members = sum(n for n, gpu in zip(config.counts, uses_gpu, strict=True) if gpu)
-            gpu_terms.append((free_per_gpu * gpu_members, x[cls.index, k]))
-            cpu_terms.append((spare * (sum(config.counts) - gpu_members), x[cls.index, k]))
-            best = max(best, cpu_terms[-1][0])
+            gpu_cost, cpu_spare = fill_values(
+                cls.shape, cls.gpu_total, config, uses_gpu, cpu_per_milli, largest_cpu
+            )
+            gpu_terms.append((gpu_cost, x[cls.index, k]))
+            cpu_terms.append((cpu_spare, x[cls.index, k]))
+            best = max(best, cpu_spare)
         cpu_upper += best * cls.count
     return [
         Tier.of(ObjectiveTier.PACKING, "packing.fill_gpus", gpu_terms, 0, minimise=True),
@@ -329,24 +327,51 @@ def fill(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> list
     ]
 
 
+def fill_values(
+    node: NodeShape,
+    gpu_total: int,
+    config: Configuration,
+    uses_gpu: Sequence[bool],
+    cpu_per_milli: float,
+    largest_cpu: int,
+) -> tuple[int, int]:
+    """A node's FILL terms (before the sign) for taking ``config``: its free compute per healthy GPU
+    times the GPU members it takes, and its CPU to spare beyond what its free GPUs will want times
+    the CPU-only members. One place for the model (:func:`fill`) and the one-pod enumerator
+    (``solver.search.single``)."""
+    free = sum(g.milli for g in node.gpus)
+    free_per_gpu = round(free / gpu_total) if gpu_total else 1000
+    cpu = node.cpu_milli if node.cpu_milli is not None else largest_cpu
+    spare = cpu - round(cpu_per_milli * free)
+    gpu_members = sum(n for n, gpu in zip(config.counts, uses_gpu, strict=True) if gpu)
+    return free_per_gpu * gpu_members, spare * (sum(config.counts) - gpu_members)
+
+
 def cpu_per_gpu_milli(problem: Normalised, policy: Policy) -> float:
     """The CPU the workload asks per milli-GPU: from the policy's workload profile, weighted by
     popularity, or else from the batch's own members."""
+    return cpu_per_gpu_milli_of(policy, [(ref.role.replicas, ref.role.member) for ref in problem.roles])
+
+
+def cpu_per_gpu_milli_of(policy: Policy, members: Sequence[tuple[int, MemberShape]]) -> float:
+    """:func:`cpu_per_gpu_milli` of a batch given as (replicas, member) per role."""
     if policy.workload:
         shapes = [(w.popularity, w.cpu_milli, w.gpus * 1000 + w.milli) for w in policy.workload]
     else:
-        shapes = [
-            (ref.role.replicas, ref.role.member.cpu_milli, member_work(ref.role.member))
-            for ref in problem.roles
-        ]
+        shapes = [(replicas, member.cpu_milli, member_work(member)) for replicas, member in members]
     gpu = sum(p * milli for p, _, milli in shapes if milli > 1)
     return sum(p * cpu for p, cpu, milli in shapes if milli > 1) / gpu if gpu else 0.0
 
 
 def _largest_node(problem: Normalised) -> tuple[int, int, int]:
     """The inventory's largest GPU count (in milli), CPU and memory: the packing tier's rulers."""
+    return largest_node(problem.request.inventory.nodes)
+
+
+def largest_node(nodes: Sequence[Node]) -> tuple[int, int, int]:
+    """:func:`_largest_node` of these nodes."""
     gpus = cpu = memory = 0
-    for n in problem.request.inventory.nodes:
+    for n in nodes:
         gpus, cpu, memory = max(gpus, len(n.gpus)), max(cpu, n.cpu_milli), max(memory, n.memory_mib)
     return 1000 * gpus, cpu, memory
 

@@ -1,0 +1,178 @@
+"""One pod, placed by enumeration: a step of one job of one member answered without the model.
+
+A replay places its window one pod a step (``solver.search.sequence``), and for such a step
+normalising the whole inventory, building a CP-SAT model and searching it cost ~8 ms where the
+greedy twin takes well under one (issue 25). For one member the model's choice is a choice of one
+(node class, configuration): every node that could host it is tried once, valued on the policy's
+tiers with the very functions the model's tiers are built from (node shapes, configurations,
+fragmentation deltas, FILL's terms, node ranks), and the best kept — placed first, then the tiers in
+the policy's order, then the lowest node rank. Devices come from decode's own ``placement``, so the
+member lands where the model's plan would put it.
+
+Only a step whose every rule is one of those is answered here (:func:`enumerable`); anything else
+— locality, rails, preferences, separation, another tier — goes the model's way, unchanged, as does
+a pod no node can take now (its reason is the model path's explanation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from solver.compile.objective import (
+    cpu_per_gpu_milli_of,
+    fill_values,
+    fragmentation_deltas,
+    largest_node,
+    member_work,
+    priority_levels,
+    priority_weight,
+)
+from solver.domain.fragmentation import profile
+from solver.domain.model import (
+    Node,
+    ObjectiveTier,
+    Packing,
+    Requirement,
+    SolveRequest,
+    TierValue,
+)
+from solver.reduce.intranode import Configuration, Slot, configurations_for
+from solver.reduce.normalise import ConcreteNode, NodeShape, cached_node_shape, has_preferences, ranked_nodes
+from solver.reduce.policy import spreads_shares
+
+# The tiers whose value for one pod on one node the enumerator knows (FILL packing only).
+ENUMERABLE_TIERS = frozenset(
+    {ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.PACKING, ObjectiveTier.NODE_ORDER}
+)
+
+
+def enumerable(request: SolveRequest) -> bool:
+    """Whether ``request`` (rewritten: policy chains applied) is one pod under rules the
+    enumerator values exactly: no rule of place, of separation or of preference, and the policy's
+    tiers among :data:`ENUMERABLE_TIERS`."""
+    if len(request.jobs) != 1:
+        return False
+    job = request.jobs[0]
+    if len(job.roles) != 1 or job.roles[0].replicas != 1:
+        return False
+    role = job.roles[0]
+    policy = request.policy
+    if not set(policy.objective) <= ENUMERABLE_TIERS:
+        return False
+    if ObjectiveTier.PACKING in policy.objective and policy.packing != Packing.FILL:
+        return False
+    unruled = (Requirement.NONE,)
+    return (
+        job.locality.mode in unruled
+        and role.locality.mode in unruled
+        and job.nvlink_domain in unruled
+        and job.rail_aligned in unruled
+        and not job.role_affinity
+        and not job.anti_affinity
+        and not job.exclusive_nodes
+        and not has_preferences(role.member)
+    )
+
+
+@dataclass(frozen=True)
+class Single:
+    """Where the one pod goes: the node, its shape and devices table, the slot of the chosen
+    configuration, and the tier values a model answer would carry (proven: every node was valued)."""
+
+    node: Node
+    shape: NodeShape
+    concrete: ConcreteNode
+    slot: Slot
+    objectives: tuple[TierValue, ...]
+    classes: int  # node classes that could take the pod
+
+
+def choose(request: SolveRequest) -> Single | None:
+    """The best placement of an :func:`enumerable` request's one pod; None when no node can take
+    it now (the model path explains why)."""
+    policy = request.policy
+    job = request.jobs[0]
+    role = job.roles[0]
+    member = role.member
+    shapes = (member,)
+    shapes_json = (member.model_dump_json(),)
+    selected = frozenset(member.node_selector)
+    spread = spreads_shares(policy)
+    workload = profile(policy.workload, shapes)
+    tiers = tuple(policy.objective)
+    filling = ObjectiveTier.PACKING in tiers
+    if filling:
+        cpu_per_milli = cpu_per_gpu_milli_of(policy, [(1, member)])
+        largest_cpu = largest_node(request.inventory.nodes)[1]
+        uses_gpu = (member.gpus > 0 or member.gpu_share is not None,)
+    # (key, tier values, node index, configuration index, the node's configurations)
+    best: tuple[tuple[int, ...], dict[str, int], int, int, tuple[Configuration, ...]] | None = None
+    seen: set[tuple[int, int]] = set()  # node classes tried: (shape object, healthy GPUs when FILL)
+    classes = 0
+    for rank, i, node in ranked_nodes(request):
+        if not node.schedulable:
+            continue
+        shape, _ = cached_node_shape(node, selected, False)
+        # A class's nodes are interchangeable to the model, and decode hands out its lowest-ranked
+        # node first: the first node of a class in rank order stands for it.
+        total = sum(1 for g in node.gpus if g.healthy) if filling else 0
+        key = (id(shape), total)
+        if key in seen:
+            continue
+        seen.add(key)
+        configs = configurations_for(shape, shapes_json, spread, (), (), (1,))
+        placing = [k for k, c in enumerate(configs) if c.counts[0] == 1]
+        if not placing:
+            continue
+        classes += 1
+        deltas = fragmentation_deltas(shape, configs, shapes, workload)
+        for k in placing:
+            values: dict[str, int] = {}
+            for tier in tiers:
+                if tier == ObjectiveTier.FRAGMENTATION:
+                    values["fragmentation"] = -deltas[k]
+                elif tier == ObjectiveTier.PACKING:
+                    gpu_cost, cpu_spare = fill_values(
+                        shape, total, configs[k], uses_gpu, cpu_per_milli, largest_cpu
+                    )
+                    values["packing.fill_gpus"] = -gpu_cost
+                    values["packing.cpu_spare"] = cpu_spare
+                elif tier == ObjectiveTier.NODE_ORDER:
+                    values["node_order"] = -rank
+            found = (tuple(values.values()), values, i, k, configs)
+            if best is None or found[0] > best[0]:  # of equals, the first in rank order
+                best = found
+    if best is None:
+        return None
+    _, values, i, k, configs = best
+    node = request.inventory.nodes[i]
+    shape, concrete = cached_node_shape(node, selected, False)
+    (slot,) = configs[k].slots
+    objectives = []
+    for tier in tiers:
+        if tier == ObjectiveTier.PLACED_WORK:
+            for name, levels in priority_levels(request.jobs, policy.priority_mode):
+                if levels is None:
+                    work = priority_weight(job.priority) * member_work(member)
+                else:
+                    work = member_work(member) if job.priority in levels else 0
+                objectives.append(_proven(tier, name, work))
+        else:
+            objectives.extend(_proven(tier, name, v) for name, v in values.items() if _part_of(tier, name))
+    return Single(node, shape, concrete, slot, tuple(objectives), classes)
+
+
+def _part_of(tier: ObjectiveTier, name: str) -> bool:
+    return (
+        name.split(".")[0]
+        == {
+            ObjectiveTier.FRAGMENTATION: "fragmentation",
+            ObjectiveTier.PACKING: "packing",
+            ObjectiveTier.NODE_ORDER: "node_order",
+        }[tier]
+    )
+
+
+def _proven(tier: ObjectiveTier, name: str, value: int) -> TierValue:
+    """A tier value proven by enumeration: every placement was valued, so the bound is the value."""
+    return TierValue(tier=tier, name=name, value=float(value), bound=float(value), optimal=True)
