@@ -1,0 +1,210 @@
+"""A one-pod step answered by enumeration (``solver.search.single``) as the model would answer it:
+the same tier values, the same node, a plan the verifier accepts; anything else goes the model's way."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import solver.solve as pipeline
+from solver.answer.measures import cluster_metrics
+from solver.answer.verify import verify
+from solver.domain.model import (
+    Allocation,
+    GpuShare,
+    NicMode,
+    ObjectiveTier,
+    Packing,
+    Requirement,
+    SolveRequest,
+    SolveResult,
+    WorkloadShape,
+)
+from solver.reduce.chain import rewrite
+from solver.search.single import choose, enumerable
+from tests import kit
+
+REPLAY = (ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.NODE_ORDER)
+REPLAY_FILL = (*REPLAY[:2], ObjectiveTier.PACKING, REPLAY[2])
+WORKLOAD = (
+    WorkloadShape(gpus=1, cpu_milli=8000, popularity=3.0),
+    WorkloadShape(milli=500, cpu_milli=4000, popularity=2.0),
+    WorkloadShape(gpus=2, cpu_milli=16000, popularity=1.0),
+    WorkloadShape(cpu_milli=2000, popularity=1.0),
+)
+
+
+def stepped(request: SolveRequest, *, model: bool, monkeypatch: pytest.MonkeyPatch) -> SolveResult:
+    """``solve_step``'s answer to ``request``, by the enumerator or (``model``) by the model path."""
+    with monkeypatch.context() as m:
+        if model:
+            m.setattr(pipeline, "enumerable", lambda _: False)
+        else:
+            assert enumerable(rewrite(request)), "the enumerator must answer this step"
+        return pipeline.solve_step(request, 5.0).result
+
+
+def tier_values(result: SolveResult) -> list[tuple[str, float]]:
+    return [(v.name, v.value) for v in result.objectives]
+
+
+def nodes_of(result: SolveResult) -> list[str]:
+    return [m.node for j in result.jobs for m in j.members]
+
+
+def violations(request: SolveRequest, result: SolveResult) -> tuple[str, ...]:
+    measured = result.model_copy(update={"metrics": cluster_metrics(request, result.jobs)})
+    return verify(request, measured)
+
+
+@st.composite
+def one_pod_steps(draw: st.DrawFn) -> SolveRequest:
+    """A few nodes of two GPU models, partly held (whole GPUs, shares, CPU, memory), and one pod
+    asking whole GPUs, a share, or no GPU, maybe of one model; the replay's tiers in a random
+    node order."""
+    count = draw(st.integers(1, 4))
+    nodes = []
+    for i in range(count):
+        gpus = draw(st.integers(0, 4))
+        held = []
+        whole = draw(st.lists(st.integers(0, 3), max_size=2, unique=True)) if gpus else []
+        whole = [g for g in whole if g < gpus]
+        shares = [
+            GpuShare(gpu=f"GPU{g}", milli=draw(st.integers(1, 9)) * 100)
+            for g in range(gpus)
+            if g not in whole and draw(st.booleans())
+        ]
+        cpu_used = draw(st.integers(0, 3)) * 8000
+        if whole or shares or cpu_used:
+            held.append(
+                Allocation(
+                    owner=f"held{i}",
+                    gpus=tuple(f"GPU{g}" for g in whole),
+                    gpu_shares=tuple(shares),
+                    cpu_milli=cpu_used,
+                    memory_mib=draw(st.integers(0, 2)) * 1024,
+                )
+            )
+        nodes.append(
+            kit.node(
+                f"n{i}",
+                kit.SMALL,
+                gpus=gpus,
+                model=draw(st.sampled_from(("A100", "V100"))),
+                cpu_milli=draw(st.sampled_from((32000, 64000))),
+                memory_mib=65536,
+                allocations=held,
+            )
+        )
+    kind = draw(st.sampled_from(("whole", "share", "cpu")))
+    models = draw(st.sampled_from(((), ("A100",), ("V100",))))
+    member = {
+        "whole": dict(gpus=draw(st.integers(1, 2))),
+        "share": dict(share=GpuShare(milli=draw(st.integers(1, 9)) * 100)),
+        "cpu": {},
+    }[kind]
+    pod = kit.job(
+        "pod",
+        cpu_milli=draw(st.integers(0, 4)) * 4000,
+        memory_mib=draw(st.integers(0, 2)) * 1024,
+        models=models if kind != "cpu" else (),
+        priority=draw(st.integers(0, 2)),
+        **member,
+    )
+    order = draw(st.permutations([n.name for n in nodes]))
+    return kit.request(
+        nodes,
+        [pod],
+        objective=draw(st.sampled_from((REPLAY, REPLAY_FILL))),
+        packing=Packing.FILL,
+        workload=WORKLOAD,
+        node_order=tuple(order),
+        workers=1,
+        time_limit_s=5.0,
+    )
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(one_pod_steps())
+def test_the_enumerator_values_a_one_pod_step_as_the_model_does(request: SolveRequest) -> None:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        model = stepped(request, model=True, monkeypatch=monkeypatch)
+        if choose(rewrite(request)) is None:
+            # No node takes the pod now: the model's way answers, and explains.
+            event("no node takes the pod")
+            assert not model.jobs[0].placed
+            enumerated = stepped(request, model=False, monkeypatch=monkeypatch)
+            assert enumerated.plan_source == model.plan_source != "single"
+            assert enumerated.jobs == model.jobs and tier_values(enumerated) == tier_values(model)
+            return
+        enumerated = stepped(request, model=False, monkeypatch=monkeypatch)
+    event(
+        f"placed: {request.jobs[0].roles[0].member.gpus} GPUs, share {request.jobs[0].roles[0].member.gpu_share is not None}"
+    )
+    assert model.jobs[0].placed and model.status.name == "OPTIMAL"
+    assert enumerated.plan_source == "single"
+    assert tier_values(enumerated) == tier_values(model)
+    # Ranks are distinct (every node is named in the order), so equal values mean the same node.
+    assert nodes_of(enumerated) == nodes_of(model)
+    assert violations(request, enumerated) == ()
+
+
+def test_equal_nodes_the_pod_takes_the_node_the_model_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No node order: every node ranks 0, and the four idle nodes are one class. The model takes the
+    # class's first node as decode hands them out (rank, leaf, name); the enumerator must too.
+    nodes = [
+        kit.node(name, kit.SMALL, leaf=leaf)
+        for name, leaf in (("d", "l0"), ("b", "l1"), ("c", "l0"), ("a", "l1"))
+    ]
+    request = kit.request(nodes, [kit.job("pod", 1)], objective=REPLAY, workload=WORKLOAD, workers=1)
+    enumerated = stepped(request, model=False, monkeypatch=monkeypatch)
+    model = stepped(request, model=True, monkeypatch=monkeypatch)
+    assert nodes_of(enumerated) == nodes_of(model) == ["c"]
+    assert [m.gpus for m in enumerated.jobs[0].members] == [m.gpus for m in model.jobs[0].members]
+    assert tier_values(enumerated) == tier_values(model)
+
+
+def test_a_share_lands_on_the_gpu_the_model_gives_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    held = Allocation(
+        owner="h", gpu_shares=(GpuShare(gpu="GPU2", milli=600), GpuShare(gpu="GPU0", milli=300))
+    )
+    nodes = [kit.node("n0", kit.SMALL, allocations=[held])]
+    pod = kit.job("pod", share=GpuShare(milli=400))
+    request = kit.request(nodes, [pod], objective=REPLAY_FILL, packing=Packing.FILL, workload=WORKLOAD)
+    enumerated = stepped(request, model=False, monkeypatch=monkeypatch)
+    model = stepped(request, model=True, monkeypatch=monkeypatch)
+    assert enumerated.jobs[0].members == model.jobs[0].members
+    assert tier_values(enumerated) == tier_values(model)
+    assert violations(request, enumerated) == ()
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        kit.request([kit.node("n0", kit.SMALL)], [kit.job("pod", 1, 2)], objective=REPLAY),  # two members
+        kit.request([kit.node("n0", kit.SMALL)], [kit.job("a", 1), kit.job("b", 1)], objective=REPLAY),
+        kit.request([kit.node("n0", kit.SMALL)], [kit.job("pod", 1)]),  # the default tiers: topology
+        kit.request(
+            [kit.node("n0", kit.SMALL)],
+            [kit.job("pod", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)],
+            objective=REPLAY,
+        ),
+        kit.request([kit.node("n0", kit.SMALL)], [kit.job("pod", 1, exclusive=True)], objective=REPLAY),
+        kit.request(
+            [kit.node("n0", kit.SMALL)],
+            [kit.job("pod", 1)],
+            objective=(*REPLAY, ObjectiveTier.PACKING),
+            packing=Packing.BINPACK,
+        ),
+    ],
+)
+def test_a_step_the_enumerator_cannot_value_goes_the_models_way(request_: SolveRequest) -> None:
+    assert not enumerable(rewrite(request_))
+
+
+def test_a_one_pod_replay_step_is_enumerable() -> None:
+    request = kit.request(
+        [kit.node("n0", kit.SMALL)], [kit.job("pod", 1)], objective=REPLAY_FILL, packing=Packing.FILL
+    )
+    assert enumerable(rewrite(request))
