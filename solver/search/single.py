@@ -27,6 +27,7 @@ from solver.compile.objective import (
     priority_levels,
     priority_weight,
 )
+from solver.domain.cancel import checked
 from solver.domain.fragmentation import profile
 from solver.domain.model import (
     Node,
@@ -109,7 +110,8 @@ def choose(request: SolveRequest) -> Single | None:
     best: tuple[tuple[int, ...], dict[str, int], int, int, tuple[Configuration, ...]] | None = None
     seen: set[tuple[int, int]] = set()  # node classes tried: (shape object, healthy GPUs when FILL)
     classes = 0
-    for rank, i, node in ranked_nodes(request):
+    # checked: a cancelled call stops here (solver.domain.cancel); cold shapes cost ~1 ms a node.
+    for rank, i, node in checked(ranked_nodes(request)):
         if not node.schedulable:
             continue
         shape, _ = cached_node_shape(node, selected, False)
