@@ -139,9 +139,8 @@ def test_the_enumerator_values_a_one_pod_step_as_the_model_does(request: SolveRe
             assert enumerated.jobs == model.jobs and tier_values(enumerated) == tier_values(model)
             return
         enumerated = stepped(request, model=False, monkeypatch=monkeypatch)
-    event(
-        f"placed: {request.jobs[0].roles[0].member.gpus} GPUs, share {request.jobs[0].roles[0].member.gpu_share is not None}"
-    )
+    member = request.jobs[0].roles[0].member
+    event(f"placed: {member.gpus} GPUs, share {member.gpu_share is not None}")
     assert model.jobs[0].placed and model.status.name == "OPTIMAL"
     assert enumerated.plan_source == "single"
     assert tier_values(enumerated) == tier_values(model)
