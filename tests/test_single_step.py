@@ -3,6 +3,8 @@ the same tier values, the same node, a plan the verifier accepts; anything else 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -43,6 +45,15 @@ def stepped(request: SolveRequest, *, model: bool, monkeypatch: pytest.MonkeyPat
         else:
             assert enumerable(rewrite(request)), "the enumerator must answer this step"
         return pipeline.solve_step(request, 5.0).result
+
+
+def model_explained(request: SolveRequest, until: float, monkeypatch: pytest.MonkeyPatch) -> tuple:
+    """The model path's step results with their reasons."""
+    with monkeypatch.context() as m:
+        m.setattr(pipeline, "enumerable", lambda _: False)
+        plan = pipeline.solve_step(request, 5.0)
+    assert plan.explain is not None
+    return tuple(plan.explain(until))
 
 
 def tier_values(result: SolveResult) -> list[tuple[str, float]]:
@@ -131,12 +142,17 @@ def test_the_enumerator_values_a_one_pod_step_as_the_model_does(request: SolveRe
     with pytest.MonkeyPatch.context() as monkeypatch:
         model = stepped(request, model=True, monkeypatch=monkeypatch)
         if choose(rewrite(request)) is None:
-            # No node takes the pod now: the model's way answers, and explains.
+            # No node takes the pod now: nothing placed, every tier 0 as the model proves it, and
+            # the model path's own reason when the kept plan is explained.
             event("no node takes the pod")
             assert not model.jobs[0].placed
-            enumerated = stepped(request, model=False, monkeypatch=monkeypatch)
-            assert enumerated.plan_source == model.plan_source != "single"
-            assert enumerated.jobs == model.jobs and tier_values(enumerated) == tier_values(model)
+            plan = pipeline.solve_step(request, 5.0)
+            assert plan.result.plan_source == "single" and not plan.result.jobs[0].placed
+            assert tier_values(plan.result) == tier_values(model)
+            assert [v.bound for v in plan.result.objectives] == [v.bound for v in model.objectives]
+            assert plan.explain is not None
+            until = time.perf_counter() + 5.0
+            assert plan.explain(until) == model_explained(request, until, monkeypatch)
             return
         enumerated = stepped(request, model=False, monkeypatch=monkeypatch)
     member = request.jobs[0].roles[0].member

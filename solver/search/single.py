@@ -89,9 +89,28 @@ class Single:
     classes: int  # node classes that could take the pod
 
 
+# The parts of each tier the enumerator values, by name, as the model names them.
+PARTS = {
+    ObjectiveTier.FRAGMENTATION: ("fragmentation",),
+    ObjectiveTier.PACKING: ("packing.fill_gpus", "packing.cpu_spare"),
+    ObjectiveTier.NODE_ORDER: ("node_order",),
+}
+
+
+def none_placed(request: SolveRequest) -> tuple[TierValue, ...]:
+    """The tier values of an :func:`enumerable` request whose pod no node takes now: every tier 0,
+    proven, as the model of no node class proves them."""
+    names = [name for name, _ in priority_levels(request.jobs, request.policy.priority_mode)]
+    return tuple(
+        _proven(tier, name, 0)
+        for tier in request.policy.objective
+        for name in (names if tier == ObjectiveTier.PLACED_WORK else PARTS[tier])
+    )
+
+
 def choose(request: SolveRequest) -> Single | None:
     """The best placement of an :func:`enumerable` request's one pod; None when no node can take
-    it now (the model path explains why)."""
+    it now (:func:`none_placed`; the model path explains why)."""
     policy = request.policy
     job = request.jobs[0]
     role = job.roles[0]
@@ -164,19 +183,8 @@ def choose(request: SolveRequest) -> Single | None:
                     work = member_work(member) if job.priority in levels else 0
                 objectives.append(_proven(tier, name, work))
         else:
-            objectives.extend(_proven(tier, name, v) for name, v in values.items() if _part_of(tier, name))
+            objectives.extend(_proven(tier, name, values[name]) for name in PARTS[tier])
     return Single(node, shape, concrete, slot, tuple(objectives), classes)
-
-
-def _part_of(tier: ObjectiveTier, name: str) -> bool:
-    return (
-        name.split(".")[0]
-        == {
-            ObjectiveTier.FRAGMENTATION: "fragmentation",
-            ObjectiveTier.PACKING: "packing",
-            ObjectiveTier.NODE_ORDER: "node_order",
-        }[tier]
-    )
 
 
 def _proven(tier: ObjectiveTier, name: str, value: int) -> TierValue:
