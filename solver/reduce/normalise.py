@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cached_property, lru_cache, partial
 from types import MappingProxyType
 
@@ -32,6 +32,7 @@ from solver.domain.model import (
     SolveRequest,
 )
 from solver.domain.nodefold import NodeMemo, fold_for
+from solver.domain.nodekey import node_key
 from solver.domain.topology import pcie_distance
 from solver.reduce.separation import Separation, job_label
 
@@ -441,26 +442,45 @@ _INTERNED: dict[NodeShape, NodeShape] = {}
 # Memos of shapes interned in one generation of _INTERNED: emptying it starts a new generation, so
 # no node keeps a shape equal to, but not the same object as, a newly interned one.
 _GENERATION = [0]
+# Shapes by node_key, labels and rails, of this generation: a node's twin's shape and device table.
+_BY_KEY: dict[tuple, tuple[NodeShape, ConcreteNode]] = {}
+_BY_KEY_MAX = 16_384
 
 
 def cached_node_shape(node: Node, selected: frozenset[str], rails: bool) -> tuple[NodeShape, ConcreteNode]:
     """:func:`node_shape` where no separation rule makes shapes the batch's own (a node's taboos are
-    then none, whatever the batch), remembered per node *object*: the wire layer hands back the same
-    Node for an unchanged node, so a scheduler's repeated inventory is normalised once."""
+    then none, whatever the batch), remembered per node *object* (the wire layer hands back the same
+    Node for an unchanged node, so a scheduler's repeated inventory is normalised once) and per
+    :func:`node_key` with the labels selected (a cold inventory of alike nodes is worked out once
+    per distinct node: only the node's name is its own)."""
     memo: NodeMemo[tuple[NodeShape, ConcreteNode]] = NodeMemo(
         ("normalise.shape", _GENERATION[0], selected, rails)
     )
     hit = memo.get(node)
     if hit is not None:
         return hit
-    shape, concrete = node_shape(node, selected, rails=rails)
-    if len(_INTERNED) >= 65_536:
-        _INTERNED.clear()
-        _GENERATION[0] += 1
-        memo = NodeMemo(("normalise.shape", _GENERATION[0], selected, rails))
-    # Equal shapes become one object, so grouping nodes by shape compares identities, not tuples.
-    shape = _INTERNED.setdefault(shape, shape)
-    return memo.put(node, (shape, concrete))
+    # node_shape reads no field node_key leaves out but the name and the labels, which it keys by.
+    labels = tuple(sorted((k, v) for k, v in node.labels.items() if k in selected)) if selected else ()
+    key = (node_key(node), labels, selected, rails)
+    twin = _BY_KEY.get(key)
+    if twin is None:
+        if len(_INTERNED) >= 65_536:
+            _INTERNED.clear()
+            _BY_KEY.clear()
+            _GENERATION[0] += 1
+            memo = NodeMemo(("normalise.shape", _GENERATION[0], selected, rails))
+        shape, concrete = node_shape(node, selected, rails=rails)
+        # Equal shapes become one object, so grouping nodes by shape compares identities, not tuples.
+        shape = _INTERNED.setdefault(shape, shape)
+        if len(_BY_KEY) >= _BY_KEY_MAX:
+            _BY_KEY.clear()
+        _BY_KEY[key] = (shape, concrete)
+        return memo.put(node, (shape, concrete))
+    shape, concrete = twin
+    # The twin's device table is this node's too (same ids, same order): only the name differs.
+    return memo.put(
+        node, (shape, concrete if concrete.name == node.name else replace(concrete, name=node.name))
+    )
 
 
 def _schedulable_shape(
