@@ -57,6 +57,17 @@ def fresh_request(nodes: int = 64, jobs: int = 40) -> SolveRequest:
     return kit.request(kit.cluster(nodes, gpus=2, nics=2), pods(jobs), request_id=f"r{stamp}", time_limit_s=2)
 
 
+def distinct_request(nodes: int = 64) -> SolveRequest:
+    """A cold request whose nodes all differ in hardware (CPUs): nodes built alike are validated and
+    shaped once per kind (solver.domain.nodekey), so a per-node count needs nodes that are not alike."""
+    request = fresh_request(nodes)
+    unlike = tuple(
+        n.model_copy(update={"cpu_milli": n.cpu_milli + 1000 * i})
+        for i, n in enumerate(request.inventory.nodes)
+    )
+    return request.model_copy(update={"inventory": request.inventory.model_copy(update={"nodes": unlike})})
+
+
 class TripAfter:
     """Counts calls of a stage's per-item work and trips ``cancel`` at the ``after``-th."""
 
@@ -73,7 +84,7 @@ class TripAfter:
 
 
 def test_a_trip_inside_validation_stops_it_at_the_next_node(monkeypatch: pytest.MonkeyPatch) -> None:
-    request = fresh_request()
+    request = distinct_request()
     cancel = Cancel()
     trip = TripAfter(cancel, after=5)
 
@@ -105,7 +116,7 @@ def test_a_trip_inside_the_job_rules_stops_them(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_trip_inside_normalisation_stops_it_at_the_next_node(monkeypatch: pytest.MonkeyPatch) -> None:
-    request = fresh_request()
+    request = distinct_request()
     cancel = Cancel()
     trip = TripAfter(cancel, after=5)
     real = normalisation.node_shape
