@@ -61,7 +61,7 @@ from solver.search.sequence import (
     solve_in_order,
     step_size,
 )
-from solver.search.single import Single, choose, enumerable, none_placed
+from solver.search.single import Single, choose, enumerable, none_placed, one_pod
 from solver.search.tiers import MERGE_MAX_VARIABLES, least_search_s, settle, solve_lexicographic
 
 # Time kept back from the caller's deadline for the reply: a fixed part, and a share of the time
@@ -546,8 +546,10 @@ def solve_step(step: SolveRequest, seconds: float) -> StepPlan:
     even empty) went before the steps, and allocations do not change what a node holds empty; and
     the earlier steps' plans are checked, rule by rule, by the batch's verify."""
     clock = Stopwatch()
-    rewritten = rewrite(step)
-    if enumerable(rewritten):  # one pod: every node valued, no model (solver.search.single)
+    # One pod: every node valued, no model (solver.search.single). A step of several pods is
+    # rewritten by search_valid, once.
+    rewritten = rewrite(step) if one_pod(step) else None
+    if rewritten is not None and enumerable(rewritten):
         with clock.stage("single"):
             single = choose(rewritten)
         if single is not None:

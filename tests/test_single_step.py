@@ -223,3 +223,20 @@ def test_a_one_pod_replay_step_is_enumerable() -> None:
         [kit.node("n0", kit.SMALL)], [kit.job("pod", 1)], objective=REPLAY_FILL, packing=Packing.FILL
     )
     assert enumerable(rewrite(request))
+
+
+@pytest.mark.parametrize("jobs", [[kit.job("a", 1), kit.job("b", 1)], [kit.job("pod", 1, 2)]])
+def test_a_step_of_several_pods_is_rewritten_once(jobs: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a one-pod step is rewritten before the search, to ask the enumerator; the others go to
+    ``search_valid``, which rewrites them itself (it was done twice: session 17's review)."""
+    calls: list[str] = []
+
+    def counted(request: SolveRequest) -> SolveRequest:
+        calls.append(request.request_id)
+        return rewrite(request)
+
+    monkeypatch.setattr(pipeline, "rewrite", counted)
+    request = kit.request([kit.node("n0", kit.SMALL), kit.node("n1", kit.SMALL)], jobs, objective=REPLAY)
+    placed = pipeline.solve_step(request, 5.0).result
+    assert all(job.placed for job in placed.jobs)
+    assert len(calls) == 1

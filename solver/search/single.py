@@ -48,15 +48,22 @@ ENUMERABLE_TIERS = frozenset(
 )
 
 
+def one_pod(request: SolveRequest) -> bool:
+    """Whether ``request`` asks for one member of one job: the shape the enumerator can answer.
+    Rewriting a request (policy chains, gangs kept close) keeps its jobs and members, so this is
+    asked before the rewrite, and a step of several pods is not rewritten twice."""
+    return (
+        len(request.jobs) == 1 and len(request.jobs[0].roles) == 1 and request.jobs[0].roles[0].replicas == 1
+    )
+
+
 def enumerable(request: SolveRequest) -> bool:
     """Whether ``request`` (rewritten: policy chains applied) is one pod under rules the
     enumerator values exactly: no rule of place, of separation or of preference, and the policy's
     tiers among :data:`ENUMERABLE_TIERS`."""
-    if len(request.jobs) != 1:
+    if not one_pod(request):
         return False
     job = request.jobs[0]
-    if len(job.roles) != 1 or job.roles[0].replicas != 1:
-        return False
     role = job.roles[0]
     policy = request.policy
     if not set(policy.objective) <= ENUMERABLE_TIERS:
