@@ -240,3 +240,26 @@ def test_a_step_of_several_pods_is_rewritten_once(jobs: list, monkeypatch: pytes
     placed = pipeline.solve_step(request, 5.0).result
     assert all(job.placed for job in placed.jobs)
     assert len(calls) == 1
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(one_pod_steps())
+def test_a_one_pod_request_is_answered_by_the_enumerator_as_the_model_answers_it(
+    request: SolveRequest,
+) -> None:
+    """``solve`` of a one-pod request (an online replay's pod) takes the enumerator's answer: the
+    model's node, tier values and reasons, measured and verified."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(pipeline, "enumerable", lambda _: False)
+        model = pipeline.solve(request)
+    answer = pipeline.solve(request)
+    if not model.jobs[0].placed:  # no node takes it now: the model path answers, with its reason
+        event("no node takes the pod")
+        assert answer.plan_source == model.plan_source != "single"
+        assert answer.jobs == model.jobs and answer.jobs[0].reason is not None
+        return
+    assert answer.plan_source == "single"
+    assert tier_values(answer) == tier_values(model)
+    assert nodes_of(answer) == nodes_of(model)
+    assert answer.metrics == model.metrics
+    assert violations(request, answer) == ()
