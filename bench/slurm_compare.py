@@ -186,7 +186,8 @@ class RunResult:
     env_wrong: int = 0
     env_wrong_examples: list[str] = field(default_factory=list)
     gangs_pending: int = 0
-    gangs_stranded: int = 0
+    gangs_stranded: int = 0  # pending, enough free GPUs in the cluster in total
+    gangs_fit_now: int = 0  # pending, enough nodes each with the member's GPUs (and NICs) free now
     pending_reasons: dict[str, int] = field(default_factory=dict)  # "planned:Resources" → jobs
     submit_ms: list[float] = field(default_factory=list)
     answers: dict[str, int] = field(default_factory=dict)
@@ -380,8 +381,9 @@ def measure(cluster: EmulatedCluster, ids: list[tuple[str, Any]], result: RunRes
             result.pending_reasons[key] = result.pending_reasons.get(key, 0) + 1
             if submit.nodes > 1:
                 result.gangs_pending += 1
-                if _stranded(cluster, submit):
-                    result.gangs_stranded += 1
+                in_total, on_nodes = _stranded(cluster, submit)
+                result.gangs_stranded += in_total
+                result.gangs_fit_now += on_nodes
             continue
         result.started += 1
         alloc: dict[str, str] = job["alloc"]  # type: ignore[assignment]
@@ -442,21 +444,25 @@ def _check_environment(
             return
 
 
-def _stranded(cluster: EmulatedCluster, submit: Any) -> bool:
-    """Pending gang although the cluster has enough free GPUs in total (they are spread out)."""
+def _stranded(cluster: EmulatedCluster, submit: Any) -> tuple[bool, bool]:
+    """Whether a pending gang has (enough free GPUs in the cluster in total — spread out, as the
+    issue first measured it; enough nodes that each have a member's GPUs, and NICs when it asks for
+    them, free now — room it could start in, which only a reservation or a race keeps it from)."""
     text = cluster.run("scontrol", "-o", "show", "node", "-d", check=False).stdout
-    free_per_node = []
+    free_gpus, rooms = 0, 0
     for line in text.splitlines():
-        total = _gpu_count(re.search(r"\bGres=(\S*)", line))
-        used = _gpu_count(re.search(r"\bGresUsed=(\S*)", line))
-        free_per_node.append(total - used)
-    return sum(free_per_node) >= submit.nodes * submit.gpus
+        total, used = re.search(r"\bGres=(\S*)", line), re.search(r"\bGresUsed=(\S*)", line)
+        gpus = _gres_count(total, "gpu") - _gres_count(used, "gpu")
+        nics = _gres_count(total, "nic") - _gres_count(used, "nic")
+        free_gpus += gpus
+        rooms += gpus >= submit.gpus and (not submit.nics or nics >= submit.gpus)
+    return free_gpus >= submit.nodes * submit.gpus, rooms >= submit.nodes
 
 
-def _gpu_count(match: re.Match[str] | None) -> int:
+def _gres_count(match: re.Match[str] | None, name: str) -> int:
     if match is None:
         return 0
-    return sum(item.count for item in parse_gres_string(match.group(1)) if item.name == "gpu")
+    return sum(item.count for item in parse_gres_string(match.group(1)) if item.name == name)
 
 
 def _allocated(gres_conf, node: str, gres: str, nic_names: list[str]) -> tuple[list[int], list[str]]:
@@ -700,6 +706,8 @@ def render(results: list[RunResult], command: str) -> str:
             return f"{r.env_wrong} / {r.env_checked}"
         if key == "gangs":
             return f"{r.gangs_stranded} / {r.gangs_pending}"
+        if key == "gangs_fit":
+            return f"{r.gangs_fit_now} / {r.gangs_pending}"
         if key == "submit":
             p95 = sorted(r.submit_ms)[int(0.95 * len(r.submit_ms))]
             return f"{statistics.median(r.submit_ms):.0f} / {p95:.0f}"
@@ -713,6 +721,7 @@ def render(results: list[RunResult], command: str) -> str:
         ("2/4-GPU jobs straddling NVLink halves / running", "nvlink"),
         ("jobs whose env names devices Slurm did not give / checked", "env"),
         ("gangs stranded (enough free GPUs in total) / pending", "gangs"),
+        ("gangs that fit now (enough nodes with a member's GPUs free) / pending", "gangs_fit"),
         ("sbatch ms median / p95", "submit"),
     ]
     by_key = {(r.nodes, r.seed, r.config): r for r in results}
@@ -789,6 +798,9 @@ def summary(results: list[RunResult]) -> str:
             ),
             _summary_row(
                 runs, present, "gangs stranded / pending", lambda r: (r.gangs_stranded, r.gangs_pending)
+            ),
+            _summary_row(
+                runs, present, "gangs that fit now / pending", lambda r: (r.gangs_fit_now, r.gangs_pending)
             ),
         ]
         medians = [

@@ -284,3 +284,28 @@ def test_gres_conf_generation_refuses_switch_groups_slurm_cannot_type() -> None:
     from adapters.slurm.gres import gpu_order_faults
 
     assert gpu_order_faults(parse_gres_conf("\n".join(lines)), "n1") == []
+
+
+def test_a_pending_gang_is_stranded_in_total_but_fits_only_on_whole_rooms() -> None:
+    """The Slurm bench's two measures of a pending gang, on ``scontrol -o show node -d`` lines as
+    slurmctld 22.05 prints them (typed per switch): 5 GPUs free in total on two nodes is "enough in
+    total" for a 2x2 gang but not room for a 2x4 one; NICs count only when the gang asks for them."""
+    from types import SimpleNamespace
+
+    from bench.slurm_compare import Submit, _stranded
+
+    def line(name: str, gpus_used: tuple[int, int, int, int], nics_used: tuple[int, int, int, int]) -> str:
+        total = ",".join(f"{kind}:sw{i}:2(S:0)" for kind in ("gpu", "nic") for i in range(4))
+        used = ",".join(
+            f"{kind}:sw{i}:{n}(IDX:N/A)"
+            for kind, counts in (("gpu", gpus_used), ("nic", nics_used))
+            for i, n in enumerate(counts)
+        )
+        return f"NodeName={name} Arch=x86_64 Gres={total} GresUsed={used} State=MIXED"
+
+    text = "\n".join([line("gn1", (2, 2, 1, 0), (2, 2, 2, 2)), line("gn2", (2, 2, 2, 0), (0, 0, 0, 0))])
+    cluster = SimpleNamespace(run=lambda *args, check=True: SimpleNamespace(stdout=text))
+    assert _stranded(cluster, Submit(2, 2, False)) == (True, True)  # gn1: 3 free, gn2: 2 free
+    assert _stranded(cluster, Submit(2, 2, True)) == (True, False)  # gn1 has no NIC free
+    assert _stranded(cluster, Submit(2, 4, False)) == (False, False)  # 5 free in total, no room of 4
+    assert _stranded(cluster, Submit(1, 3, False)) == (True, True)
