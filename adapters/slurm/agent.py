@@ -120,8 +120,13 @@ class AgentConfig:
     # A one-node job is not pinned to its planned node (it keeps the plan's switch-typed GRES, and
     # Slurm chooses the node) while an earlier eligible job, submitted less than this many seconds
     # ago or passed to Slurm's queue since the last read, has no backfill reservation yet: backfill
-    # may reserve the pinned node for it, and a pending job cannot be re-typed (pending.py). 0: off.
-    unpin_window_s: float = 30.0
+    # may reserve the pinned node for it, and a pending job cannot be re-typed (pending.py). 0: off,
+    # the default since session 18: every job the hook started fewer than typed GRES alone on the
+    # real-Slurm bench (64 nodes, seeds 1-3) was such a job, its types split over switches
+    # (`gpu:sw0:1,gpu:sw2:1`) fitting no node Slurm chose; nodes backfill has promised are closed
+    # to a plan anyway (`promised_before`), and a pinned job Slurm will not start soon is planned
+    # again or released (`release_after_s`).
+    unpin_window_s: float = 0.0
     # A pending planned job about to be released (its plan went stale, or Slurm will not start it soon
     # there) is first planned again on nodes where its GRES types are free (Agent._replan).
     replan: bool = True

@@ -78,6 +78,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "choice of nodes (0: never)",
     )
     agent.add_argument(
+        "--unpin-window",
+        type=float,
+        default=0.0,
+        help="seconds: while an earlier job submitted this recently has no backfill reservation, "
+        "a one-node job keeps its switch-typed GRES but Slurm chooses its node (0: never; docs/slurm.md)",
+    )
+    agent.add_argument(
         "--answer-budget",
         type=float,
         default=30.0,
@@ -214,6 +221,7 @@ def run_agent(args: argparse.Namespace) -> int:
         time_limit_s=args.time_limit,
         alignment=Requirement[args.alignment.upper()],
         release_after_s=args.release_after,
+        unpin_window_s=max(0.0, args.unpin_window),
         answer_budget_s=max(0.0, args.answer_budget) / 1000,
     )
     try:

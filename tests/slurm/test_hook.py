@@ -149,6 +149,7 @@ def _agent_on(
     solve_fn: Callable[..., Any] | None = None,
     *,
     topology: bool = True,
+    unpin_window_s: float = 0.0,
 ) -> Agent:
     """An agent on the captured cluster, reading Slurm through the given stand-ins, answering with
     the solver's own plans (``answer_budget_s=0``; the budget: test_fast_answer.py) from
@@ -163,6 +164,7 @@ def _agent_on(
         scontrol=str(scontrol),
         squeue=str(squeue),
         answer_budget_s=0,
+        unpin_window_s=unpin_window_s,
     )
     return Agent(config, solve_fn=solve_fn or (lambda request, timeout: solve(request, deadline_s=timeout)))
 
@@ -636,7 +638,7 @@ def test_a_one_node_job_is_not_pinned_while_an_earlier_job_waits_for_backfill(
     scontrol, squeue = _fake_slurm(tmp_path, fixtures)
     just_now = datetime.now().isoformat(timespec="seconds")
     Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|N/A|(null)|'\n")
-    agent = _agent_on(fixtures, scontrol, squeue)
+    agent = _agent_on(fixtures, scontrol, squeue, unpin_window_s=30.0)
     agent.refresh()
     one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2,gres:nic:2", "comment": "mine"})
     assert one["action"] == "apply" and one.get("unpinned"), one
@@ -652,6 +654,25 @@ def test_a_one_node_job_is_not_pinned_while_an_earlier_job_waits_for_backfill(
     agent.refresh()
     again = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1"})
     assert again["action"] == "apply" and not again.get("unpinned") and "req_nodes" in again["set"], again
+
+
+@pytest.mark.needs_pipeline
+def test_by_default_a_one_node_job_is_pinned_while_an_earlier_job_waits_for_backfill(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    """Seen on the real Slurm (64 nodes, seeds 1-3, session 18): every job the hook started fewer
+    than typed GRES alone had been left unpinned while an earlier job waited for backfill, its
+    switch types split (`gpu:sw0:1,gpu:sw2:1`) fitting no node Slurm then chose. By default the plan
+    pins its node (nodes backfill promised are closed to plans; a job Slurm will not start soon is
+    planned again or released)."""
+    scontrol, squeue = _fake_slurm(tmp_path, fixtures)
+    just_now = datetime.now().isoformat(timespec="seconds")
+    Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|N/A|(null)|'\n")
+    agent = _agent_on(fixtures, scontrol, squeue, unpin_window_s=AgentConfig.unpin_window_s)
+    agent.refresh()
+    one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2,gres:nic:2"})
+    assert one["action"] == "apply" and not one.get("unpinned"), one
+    assert "req_nodes" in one["set"] and one["set"]["tres_per_node"].startswith("gres:gpu:sw"), one
 
 
 PLANNED = "topoplace/v1 id=p9 gpu03:gpu=0,1:nic=mlx5_2,mlx5_3"
@@ -772,7 +793,7 @@ def test_only_an_earlier_job_slurm_may_place_elsewhere_unpins_the_next_one(
     scontrol, squeue = _fake_slurm(tmp_path, fixtures)
     just_now = datetime.now().isoformat(timespec="seconds")
     Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|None|N/A|(null)|{earlier}'\n")
-    agent = _agent_on(fixtures, scontrol, squeue)
+    agent = _agent_on(fixtures, scontrol, squeue, unpin_window_s=30.0)
     agent.refresh()
     one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1"})
     assert one["action"] == "apply", one
