@@ -123,7 +123,8 @@ class AgentConfig:
     # may reserve the pinned node for it, and a pending job cannot be re-typed (pending.py). 0: off,
     # the default since session 18: every job the hook started fewer than typed GRES alone on the
     # real-Slurm bench (64 nodes, seeds 1-3) was such a job, its types split over switches
-    # (`gpu:sw0:1,gpu:sw2:1`) fitting no node Slurm chose; nodes backfill has promised are closed
+    # (`gpu:sw0:1,gpu:sw2:1`) fitting no node Slurm chose (off: 892 and 895 GPUs' worth of jobs
+    # started in two runs, on: 862; bench/RESULTS-slurm.md); nodes backfill has promised are closed
     # to a plan anyway (`promised_before`), and a pinned job Slurm will not start soon is planned
     # again or released (`release_after_s`).
     unpin_window_s: float = 0.0
