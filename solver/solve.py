@@ -222,14 +222,11 @@ def solve_single(request: SolveRequest, clock: Stopwatch) -> SolveResult | None:
     measured and verified as any answer; None when it does not apply or no node takes the pod now
     (the model path then says why). An online replay asks one such request a pod, and the model
     path cost it ~20x its greedy twin (session 18)."""
-    with clock.stage("normalise"):
-        rewritten = rewrite(request)
-    if not enumerable(rewritten):
-        return None
     with clock.stage("single"):
-        single = choose(rewritten)
-    if single is None:
+        found = enumerated(request)
+    if found is None or found[1] is None:
         return None
+    rewritten, single = found
     result = answer_single(rewritten, single)
     with clock.stage("measures"):
         result = result.model_copy(update={"metrics": cluster_metrics(rewritten, result.jobs)})
@@ -571,12 +568,10 @@ def solve_step(step: SolveRequest, seconds: float) -> StepPlan:
     even empty) went before the steps, and allocations do not change what a node holds empty; and
     the earlier steps' plans are checked, rule by rule, by the batch's verify."""
     clock = Stopwatch()
-    # One pod: every node valued, no model (solver.search.single). A step of several pods is
-    # rewritten by search_valid, once.
-    rewritten = rewrite(step) if one_pod(step) else None
-    if rewritten is not None and enumerable(rewritten):
-        with clock.stage("single"):
-            single = choose(rewritten)
+    with clock.stage("single"):
+        found = enumerated(step)
+    if found is not None:
+        rewritten, single = found
         if single is not None:
             return StepPlan(
                 answer_single(rewritten, single).model_copy(update={"timings": tuple(clock.stages)})
@@ -599,6 +594,19 @@ def solve_step(step: SolveRequest, seconds: float) -> StepPlan:
         return StepPlan(searched)
     result = searched.result(searched.placements()).model_copy(update={"timings": tuple(clock.stages)})
     return StepPlan(result, searched.explained)
+
+
+def enumerated(request: SolveRequest) -> tuple[SolveRequest, Single | None] | None:
+    """For a one-pod request the enumerator values exactly (``solver.search.single``): the request
+    rewritten (policy chains applied) and the enumerator's choice, None when no node takes the pod
+    now; None for any other request. Only a one-pod request is rewritten here: the others go to
+    :func:`search_valid`, which rewrites them once."""
+    if not one_pod(request):
+        return None
+    rewritten = rewrite(request)
+    if not enumerable(rewritten):
+        return None
+    return rewritten, choose(rewritten)
 
 
 def explain_step(step: SolveRequest, until: float) -> tuple[JobResult, ...]:
