@@ -372,6 +372,7 @@ def measure(cluster: EmulatedCluster, ids: list[tuple[str, Any]], result: RunRes
         for name in names:
             types[name] = node_type
     jobs = cluster.jobs()
+    node_states: str | None = None
     for job_id, submit in ids:
         job = jobs.get(job_id)
         if not job:
@@ -381,7 +382,9 @@ def measure(cluster: EmulatedCluster, ids: list[tuple[str, Any]], result: RunRes
             result.pending_reasons[key] = result.pending_reasons.get(key, 0) + 1
             if submit.nodes > 1:
                 result.gangs_pending += 1
-                in_total, on_nodes = _stranded(cluster, submit)
+                if node_states is None:  # read once, for every pending gang
+                    node_states = cluster.run("scontrol", "-o", "show", "node", "-d", check=False).stdout
+                in_total, on_nodes = _stranded(node_states, submit)
                 result.gangs_stranded += in_total
                 result.gangs_fit_now += on_nodes
             continue
@@ -444,13 +447,13 @@ def _check_environment(
             return
 
 
-def _stranded(cluster: EmulatedCluster, submit: Any) -> tuple[bool, bool]:
-    """Whether a pending gang has (enough free GPUs in the cluster in total — spread out, as the
-    issue first measured it; enough nodes that each have a member's GPUs, and NICs when it asks for
-    them, free now — room it could start in, which only a reservation or a race keeps it from)."""
-    text = cluster.run("scontrol", "-o", "show", "node", "-d", check=False).stdout
+def _stranded(node_states: str, submit: Any) -> tuple[bool, bool]:
+    """Whether a pending gang has, by ``scontrol -o show node -d``'s lines (enough free GPUs in the
+    cluster in total — spread out, as the issue first measured it; enough nodes that each have a
+    member's GPUs, and NICs when it asks for them, free now — room it could start in, which only a
+    reservation or a race keeps it from)."""
     free_gpus, rooms = 0, 0
-    for line in text.splitlines():
+    for line in node_states.splitlines():
         total, used = re.search(r"\bGres=(\S*)", line), re.search(r"\bGresUsed=(\S*)", line)
         gpus = _gres_count(total, "gpu") - _gres_count(used, "gpu")
         nics = _gres_count(total, "nic") - _gres_count(used, "nic")

@@ -290,8 +290,6 @@ def test_a_pending_gang_is_stranded_in_total_but_fits_only_on_whole_rooms() -> N
     """The Slurm bench's two measures of a pending gang, on ``scontrol -o show node -d`` lines as
     slurmctld 22.05 prints them (typed per switch): 5 GPUs free in total on two nodes is "enough in
     total" for a 2x2 gang but not room for a 2x4 one; NICs count only when the gang asks for them."""
-    from types import SimpleNamespace
-
     from bench.slurm_compare import Submit, _stranded
 
     def line(name: str, gpus_used: tuple[int, int, int, int], nics_used: tuple[int, int, int, int]) -> str:
@@ -304,8 +302,7 @@ def test_a_pending_gang_is_stranded_in_total_but_fits_only_on_whole_rooms() -> N
         return f"NodeName={name} Arch=x86_64 Gres={total} GresUsed={used} State=MIXED"
 
     text = "\n".join([line("gn1", (2, 2, 1, 0), (2, 2, 2, 2)), line("gn2", (2, 2, 2, 0), (0, 0, 0, 0))])
-    cluster = SimpleNamespace(run=lambda *args, check=True: SimpleNamespace(stdout=text))
-    assert _stranded(cluster, Submit(2, 2, False)) == (True, True)  # gn1: 3 free, gn2: 2 free
-    assert _stranded(cluster, Submit(2, 2, True)) == (True, False)  # gn1 has no NIC free
-    assert _stranded(cluster, Submit(2, 4, False)) == (False, False)  # 5 free in total, no room of 4
-    assert _stranded(cluster, Submit(1, 3, False)) == (True, True)
+    assert _stranded(text, Submit(2, 2, False)) == (True, True)  # gn1: 3 free, gn2: 2 free
+    assert _stranded(text, Submit(2, 2, True)) == (True, False)  # gn1 has no NIC free
+    assert _stranded(text, Submit(2, 4, False)) == (False, False)  # 5 free in total, no room of 4
+    assert _stranded(text, Submit(1, 3, False)) == (True, True)
