@@ -10,6 +10,7 @@ from solver.domain.model import (
     GpuShare,
     Job,
     MemberShape,
+    Node,
     Role,
     SolveRequest,
     SolveStatus,
@@ -138,12 +139,27 @@ def test_a_mutex_allocation_keeps_its_gpu_to_itself() -> None:
     assert not placed(result, "s").placed
 
 
-def test_shares_pack_onto_the_fullest_gpu_that_takes_them() -> None:
-    node = kit.node("n1", kit.SMALL, switches=1, gpus=2, nics=0).model_copy(
+def half_held_node() -> Node:
+    return kit.node("n1", kit.SMALL, switches=1, gpus=2, nics=0).model_copy(
         update={"allocations": (Allocation(owner="old", gpu_shares=(GpuShare(gpu="GPU1", milli=500),)),)}
     )
-    result = solve(kit.request([node], [kit.job("s", role="pod", share=GpuShare(milli=300))]))
-    assert placed(result, "s").members[0].gpus == ("GPU1",)  # GPU0 stays whole
+
+
+def test_a_share_takes_the_gpu_that_leaves_the_least_fragmentation() -> None:
+    # Against the batch's own shape (300-milli shares), GPU1's 500 free would keep 200 no share fits;
+    # GPU0 keeps 700 and GPU1 500, each taking another: FGD's choice, not best fit's (session 19).
+    result = solve(kit.request([half_held_node()], [kit.job("s", role="pod", share=GpuShare(milli=300))]))
+    assert placed(result, "s").members[0].gpus == ("GPU0",)
+    assert result.metrics.fragmentation_after == 0.0
+
+
+def test_shares_pack_onto_the_fullest_gpu_when_whole_gpus_are_the_workload() -> None:
+    # With whole-GPU requests typical too, a whole GPU is worth keeping whole: GPU1 (best fit).
+    workload = (WorkloadShape(gpus=1, popularity=1), WorkloadShape(milli=300, popularity=1))
+    request = kit.request(
+        [half_held_node()], [kit.job("s", role="pod", share=GpuShare(milli=300))], workload=workload
+    )
+    assert placed(solve(request), "s").members[0].gpus == ("GPU1",)  # GPU0 stays whole
 
 
 def test_whole_and_shared_members_mix_on_one_node() -> None:

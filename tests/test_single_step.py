@@ -65,6 +65,10 @@ def nodes_of(result: SolveResult) -> list[str]:
     return [m.node for j in result.jobs for m in j.members]
 
 
+def gpus_of(result: SolveResult) -> list[tuple]:
+    return [(m.gpus, m.gpu_shares) for j in result.jobs for m in j.members]
+
+
 def violations(request: SolveRequest, result: SolveResult) -> tuple[str, ...]:
     measured = result.model_copy(update={"metrics": cluster_metrics(request, result.jobs)})
     return verify(request, measured)
@@ -163,6 +167,7 @@ def test_the_enumerator_values_a_one_pod_step_as_the_model_does(request: SolveRe
     assert tier_values(enumerated) == tier_values(model)
     # Ranks are distinct (every node is named in the order), so equal values mean the same node.
     assert nodes_of(enumerated) == nodes_of(model)
+    assert gpus_of(enumerated) == gpus_of(model)
     assert violations(request, enumerated) == ()
 
 
@@ -263,6 +268,7 @@ def test_a_one_pod_request_is_answered_by_the_enumerator_as_the_model_answers_it
     assert answer.plan_source == "single"
     assert tier_values(answer) == tier_values(model)
     assert nodes_of(answer) == nodes_of(model)
+    assert gpus_of(answer) == gpus_of(model)
     assert answer.metrics == model.metrics
     assert violations(request, answer) == ()
 
@@ -272,8 +278,9 @@ def test_a_one_pod_request_is_answered_by_the_enumerator_as_the_model_answers_it
 # the model values a share only where its witness packing puts it, the fullest GPU that takes it
 # (solver.reduce.intranode.packing._best_packing), so it read that node 2 FGD points worse than the
 # emptier GPU leaves it and placed the pod on a later-ranked node. The twin (FGD, tight-gpu) takes the
-# best-scored GPU first and the fullest only among equals. Not fixed here (the reduction is the lead's).
-@pytest.mark.xfail(strict=True, reason="a share is valued on the fullest GPU only (session 18 finding)")
+# best-scored GPU first and the fullest only among equals. Fixed in session 19: a lone share gets one
+# configuration per kind of GPU that takes it (packing._share_elsewhere), the fullest first, and decode
+# keeps the fullest among GPUs every tier values alike (decode._canonical).
 @pytest.mark.parametrize("model", [True, False], ids=["model", "enumerator"])
 def test_a_share_goes_to_the_gpu_that_leaves_the_least_fragmentation(
     model: bool, monkeypatch: pytest.MonkeyPatch
@@ -299,4 +306,29 @@ def test_a_share_goes_to_the_gpu_that_leaves_the_least_fragmentation(
     shares = [s for j in result.jobs for m in j.members for s in m.gpu_shares]
     assert [s.gpu for s in shares] == ["GPU1"]
     assert dict(tier_values(result))["fragmentation"] == 0.0
+    assert not violations(request, result)
+
+
+@pytest.mark.parametrize("model", [True, False], ids=["model", "enumerator"])
+def test_of_gpus_the_objective_values_alike_a_share_takes_the_fullest(
+    model: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GPU0 has 400 milli free, GPU1 300, GPU2 and GPU3 1000; a 100-milli share leaves no fragmentation
+    # on GPU0 or GPU1 against a workload of 100-milli shares, so best fit decides: GPU1, by the
+    # enumerator and by the model's decode alike (the model's own pick among equals is its accident).
+    held = Allocation(
+        owner="held", gpu_shares=(GpuShare(gpu="GPU0", milli=600), GpuShare(gpu="GPU1", milli=700))
+    )
+    node = kit.node("n0", kit.SMALL, model="A100", cpu_milli=64000, memory_mib=65536, allocations=[held])
+    request = kit.request(
+        [node],
+        [kit.job("pod", share=GpuShare(milli=100))],
+        objective=REPLAY,
+        packing=Packing.FILL,
+        workload=(WorkloadShape(milli=100, popularity=1.0),),
+        node_order=("n0",),
+        workers=1,
+    )
+    result = stepped(request, model=model, monkeypatch=monkeypatch)
+    assert [s.gpu for j in result.jobs for m in j.members for s in m.gpu_shares] == ["GPU1"]
     assert not violations(request, result)

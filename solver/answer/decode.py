@@ -146,15 +146,41 @@ def _class_slots(
     cls = problem.classes[c]
     nodes = iter(cls.nodes)
     by_shape: dict[int, list[tuple[ConcreteNode, Slot]]] = defaultdict(list)
+    taken = _canonical(c, compiled, solution)
     for k, config in enumerate(compiled.configs[c]):
-        var = compiled.x.get((c, k))
-        for _ in range(solution.get(var.name, 0) if var is not None else 0):
+        for _ in range(taken.get(k, 0)):
             node = next(nodes)
             for slot in config.slots:
                 by_shape[slot.shape].append((node, slot))
     for shape in by_shape:
         by_shape[shape].sort(key=lambda ns: not ns[1].strict)  # stable: node order kept
     return by_shape
+
+
+def _canonical(c: int, compiled: Compiled, solution: dict[str, int]) -> dict[int, int]:
+    """Nodes of class ``c`` per configuration, each node that took a lone share's other GPU
+    (``Configuration.elsewhere``) moved to the first configuration of its count that every tier
+    values alike: of GPUs the objective cannot tell apart, the fullest, as the enumerator
+    (``solver.search.single``) and every best-fit placer choose. The model's own pick among equals
+    is the search's accident; the plan should not depend on it."""
+    configs = compiled.configs[c]
+    taken = {k: solution.get(compiled.x[c, k].name, 0) for k in range(len(configs)) if (c, k) in compiled.x}
+    moved = [k for k, n in taken.items() if n and configs[k].elsewhere]
+    if not moved:
+        return taken
+    weights = [dict(zip(*tier.flat[:2], strict=True)) for tier in compiled.tiers]
+
+    def valued(k: int) -> tuple[int, ...]:
+        index = compiled.x[c, k].index
+        return tuple(w.get(index, 0) for w in weights)
+
+    for k in moved:
+        first = k
+        while configs[first].elsewhere:  # a witness stands right before its alternatives
+            first -= 1
+        alike = next(j for j in range(first, k + 1) if (c, j) in compiled.x and valued(j) == valued(k))
+        taken[alike] += taken.pop(k) if alike != k else 0
+    return taken
 
 
 def _fill(

@@ -38,7 +38,7 @@ from solver.domain.fabric import Fabric
 from solver.domain.model import ObjectiveTier, Policy
 from solver.reduce.intranode import Configuration, configurations_for
 from solver.reduce.normalise import Normalised
-from solver.reduce.policy import spreads_shares
+from solver.reduce.policy import chooses_share_gpu, spreads_shares
 
 __all__ = ["Compiled", "Tier", "compile_model"]
 
@@ -77,11 +77,11 @@ class Model(cp_model.CpModel):
 
 def compile_model(problem: Normalised, policy: Policy) -> Compiled:
     model = Model()
-    spread = spreads_shares(policy)
+    spread, choice = spreads_shares(policy), chooses_share_gpu(policy)
     supply = problem.supply()
     configs = {
         c.index: configurations_for(
-            c.shape, problem.shapes_json, spread, problem.conflicts, problem.shape_rails, supply
+            c.shape, problem.shapes_json, spread, problem.conflicts, problem.shape_rails, supply, choice
         )
         for c in checked(problem.classes)  # a class's configurations may take a while to enumerate
     }

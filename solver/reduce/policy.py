@@ -86,3 +86,11 @@ def member_rules(member: MemberShape, chain: set[str]) -> MemberShape:
 def spreads_shares(policy: Policy) -> bool:
     """GPU-level ``spread``: a share goes to the emptiest GPU that takes it, not the fullest."""
     return "spread" in words(policy.gpu_policy)
+
+
+def chooses_share_gpu(policy: Policy) -> bool:
+    """No GPU-level ``binpack`` or ``spread`` and a FRAGMENTATION tier: a lone share's GPU is the
+    objective's to choose (the one that leaves the least fragmentation, as FGD picks it), the
+    fullest among equals. A GPU-level word is the operator's rule (HAMi's), kept as it reads."""
+    named = {"binpack", "spread"} & set(words(policy.gpu_policy))
+    return not named and ObjectiveTier.FRAGMENTATION in policy.objective

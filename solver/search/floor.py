@@ -44,7 +44,11 @@ class Floor:
 
     def __init__(self, problem: Normalised, compiled: Compiled) -> None:
         self.problem, self.compiled = problem, compiled
-        self.index = {c: {k.counts: i for i, k in enumerate(cfg)} for c, cfg in compiled.configs.items()}
+        # Of configurations with the same counts, the first (a lone share's other GPUs come after
+        # its fullest, packing._share_elsewhere): built last to first so the first one stays.
+        self.index = {
+            c: {k.counts: i for i, k in reversed(list(enumerate(cfg)))} for c, cfg in compiled.configs.items()
+        }
         hosts: dict[int, list[int]] = defaultdict(list)
         for r, c in compiled.y:
             hosts[r].append(c)

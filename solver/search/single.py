@@ -39,7 +39,7 @@ from solver.domain.model import (
 )
 from solver.reduce.intranode import Configuration, Slot, configurations_for
 from solver.reduce.normalise import ConcreteNode, NodeShape, has_preferences, node_shapes, ranked_nodes
-from solver.reduce.policy import spreads_shares
+from solver.reduce.policy import chooses_share_gpu, spreads_shares
 from solver.reduce.separation import Separation
 
 # The tiers whose value for one pod on one node the enumerator knows (FILL packing only).
@@ -125,7 +125,7 @@ def choose(request: SolveRequest) -> Single | None:
     shapes = (member,)
     shapes_json = (member.model_dump_json(),)
     selected = frozenset(member.node_selector)
-    spread = spreads_shares(policy)
+    spread, choice = spreads_shares(policy), chooses_share_gpu(policy)
     workload = profile(policy.workload, shapes)
     tiers = tuple(policy.objective)
     filling = ObjectiveTier.PACKING in tiers
@@ -152,7 +152,7 @@ def choose(request: SolveRequest) -> Single | None:
         if key in seen:
             continue
         seen.add(key)
-        configs = configurations_for(shape, shapes_json, spread, (), (), (1,))
+        configs = configurations_for(shape, shapes_json, spread, (), (), (1,), choice)
         placing = [k for k, c in enumerate(configs) if c.counts[0] == 1]
         if not placing:
             continue

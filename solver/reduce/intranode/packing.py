@@ -48,6 +48,7 @@ class Configuration:
     counts: tuple[int, ...]  # members per shape
     strict: tuple[int, ...]  # of which meet every PREFERRED rule
     slots: tuple[Slot, ...]
+    elsewhere: bool = False  # a lone share on another kind of GPU than its witness's (_share_elsewhere)
 
     @property
     def empty(self) -> bool:
@@ -205,12 +206,14 @@ def enumerate_configurations(
     conflicts: Sequence[tuple[int, int, int]] = (),
     rails: Sequence[frozenset[int] | None] = (),
     limits: Sequence[int] = (),
+    share_choice: bool = False,
 ) -> tuple[Configuration, ...]:
     """Every multiset of ``shapes`` that fits on ``node`` together (the empty one first), capped at
     ``MAX_CONFIGURATIONS``, with at most ``limits[i]`` members of shape i where limits are given
     (the batch's supply: a configuration holding more members than the batch has is never used,
     and without the cap a small CPU-only pod alone opens hundreds). Shapes that cannot sit on this
-    node alone never appear."""
+    node alone never appear. With ``share_choice`` a lone share also comes on every other kind of
+    GPU that takes it (:func:`_share_elsewhere`)."""
     singles = {i: _member_for(node, i, s, rails[i] if rails else None) for i, s in enumerate(shapes)}
     same_node = frozenset((a, b) for a, b, scope in conflicts if scope == Scope.NODE)
     near = {
@@ -223,8 +226,9 @@ def enumerate_configurations(
     usable = [i for i, m in singles.items() if m is not None]
     empty = Configuration(counts=(0,) * len(shapes), strict=(0,) * len(shapes), slots=())
     found = [empty]
+    extra = 0  # a lone share's other GPUs (_share_elsewhere): not counted against the cap
     frontier: list[tuple[int, ...]] = [()]  # members as nondecreasing shape indices
-    while frontier and len(found) < MAX_CONFIGURATIONS:
+    while frontier and len(found) - extra < MAX_CONFIGURATIONS:
         next_frontier = []
         for members in frontier:
             for i in (u for u in usable if not members or u >= members[-1]):
@@ -245,13 +249,63 @@ def enumerate_configurations(
                 for slot in packed[1]:
                     strict[slot.shape] += slot.strict
                 found.append(Configuration(tuple(counts), tuple(strict), packed[1]))
+                if share_choice and len(grown) == 1:
+                    alternatives = _share_elsewhere(node, singles[i], packed[1][0], spread_shares)
+                    found.extend(
+                        Configuration(tuple(counts), tuple(strict), (s,), True) for s in alternatives
+                    )
+                    extra += len(alternatives)
                 next_frontier.append(grown)
-                if len(found) >= MAX_CONFIGURATIONS:
+                if len(found) - extra >= MAX_CONFIGURATIONS:
                     break
-            if len(found) >= MAX_CONFIGURATIONS:
+            if len(found) - extra >= MAX_CONFIGURATIONS:
                 break
         frontier = next_frontier
     return tuple(found)
+
+
+def _share_elsewhere(
+    node: NodeShape, member: _Member, witness: Slot, spread_shares: bool
+) -> tuple[Slot, ...]:
+    """A lone share member on each other kind of GPU that takes it, fullest first (emptiest first
+    when shares spread): one slot per distinct (model, free milli, free memory) after the witness's.
+
+    The witness puts a share on the fullest GPU, and the model values a configuration by its
+    witness alone; but where a share leaves the least fragmentation depends on the workload, which
+    the configurations do not know (session 18: a 470-milli share on GPUs free [890, 1000] was
+    valued on the 890 only, 2 FGD points worse). So the model gets the choice, per kind of GPU:
+    GPUs alike are interchangeable, and the fullest stays first so that equal values keep best fit.
+    Only a lone member: a replay's step and a window's node taking one pod; with several members
+    the witness's packing stands."""
+    if witness.share is None or witness.whole:  # whole GPUs or a mutex share: nothing to choose
+        return ()
+    variant = next(((r, sets) for r, sets, strict in member.variants if strict == witness.strict), None)
+    if variant is None:
+        return ()
+    rules, sets = variant
+    zeros = (0,) * len(node.gpus)
+    every_nic = list(range(len(node.nics)))
+
+    def kind(g: int) -> tuple:
+        gpu = node.gpus[g]
+        return gpu.model, gpu.milli, gpu.memory_mib
+
+    sign = -1 if spread_shares else 1
+    ranked = sorted(
+        (c for c in sets if share_stacks(node, c[0], rules, zeros, zeros)),
+        key=lambda c: (sign * node.gpus[c[0]].milli, c[0]),
+    )
+    seen = {kind(witness.gpus[0])}
+    slots = []
+    for combo in ranked:
+        if kind(combo[0]) in seen:
+            continue
+        nics = choose_nics(node, rules, combo, every_nic)
+        if nics is None:
+            continue
+        seen.add(kind(combo[0]))
+        slots.append(Slot(witness.shape, combo, nics, witness.strict, witness.share, False))
+    return tuple(slots)
 
 
 @lru_cache(maxsize=65_536)  # node shapes x member shapes seen; a replay's steady state fits
@@ -262,10 +316,11 @@ def configurations_for(
     conflicts: tuple[tuple[int, int, int], ...] = (),
     rails: tuple[frozenset[int] | None, ...] = (),
     limits: tuple[int, ...] = (),
+    share_choice: bool = False,
 ) -> tuple[Configuration, ...]:
     """Cached :func:`enumerate_configurations`, keyed by the shapes' JSON (shapes hold dicts)."""
     shapes = [MemberShape.model_validate_json(s) for s in shapes_json]
-    return enumerate_configurations(node, shapes, spread_shares, conflicts, rails, limits)
+    return enumerate_configurations(node, shapes, spread_shares, conflicts, rails, limits, share_choice)
 
 
 def free_after(node: NodeShape, config: Configuration) -> list[int]:
