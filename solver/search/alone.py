@@ -21,6 +21,7 @@ from solver.domain.validate import validate
 from solver.reduce.intranode import hosts_some_member
 from solver.reduce.normalise import normalise
 from solver.reduce.rails import expand_rails
+from solver.search.single import enumerable, fits_now
 
 # One feasibility search of one job: the model is small (one job's shapes on the free cluster's
 # classes), and a search that needs longer than this is not worth an explanation's time.
@@ -84,6 +85,9 @@ def places_alone(request: SolveRequest, job: Job, seconds: float, deterministic:
     alone = request.model_copy(update={"jobs": (job,), "policy": policy})
     if validate(alone):  # a relaxation that makes the job invalid places nothing
         return False
+    lone = request.model_copy(update={"jobs": (job,)})
+    if enumerable(lone):  # one pod the enumerator can place: no model, and the step's caches warm
+        return fits_now(lone)
     problem = expand_rails(normalise(alone, hosts_some_member))
     groups = problem.groups()
     compiled = compile_model(problem, policy)

@@ -16,7 +16,9 @@ a pod no node can take now (its reason is the model path's explanation).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from solver.compile.objective import (
     cpu_per_gpu_milli_of,
@@ -123,42 +125,22 @@ def choose(request: SolveRequest) -> Single | None:
     role = job.roles[0]
     member = role.member
     shapes = (member,)
-    shapes_json = (member.model_dump_json(),)
-    selected = frozenset(member.node_selector)
-    spread, choice = spreads_shares(policy), chooses_share_gpu(policy)
     workload = profile(policy.workload, shapes)
     tiers = tuple(policy.objective)
     filling = ObjectiveTier.PACKING in tiers
+    valued = ObjectiveTier.FRAGMENTATION in tiers
     if filling:
         cpu_per_milli = cpu_per_gpu_milli_of(policy, [(1, member)])
         largest_cpu = largest_node(request.inventory.nodes)[1]
         uses_gpu = (member.gpus > 0 or member.gpu_share is not None,)
     # (key, tier values, node index, configuration index, the node's configurations)
-    best: tuple[tuple[int, ...], dict[str, int], int, int, tuple[Configuration, ...]] | None = None
-    seen: set[tuple[int, int]] = set()  # node classes tried: (shape object, healthy GPUs when FILL)
+    best: tuple[tuple[int, ...], dict[str, int], Hosting, int] | None = None  # (key, values, class, k)
     classes = 0
-    # The shapes normalise would give (``cached_node_shape``), through the fold normalise keeps: a
-    # step binds one node, and a lookup per node was a third of the enumerator in a profile.
-    shape_of = node_shapes(request, selected, Separation.of(request), (None,), False)
-    # checked: a cancelled call stops here (solver.domain.cancel); cold shapes cost ~1 ms a node.
-    for rank, i, node in checked(ranked_nodes(request)):
-        if not node.schedulable:
-            continue
-        shape, _ = shape_of(i, node)
-        # A class's nodes are interchangeable to the model, and decode hands out its lowest-ranked
-        # node first: the first node of a class in rank order stands for it.
-        total = sum(1 for g in node.gpus if g.healthy) if filling else 0
-        key = (id(shape), total)
-        if key in seen:
-            continue
-        seen.add(key)
-        configs = configurations_for(shape, shapes_json, spread, (), (), (1,), choice)
-        placing = [k for k, c in enumerate(configs) if c.counts[0] == 1]
-        if not placing:
-            continue
+    for hosting in hosting_classes(request, filling):
         classes += 1
-        deltas = fragmentation_deltas(shape, configs, shapes, workload)
-        for k in placing:
+        shape, total, configs, rank = hosting.shape, hosting.total, hosting.configs, hosting.rank
+        deltas = fragmentation_deltas(shape, configs, shapes, workload) if valued else ()
+        for k in hosting.placing:
             values: dict[str, int] = {}
             for tier in tiers:
                 if tier == ObjectiveTier.FRAGMENTATION:
@@ -171,15 +153,14 @@ def choose(request: SolveRequest) -> Single | None:
                     values["packing.cpu_spare"] = cpu_spare
                 elif tier == ObjectiveTier.NODE_ORDER:
                     values["node_order"] = -rank
-            found = (tuple(values.values()), values, i, k, configs)
-            if best is None or found[0] > best[0]:  # of equals, the first in rank order
-                best = found
+            key = tuple(values.values())
+            if best is None or key > best[0]:  # of equals, the first in rank order
+                best = (key, values, hosting, k)
     if best is None:
         return None
-    _, values, i, k, configs = best
-    node = request.inventory.nodes[i]
-    shape, concrete = shape_of(i, node)
-    (slot,) = configs[k].slots
+    _, values, chosen, k = best
+    node, shape, concrete = chosen.node, chosen.shape, chosen.concrete
+    (slot,) = chosen.configs[k].slots
     objectives = []
     for tier in tiers:
         if tier == ObjectiveTier.PLACED_WORK:
@@ -192,6 +173,53 @@ def choose(request: SolveRequest) -> Single | None:
         else:
             objectives.extend(_proven(tier, name, values[name]) for name in PARTS[tier])
     return Single(node, shape, concrete, slot, tuple(objectives), classes)
+
+
+def fits_now(request: SolveRequest) -> bool:
+    """Whether some node takes an :func:`enumerable` request's one pod now: the first node class
+    that does answers, nothing valued (explanations ask it of every pod a window leaves out)."""
+    return next(hosting_classes(request, False), None) is not None
+
+
+class Hosting(NamedTuple):
+    """A node class that can take the one pod, by its first node in rank order."""
+
+    rank: int
+    node: Node
+    shape: NodeShape
+    concrete: ConcreteNode
+    total: int  # healthy GPUs, when FILL packing counts them (else 0: one class whatever they are)
+    configs: tuple[Configuration, ...]
+    placing: list[int]  # the configurations that place the pod
+
+
+def hosting_classes(request: SolveRequest, filling: bool) -> Iterator[Hosting]:
+    """Each node class that can take the one pod, in node rank order. A class's nodes are
+    interchangeable to the model, and decode hands out its lowest-ranked node first: the first node
+    of a class in rank order stands for it."""
+    policy = request.policy
+    member = request.jobs[0].roles[0].member
+    shapes_json = (member.model_dump_json(),)
+    spread, choice = spreads_shares(policy), chooses_share_gpu(policy)
+    # The shapes normalise would give (``cached_node_shape``), through the fold normalise keeps: a
+    # step binds one node, and a lookup per node was a third of the enumerator in a profile.
+    selected = frozenset(member.node_selector)
+    shape_of = node_shapes(request, selected, Separation.of(request), (None,), False)
+    seen: set[tuple[int, int]] = set()  # node classes tried: (shape object, healthy GPUs when FILL)
+    # checked: a cancelled call stops here (solver.domain.cancel); cold shapes cost ~1 ms a node.
+    for rank, i, node in checked(ranked_nodes(request)):
+        if not node.schedulable:
+            continue
+        shape, concrete = shape_of(i, node)
+        total = sum(1 for g in node.gpus if g.healthy) if filling else 0
+        key = (id(shape), total)
+        if key in seen:
+            continue
+        seen.add(key)
+        configs = configurations_for(shape, shapes_json, spread, (), (), (1,), choice)
+        placing = [k for k, c in enumerate(configs) if c.counts[0] == 1]
+        if placing:
+            yield Hosting(rank, node, shape, concrete, total, configs, placing)
 
 
 def _proven(tier: ObjectiveTier, name: str, value: int) -> TierValue:

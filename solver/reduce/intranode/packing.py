@@ -318,9 +318,20 @@ def configurations_for(
     limits: tuple[int, ...] = (),
     share_choice: bool = False,
 ) -> tuple[Configuration, ...]:
-    """Cached :func:`enumerate_configurations`, keyed by the shapes' JSON (shapes hold dicts)."""
-    shapes = [MemberShape.model_validate_json(s) for s in shapes_json]
+    """Cached :func:`enumerate_configurations`, keyed by the shapes' JSON (shapes hold dicts). A node
+    no shape may sit on (:func:`_may_host`: most nodes late in a replay, for each new pod) gets the
+    empty configuration alone without parsing a shape or building its rules."""
+    shapes, loosest = _parsed(shapes_json)
+    if not any(_may_host(node, rules) for rules in loosest):
+        return (Configuration(counts=(0,) * len(shapes), strict=(0,) * len(shapes), slots=()),)
     return enumerate_configurations(node, shapes, spread_shares, conflicts, rails, limits, share_choice)
+
+
+@lru_cache(maxsize=4_096)
+def _parsed(shapes_json: tuple[str, ...]) -> tuple[tuple[MemberShape, ...], tuple[Rules, ...]]:
+    """The shapes of a JSON key and their loosest rules: a step asks them of every node class."""
+    shapes = tuple(MemberShape.model_validate_json(s) for s in shapes_json)
+    return shapes, tuple(Rules.of(shape, strict=False) for shape in shapes)
 
 
 def free_after(node: NodeShape, config: Configuration) -> list[int]:
@@ -337,8 +348,7 @@ def hosts_some_member(shapes: Sequence[MemberShape]) -> Callable[[NodeShape], bo
     a node of this shape alone, as it stands? A necessary test (the member's own rules, not its
     NICs' matching), so no node that could take part is lost."""
     shapes_json = tuple(m.model_dump_json() for m in shapes)
-    loosest = tuple(Rules.of(shape, strict=False) for shape in shapes)
-    return lambda node: _hosts_any(node, shapes_json, loosest)
+    return lambda node: _hosts_any(node, shapes_json, _parsed(shapes_json)[1])
 
 
 _HOSTS: dict[tuple[NodeShape, tuple[str, ...]], bool] = {}
@@ -356,7 +366,7 @@ def _hosts_any(node: NodeShape, shapes_json: tuple[str, ...], loosest: Sequence[
             _HOSTS.clear()
         hit = any(_may_host(node, rules) for rules in loosest)
         if hit:
-            shapes = [MemberShape.model_validate_json(s) for s in shapes_json]
+            shapes = _parsed(shapes_json)[0]
             hit = any(_member_for(node, i, s) is not None for i, s in enumerate(shapes))
         _HOSTS[key] = hit
     return hit
