@@ -557,15 +557,25 @@ def ranked_nodes(request: SolveRequest) -> list[tuple[int, int, Node]]:
     leaf before the next), then name.
     Nodes the order does not name tie after the named ones, so without an order every node ranks 0
     and the NODE_ORDER tier has nothing to prefer."""
-    order = request.policy.node_order
-    position = {name: i for i, name in enumerate(order)} if order else {}
-    last = len(order)
-    # Plain tuples sort without a key function per node; the index keeps nodes out of comparisons.
-    keyed = sorted(
-        (position.get(n.name, last), n.leaf, n.name, i) for i, n in enumerate(request.inventory.nodes)
-    )
     nodes = request.inventory.nodes
-    return [(rank, i, nodes[i]) for rank, _, _, i in keyed]
+    where = (request.policy.node_order, tuple((n.name, n.leaf) for n in nodes))
+    ranks = _RANKS.get(where)
+    if ranks is None:
+        order = where[0]
+        position = {name: i for i, name in enumerate(order)} if order else {}
+        last = len(order)
+        # Plain tuples sort without a key function per node; the index keeps nodes out of comparisons.
+        keyed = sorted((position.get(n.name, last), n.leaf, n.name, i) for i, n in enumerate(nodes))
+        ranks = [(rank, i) for rank, _, _, i in keyed]
+        if len(_RANKS) >= 64:
+            _RANKS.clear()
+        _RANKS[where] = ranks
+    return [(rank, i, nodes[i]) for rank, i in ranks]
+
+
+# The order of an inventory's nodes by (node order, names and leaves): a replay's steps and a
+# window's orders ask it of the same nodes hundreds of times, one node's allocations changed each.
+_RANKS: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], list[tuple[int, int]]] = {}
 
 
 # Given the batch's member shapes, a test of whether a node shape could host any of them alone.
