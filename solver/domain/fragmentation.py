@@ -285,7 +285,11 @@ def batch_workload(members: Iterable[MemberShape]) -> tuple[WorkloadShape, ...]:
 
 def profile(workload: Sequence[WorkloadShape], members: Iterable[MemberShape]) -> Profile:
     """The caller's workload, or else :func:`batch_workload`. Profiles are kept by their typical
-    requests, so their memo outlives one request."""
+    requests, so their memo outlives one request; the last caller's workload object answers without
+    reading it again (a replay asks with the same workload for every pod, ~0.4 ms each)."""
+    last = _LAST_WORKLOAD[0]
+    if workload and last is not None and last[0] is workload:
+        return last[1]
     shapes = workload or batch_workload(members)
     total = sum(w.popularity for w in shapes)
     typicals = tuple(
@@ -304,4 +308,9 @@ def profile(workload: Sequence[WorkloadShape], members: Iterable[MemberShape]) -
         if len(_PROFILES) >= 64:
             _PROFILES.clear()
         hit = _PROFILES[typicals] = Profile(typicals)
+    if workload:
+        _LAST_WORKLOAD[0] = (workload, hit)  # holding the object keeps its identity unique
     return hit
+
+
+_LAST_WORKLOAD: list[tuple[Sequence[WorkloadShape], Profile] | None] = [None]
