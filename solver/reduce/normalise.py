@@ -506,11 +506,7 @@ def node_shapes(
     one node, and a lookup per node was a third of each normalise (replay windows, session 13)."""
     if separation.owned:
         return lambda _, node: node_shape(node, selected, separation, owners, rails=rails)
-    fold = fold_for(
-        ("normalise.shapes", _GENERATION[0], selected, rails),
-        partial(_schedulable_shape, selected=selected, rails=rails),
-    )
-    shapes = fold(request.inventory.nodes)
+    shapes = schedulable_shapes(request, selected, rails)
 
     def shape_of(i: int, _: Node) -> tuple[NodeShape, ConcreteNode]:
         found = shapes[i]
@@ -518,6 +514,19 @@ def node_shapes(
         return found
 
     return shape_of
+
+
+def schedulable_shapes(
+    request: SolveRequest, selected: frozenset[str], rails: bool
+) -> list[tuple[NodeShape, ConcreteNode] | None]:
+    """Per node of the inventory its :func:`cached_node_shape`, None where it is not schedulable:
+    the fold :func:`node_shapes` reads, for a caller with no separation rule that walks every node
+    (``solver.search.single``)."""
+    fold = fold_for(
+        ("normalise.shapes", _GENERATION[0], selected, rails),
+        partial(_schedulable_shape, selected=selected, rails=rails),
+    )
+    return fold(request.inventory.nodes)
 
 
 def locality_matters(request: SolveRequest) -> tuple[bool, bool]:
@@ -558,6 +567,12 @@ def ranked_nodes(request: SolveRequest) -> list[tuple[int, int, Node]]:
     Nodes the order does not name tie after the named ones, so without an order every node ranks 0
     and the NODE_ORDER tier has nothing to prefer."""
     nodes = request.inventory.nodes
+    return [(rank, i, nodes[i]) for rank, i in node_ranks(request)]
+
+
+def node_ranks(request: SolveRequest) -> list[tuple[int, int]]:
+    """:func:`ranked_nodes` without the nodes: (place in the node order, index in the inventory)."""
+    nodes = request.inventory.nodes
     where = (request.policy.node_order, tuple((n.name, n.leaf) for n in nodes))
     ranks = _RANKS.get(where)
     if ranks is None:
@@ -570,7 +585,7 @@ def ranked_nodes(request: SolveRequest) -> list[tuple[int, int, Node]]:
         if len(_RANKS) >= 64:
             _RANKS.clear()
         _RANKS[where] = ranks
-    return [(rank, i, nodes[i]) for rank, i in ranks]
+    return ranks
 
 
 # The order of an inventory's nodes by (node order, names and leaves): a replay's steps and a

@@ -40,9 +40,8 @@ from solver.domain.model import (
     TierValue,
 )
 from solver.reduce.intranode import Configuration, Slot, configurations_for
-from solver.reduce.normalise import ConcreteNode, NodeShape, has_preferences, node_shapes, ranked_nodes
+from solver.reduce.normalise import ConcreteNode, NodeShape, has_preferences, node_ranks, schedulable_shapes
 from solver.reduce.policy import chooses_share_gpu, spreads_shares
-from solver.reduce.separation import Separation
 
 # The tiers whose value for one pod on one node the enumerator knows (FILL packing only).
 ENUMERABLE_TIERS = frozenset(
@@ -201,25 +200,27 @@ def hosting_classes(request: SolveRequest, filling: bool) -> Iterator[Hosting]:
     member = request.jobs[0].roles[0].member
     shapes_json = (member.model_dump_json(),)
     spread, choice = spreads_shares(policy), chooses_share_gpu(policy)
-    # The shapes normalise would give (``cached_node_shape``), through the fold normalise keeps: a
-    # step binds one node, and a lookup per node was a third of the enumerator in a profile.
-    selected = frozenset(member.node_selector)
-    shape_of = node_shapes(request, selected, Separation.of(request), (None,), False)
-    seen: set[tuple[int, int]] = set()  # node classes tried: (shape object, healthy GPUs when FILL)
+    # The shapes normalise would give (``cached_node_shape``; no separation rule: enumerable), through
+    # the fold normalise keeps: a step binds one node, and a lookup per node was a third of the
+    # enumerator in a profile. The walk below is per node of ~1,500 every step: kept to lookups.
+    nodes = request.inventory.nodes
+    shapes = schedulable_shapes(request, frozenset(member.node_selector), False)
+    seen: set[object] = set()  # node classes tried: shape object (and healthy GPUs when FILL)
     # checked: a cancelled call stops here (solver.domain.cancel); cold shapes cost ~1 ms a node.
-    for rank, i, node in checked(ranked_nodes(request)):
-        if not node.schedulable:
+    for rank, i in checked(node_ranks(request)):
+        found = shapes[i]
+        if found is None:  # not schedulable
             continue
-        shape, concrete = shape_of(i, node)
-        total = sum(1 for g in node.gpus if g.healthy) if filling else 0
-        key = (id(shape), total)
+        total = sum(1 for g in nodes[i].gpus if g.healthy) if filling else 0
+        key = (found[0], total) if filling else found[0]
         if key in seen:
             continue
         seen.add(key)
+        shape, concrete = found
         configs = configurations_for(shape, shapes_json, spread, (), (), (1,), choice)
         placing = [k for k, c in enumerate(configs) if c.counts[0] == 1]
         if placing:
-            yield Hosting(rank, node, shape, concrete, total, configs, placing)
+            yield Hosting(rank, nodes[i], shape, concrete, total, configs, placing)
 
 
 def _proven(tier: ObjectiveTier, name: str, value: int) -> TierValue:
