@@ -572,8 +572,20 @@ def ranked_nodes(request: SolveRequest) -> list[tuple[int, int, Node]]:
 
 def node_ranks(request: SolveRequest) -> list[tuple[int, int]]:
     """:func:`ranked_nodes` without the nodes: (place in the node order, index in the inventory)."""
-    nodes = request.inventory.nodes
-    where = (request.policy.node_order, tuple((n.name, n.leaf) for n in nodes))
+    nodes, order = request.inventory.nodes, request.policy.node_order
+    last = _LAST_RANKS[0]
+    if (
+        last is not None
+        and last[0] is order
+        and len(last[1]) == len(nodes)
+        # a step replaced a node or two, with the same name and leaf: the ranks stand
+        and all(
+            a is b or (a.name == b.name and a.leaf == b.leaf) for a, b in zip(last[1], nodes, strict=True)
+        )
+    ):
+        _LAST_RANKS[0] = (order, nodes, last[2])
+        return last[2]
+    where = (order, tuple((n.name, n.leaf) for n in nodes))
     ranks = _RANKS.get(where)
     if ranks is None:
         order = where[0]
@@ -585,12 +597,15 @@ def node_ranks(request: SolveRequest) -> list[tuple[int, int]]:
         if len(_RANKS) >= 64:
             _RANKS.clear()
         _RANKS[where] = ranks
+    _LAST_RANKS[0] = (order, nodes, ranks)
     return ranks
 
 
 # The order of an inventory's nodes by (node order, names and leaves): a replay's steps and a
 # window's orders ask it of the same nodes hundreds of times, one node's allocations changed each.
 _RANKS: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], list[tuple[int, int]]] = {}
+# The last inventory asked, its node order and ranks: the next step's differs by a node or two.
+_LAST_RANKS: list[tuple[tuple[str, ...], tuple[Node, ...], list[tuple[int, int]]] | None] = [None]
 
 
 # Given the batch's member shapes, a test of whether a node shape could host any of them alone.

@@ -205,22 +205,42 @@ def hosting_classes(request: SolveRequest, filling: bool) -> Iterator[Hosting]:
     # enumerator in a profile. The walk below is per node of ~1,500 every step: kept to lookups.
     nodes = request.inventory.nodes
     shapes = schedulable_shapes(request, frozenset(member.node_selector), False)
-    seen: set[object] = set()  # node classes tried: shape object (and healthy GPUs when FILL)
+    # Node classes tried, by the shape's identity (shapes are interned), and the healthy GPUs when FILL.
+    seen: set[object] = set()
+    known = _of_pod(shapes_json, spread, choice)
     # checked: a cancelled call stops here (solver.domain.cancel); cold shapes cost ~1 ms a node.
     for rank, i in checked(node_ranks(request)):
         found = shapes[i]
         if found is None:  # not schedulable
             continue
+        shape = found[0]
         total = sum(1 for g in nodes[i].gpus if g.healthy) if filling else 0
-        key = (found[0], total) if filling else found[0]
+        key = (id(shape), total) if filling else id(shape)
         if key in seen:
             continue
         seen.add(key)
-        shape, concrete = found
-        configs = configurations_for(shape, shapes_json, spread, (), (), (1,), choice)
-        placing = [k for k, c in enumerate(configs) if c.counts[0] == 1]
-        if placing:
-            yield Hosting(rank, nodes[i], shape, concrete, total, configs, placing)
+        hit = known.get(id(shape))
+        if hit is None or hit[0] is not shape:
+            configs = configurations_for(shape, shapes_json, spread, (), (), (1,), choice)
+            hit = known[id(shape)] = (shape, configs, [k for k, c in enumerate(configs) if c.counts[0] == 1])
+        if hit[2]:
+            yield Hosting(rank, nodes[i], shape, found[1], total, hit[1], hit[2])
+
+
+# Per pod (its member's JSON and the share rules), each node shape's configurations and those that
+# place the pod, by the shape's identity (the shape is kept, so its id stays its own): a window asks
+# its pods of the same few hundred shapes in every order it tries, and most take none.
+_PODS: dict[tuple, dict[int, tuple[NodeShape, tuple[Configuration, ...], list[int]]]] = {}
+
+
+def _of_pod(shapes_json: tuple[str, ...], spread: bool, choice: bool) -> dict:
+    key = (shapes_json, spread, choice)
+    found = _PODS.get(key)
+    if found is None:
+        if len(_PODS) >= 256:
+            _PODS.clear()
+        found = _PODS[key] = {}
+    return found
 
 
 def _proven(tier: ObjectiveTier, name: str, value: int) -> TierValue:
