@@ -259,3 +259,15 @@ def test_a_plans_fragmentation_change_is_counted_on_the_nodes_it_touches_alone()
     ]
     wider = kit.request([*others[:3], idle, busy, *others[3:]], jobs, workload=workload)
     assert fragmentation_change(wider, result.jobs) == change
+
+
+def test_a_profile_is_its_own_workloads_whatever_was_asked_before() -> None:
+    """``profile`` answers the last workload object asked without reading it (session 19): another
+    workload in between, or the batch's own shapes, get their own."""
+    shares = (WorkloadShape(milli=500, popularity=1.0),)
+    whole = (WorkloadShape(gpus=2, popularity=1.0),)
+    member = MemberShape(gpus=1)
+    first = profile(shares, [member])
+    assert [t.milli for t in profile(whole, [member]).typicals] == [0]
+    assert [t.gpus for t in profile((), [member]).typicals] == [1]
+    assert profile(shares, [member]) is first and [t.milli for t in first.typicals] == [500]

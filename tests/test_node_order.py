@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.domain.model import ObjectiveTier
+from solver.domain.model import Allocation, ObjectiveTier
 from solver.domain.validate import validate
+from solver.reduce.normalise import ranked_nodes
 from solver.solve import solve
 from tests import kit
 
@@ -134,3 +135,33 @@ def test_the_completed_greedy_plan_sets_the_order_booleans_the_model_demands() -
             model.add(var == plan[var.name])
     assert cp_model.CpSolver().solve(model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     assert compiled.tiers[-1].value_of(plan) < 0  # three of four nodes touched: ranks 0, 1 and 2
+
+
+def test_ranks_follow_renamed_nodes_and_a_new_order_not_the_last_ones_asked() -> None:
+    """``node_ranks`` reuses the last inventory's ranks while only allocations change (a replay's
+    step): a node renamed, or another order of the same names, is ranked anew (session 19). Each
+    question follows the one it must not be confused with."""
+    nodes = [kit.node(name, kit.SMALL) for name in ("a", "b", "c")]
+    request = kit.request(nodes, [kit.job("p", 1)], objective=FIRST_FIT, node_order=("c", "a", "b"))
+
+    def names(asked) -> list[str]:
+        return [n.name for _, _, n in ranked_nodes(asked)]
+
+    def with_nodes(*changed):
+        inventory = request.inventory.model_copy(update={"nodes": changed})
+        return request.model_copy(update={"inventory": inventory})
+
+    assert names(request) == ["c", "a", "b"]
+    reordered = request.model_copy(
+        update={"policy": request.policy.model_copy(update={"node_order": ("b", "c", "a")})}
+    )
+    assert names(reordered) == ["b", "c", "a"]
+    assert names(request) == ["c", "a", "b"]
+    busy = nodes[0].model_copy(update={"allocations": (Allocation(owner="x", gpus=("GPU0",)),)})
+    assert [(r, n) for r, _, n in ranked_nodes(with_nodes(busy, *nodes[1:]))] == [
+        (0, nodes[2]),
+        (1, busy),
+        (2, nodes[1]),
+    ]
+    renamed = with_nodes(nodes[0].model_copy(update={"name": "d"}), *nodes[1:])
+    assert names(renamed) == ["c", "b", "d"]  # "d" is not in the order: last

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
+import solver.search.alone as alone
 import solver.solve as pipeline
 from solver.answer.measures import cluster_metrics
 from solver.answer.verify import verify
@@ -332,3 +333,20 @@ def test_of_gpus_the_objective_values_alike_a_share_takes_the_fullest(
     result = stepped(request, model=model, monkeypatch=monkeypatch)
     assert [s.gpu for j in result.jobs for m in j.members for s in m.gpu_shares] == ["GPU1"]
     assert not violations(request, result)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(one_pod_steps())
+def test_whether_a_lone_pod_fits_is_answered_as_the_models_search_answers_it(request: SolveRequest) -> None:
+    """An explanation asks whether a left-out pod fits alone (``places_alone``); for a pod the
+    enumerator values, its first hosting class answers (``fits_now``, session 19), as the model's
+    feasibility search does."""
+    rewritten = rewrite(request)
+    assume(enumerable(rewritten) and not validate(rewritten))
+    job = rewritten.jobs[0]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(alone, "enumerable", lambda _: False)
+        model = alone.places_alone(rewritten, job, 5.0)
+    assert model is not None
+    event(f"fits: {model}")
+    assert alone.places_alone(rewritten, job, 5.0) is model
