@@ -141,16 +141,26 @@ def workload(pods: Iterable[PodRow], coverage: float = 0.95) -> Workload:
     return typical_pods((p.spec().shape for p in pods), coverage=coverage, cpu_only=True)
 
 
-def cluster_state(nodes: Sequence[NodeRow], ranks: Sequence[int] | None = None) -> ClusterState:
+class ReplayState(ClusterState):
+    """The fast replay state, which also keeps each node's CPU and memory in total (the trace's nodes
+    start idle): what a solver request's nodes say of themselves, free or not."""
+
+    def __init__(self, nodes: Sequence[NodeRow], ranks: Sequence[int] | None = None) -> None:
+        super().__init__(
+            names=[n.name for n in nodes],
+            cpu=[n.cpu_milli for n in nodes],
+            memory=[n.memory_mib for n in nodes],
+            gpu_free=[[MILLI] * n.gpus for n in nodes],
+            models=[n.model for n in nodes],
+            ranks=ranks,
+        )
+        self.cpu_total = self.cpu_left.copy()
+        self.memory_total = self.mem_left.copy()
+
+
+def cluster_state(nodes: Sequence[NodeRow], ranks: Sequence[int] | None = None) -> ReplayState:
     """The fast replay state of idle nodes."""
-    return ClusterState(
-        names=[n.name for n in nodes],
-        cpu=[n.cpu_milli for n in nodes],
-        memory=[n.memory_mib for n in nodes],
-        gpu_free=[[MILLI] * n.gpus for n in nodes],
-        models=[n.model for n in nodes],
-        ranks=ranks,
-    )
+    return ReplayState(nodes, ranks)
 
 
 def domain_node(row: NodeRow) -> Node:
