@@ -132,8 +132,8 @@ def choose(request: SolveRequest) -> Single | None:
         cpu_per_milli = cpu_per_gpu_milli_of(policy, [(1, member)])
         largest_cpu = largest_node(request.inventory.nodes)[1]
         uses_gpu = (member.gpus > 0 or member.gpu_share is not None,)
-    # (key, tier values, node index, configuration index, the node's configurations)
-    best: tuple[tuple[int, ...], dict[str, int], Hosting, int] | None = None  # (key, values, class, k)
+    # (tier values as the key, by name, the class, the configuration index)
+    best: tuple[tuple[int, ...], dict[str, int], Hosting, int] | None = None
     classes = 0
     for hosting in hosting_classes(request, filling):
         classes += 1
