@@ -28,7 +28,7 @@ Run = tuple[dict, str, str]  # (row, commit, tag)
 def commits() -> dict[tuple[str, int, str], str]:
     """(trace, seed, tag) -> commit, from the s19 log (the first lane's first runs log none)."""
     out = {}
-    start = re.compile(r"\S+ (?:lane2 )?start (\S+) (\d+) (\S+?)(-s19b?|-twin19)?(?: at (\w+))? \|")
+    start = re.compile(r"\S+ (?:lane\d )?start (\S+) (\d+) (\S+?)(-s19b?|-twin19)?(?: at (\w+))? \|")
     for line in Path(f"{L19}/sweep.log").read_text().splitlines():
         m = start.match(line)
         if m:
