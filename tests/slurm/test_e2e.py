@@ -100,7 +100,10 @@ class Harness:
         fields["Plan"] = comment.group(0) if comment else ""
         return fields
 
-    def wait_running(self, job_id: str, timeout_s: float = 30) -> dict:
+    def wait_running(self, job_id: str, timeout_s: float = 90) -> dict:
+        # 90 s, not 30: on a 2-core host loaded by other work a planned job once stayed PENDING past
+        # 30 s (session 19, CI beside a replay run) while its node's previous job was still ending;
+        # alone the same test passes in seconds. A job that never runs still fails, with its state.
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             job = self.job(job_id)
