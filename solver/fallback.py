@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from typing import Protocol
+from itertools import islice
+from typing import NamedTuple, Protocol
 
 from solver.answer.verify import verify
 from solver.baselines import volcano
@@ -187,48 +188,88 @@ def unsearched(
     return result.model_copy(update={"timings": tuple(clock.stages)})
 
 
-# The orders the greedy places a batch in, at most: the batch's own and ten shuffles, as many as the
-# benchmark gives the Volcano-like greedy it compares with (bench.quality's best of 11 tie orders).
+# The orders the greedy places a batch in, at most: as many as the benchmark gives the Volcano-like
+# greedy it compares with (bench.quality's best of 11 tie orders).
 MAX_ORDERS = 11
+# Shuffles drawn, at most, in search of one not yet tried: a small batch has few orders.
+MAX_DRAWS = 4 * MAX_ORDERS
+
+
+class _Kept(NamedTuple):
+    key: tuple[float, ...]
+    result: SolveResult
 
 
 def best_of_orders(request: SolveRequest, ends: float) -> SolveResult:
-    """The best plan :data:`FIRST_FIT` places before ``ends`` (``time.perf_counter()``): jobs by
-    priority in the batch's order first, then in seeded shuffles within each priority (as a
-    queue's ties fall), while there is time; the most placed work, level by level as the model's
-    tiers, then the most jobs, kept (of equals, the earlier order). An order already behind the
-    best on a priority level it has finished is stopped there; one that ``ends`` cuts short is
-    dropped: it may lead on the top levels only because the jobs after went untried, and 105 jobs
-    fewer for a few more top-level GPUs is not a plan an operator would call better (a 2 s call
-    at 16,384 nodes, session 16). At 16,384 nodes x 500 jobs an order takes 0.5-1 s, and which
-    order places the most high-priority work is luck: 1193 to 1289 GPUs of the top level over
-    eleven (session 16)."""
+    """The best plan :data:`FIRST_FIT` places before ``ends`` (``time.perf_counter()``), over the
+    orders :func:`next_order` draws while there is time: the most placed work, level by level as
+    the model's tiers, then the most jobs, kept (of equals, the earlier order). An order already
+    behind the best on a priority level it has finished is stopped there; one that ``ends`` cuts
+    short is dropped: it may lead on the top levels only because the jobs after went untried, and
+    105 jobs fewer for a few more top-level GPUs is not a plan an operator would call better (a 2 s
+    call at 16,384 nodes, session 16). At 16,384 nodes x 500 jobs an order takes 0.5-1 s."""
     start = Start.of(request.inventory)
-    best: tuple[tuple[float, ...], SolveResult] | None = None
-    for k, order in enumerate(orders(request)):
-        done = best is not None and (k >= MAX_ORDERS or _all_placed(best[0], request))
-        if done or (best is not None and time.perf_counter() >= ends):
+    shuffles = islice(shuffled_orders(request), MAX_DRAWS)
+    tried: set[tuple[int, ...]] = set()
+    best: _Kept | None = None
+    order: list[int] | None = by_priority(request, range(len(request.jobs)))
+    while order is not None and len(tried) < MAX_ORDERS:
+        if best is not None and (time.perf_counter() >= ends or _all_placed(best.key, request)):
             break
-        judge = None if best is None else _behind(request, best[0])
+        tried.add(tuple(order))
+        judge = None if best is None else _behind(request, best.key)
         placed = FIRST_FIT.place(request, ends, start=start, order=order, behind=judge)
         if best is not None and time.perf_counter() >= ends:
             break  # cut short: the jobs it did not reach were not refused, only not tried
         key = ranking(request, placed.jobs)
-        if best is None or key > best[0]:
-            best = (key, placed)
+        if best is None or key > best.key:
+            best = _Kept(key, placed)
+        order = next_order(request, squeaked(request, order, placed.jobs), tried, shuffles)
     assert best is not None  # the batch's own order always runs
-    return best[1]
+    return best.result
 
 
-def orders(request: SolveRequest) -> Iterator[list[int]]:
-    """Job indexes by priority, the batch's order first, then seeded shuffles of the ties."""
-    jobs = request.jobs
-    yield sorted(range(len(jobs)), key=lambda j: (-jobs[j].priority, j))
+def next_order(
+    request: SolveRequest, lifted: list[int], tried: set[tuple[int, ...]], shuffles: Iterator[list[int]]
+) -> list[int] | None:
+    """The order after ``tried``: ``lifted`` (the last order with the jobs it refused moved to the
+    front of their priority, :func:`squeaked`) when it is new, else the next shuffle not tried;
+    None when there is none. A squeaky wheel, with random restarts when it turns in place: which
+    order places the most top-priority work was luck over shuffles (1193 to 1289 GPUs at 16,384
+    nodes over eleven, session 16), and the jobs an order refused are the ones whose room the jobs
+    before them took; placing them first reached the shuffles' best of twelve in the second or
+    third order on both seeds measured (session 20, bench/RESULTS.md)."""
+    if tuple(lifted) not in tried:
+        return lifted
+    return next((order for order in shuffles if tuple(order) not in tried), None)
+
+
+def squeaked(request: SolveRequest, order: list[int], results: tuple[JobResult, ...]) -> list[int]:
+    """``order`` with the jobs ``results`` refused (unplaced, but tried: not left out for time or
+    because the order was stopped) before the rest of their priority, each group in its order; a
+    lower-priority job still never goes before a higher one."""
+    at = {j: k for k, j in enumerate(order)}
+
+    def refused(j: int) -> bool:
+        reason = results[j].reason
+        return not results[j].placed and (reason is None or reason.code != ReasonCode.TIME_LIMIT)
+
+    return sorted(order, key=lambda j: (-request.jobs[j].priority, not refused(j), at[j]))
+
+
+def by_priority(request: SolveRequest, rank: Iterable[int]) -> list[int]:
+    """Job indexes by priority, highest first, ties in ``rank``'s order (a permutation of them)."""
+    at = {j: k for k, j in enumerate(rank)}
+    return sorted(at, key=lambda j: (-request.jobs[j].priority, at[j]))
+
+
+def shuffled_orders(request: SolveRequest) -> Iterator[list[int]]:
+    """Seeded shuffles of each priority's jobs, as a queue's ties could fall."""
     draw = random.Random(f"{request.policy.seed}/{request.request_id}")
     while True:
-        rank = list(range(len(jobs)))
+        rank = list(range(len(request.jobs)))
         draw.shuffle(rank)
-        yield sorted(range(len(jobs)), key=lambda j: (-jobs[j].priority, rank[j]))
+        yield by_priority(request, rank)
 
 
 def ranking(request: SolveRequest, jobs: tuple[JobResult, ...]) -> tuple[float, ...]:

@@ -174,6 +174,58 @@ def test_the_greedy_tries_other_orders_and_keeps_the_one_placing_more() -> None:
     ]  # the batch's order, whatever the order tried
 
 
+def test_the_jobs_an_order_refused_go_first_in_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A squeaky wheel, no shuffle drawn: the batch's order leaves big-b out; lifted, big-b leaves
+    big-a out; lifted again, both 8-GPU jobs place (fails when the next order is a shuffle only:
+    no shuffle is drawn here)."""
+    import solver.fallback as fallback
+
+    request = kit.request(
+        kit.cluster(2), [kit.job("small", 4), kit.job("big-a", 8), kit.job("big-b", 8)], seed=3
+    )
+    tried: list[list[str]] = []
+    real = fallback.FIRST_FIT
+
+    class Noting:
+        name = real.name
+
+        def place(self, request: SolveRequest, ends: float, **orders: object) -> SolveResult:
+            tried.append([request.jobs[j].id for j in orders["order"]])  # type: ignore[union-attr]
+            return real.place(request, ends, **orders)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fallback, "FIRST_FIT", Noting())
+    monkeypatch.setattr(fallback, "shuffled_orders", lambda request: iter(()))
+    kept = fallback.best_of_orders(request, time.perf_counter() + 30)
+    assert {j.job_id for j in kept.jobs if j.placed} == {"big-a", "big-b"}
+    assert tried[:3] == [
+        ["small", "big-a", "big-b"],
+        ["big-b", "small", "big-a"],
+        ["big-a", "big-b", "small"],
+    ]
+
+
+def test_a_lifted_job_stays_in_its_priority_and_untried_jobs_stay_put() -> None:
+    """Only refused jobs are lifted, and only ahead of their own priority; a job left out for time
+    or because its order was stopped was never refused."""
+    from solver.fallback import squeaked
+
+    request = kit.request(
+        kit.cluster(1),
+        [
+            kit.job("hi", 4, priority=2),
+            kit.job("hi-refused", 8, priority=2),
+            kit.job("lo", 1),
+            kit.job("lo-refused", 8),
+            kit.job("lo-untried", 1),
+        ],
+    )
+    placed = FIRST_FIT.place(request)
+    assert [j.placed for j in placed.jobs] == [True, False, True, False, True]
+    untried = FIRST_FIT._untried(request.jobs[4])
+    results = (*placed.jobs[:4], untried)
+    assert squeaked(request, [0, 1, 2, 4, 3], results) == [1, 0, 3, 2, 4]
+
+
 def test_an_order_behind_on_a_finished_priority_level_stops_there() -> None:
     """``behind`` is asked between priority levels: when it says the plan is behind, the jobs of
     the levels after are left unplaced with that reason, and the level finished stands."""
