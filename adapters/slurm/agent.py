@@ -35,7 +35,6 @@ import threading
 import time
 import traceback
 import uuid
-import weakref
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -59,7 +58,6 @@ from adapters.slurm.inventory import (
     with_reservations,
 )
 from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description, untyped_model_request
-from adapters.slurm.latency import SolverLatency
 from adapters.slurm.nodetypes import TopoDir
 from adapters.slurm.pending import (
     BACKFILL_RESOLUTION_S,
@@ -298,10 +296,6 @@ class Agent:
     _following: Future[None] | None = None  # the current read's follow-up (Agent._follow_up)
     _handling: set[str] = field(default_factory=set)  # job ids it re-plans or releases
     _resolution_s: float | None = None  # Slurm's bf_resolution, read once (Agent._backfill_resolution)
-    _latency: SolverLatency = field(default_factory=SolverLatency)  # the solver's recent answer times
-    # Solve calls cancelled by the agent: their end says how long they were wanted, not how long
-    # the solver takes.
-    _unwanted: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
 
     # ----------------------------------------------------------------- inputs
 
@@ -679,14 +673,6 @@ class Agent:
 
             message = request_message(request, self._type_keys)
             call = SolveCall(self.config.solver, message, self.config.time_limit_s + 1.0)
-        if stage == "solve":
-            called = time.monotonic()
-
-            def observe(done: InFlight) -> None:
-                if done not in self._unwanted:
-                    self._latency.observe(time.monotonic() - called)
-
-            call.add_done_callback(observe)  # type: ignore[arg-type]
         self._stage(stage, mark)
         return self._wait(call, stage, share)
 
@@ -866,11 +852,7 @@ class Agent:
 
             (self.config.debug_dir / f"{plan_id}.request.json").write_text(dump_request_json(request))
         try:
-            # Lately the solver's answers came after the budget: the fast placer answers at once
-            # instead of after the budget (adapters.slurm.latency); the solver still refines.
-            budget = self.config.answer_budget_s
-            hurry = budget > 0 and self._latency.expects_late(budget)
-            result = self._solve_within(request, share=0.0 if hurry else FAST_HEAD_START)
+            result = self._solve_within(request, share=FAST_HEAD_START)
             if not isinstance(result, SolveResult):
                 # The fast plan is made while the solver works, not after the budget ran out: a
                 # fast answer then costs the budget, not the budget plus the fast placer (at 1,024
@@ -883,12 +865,9 @@ class Agent:
                 fast = fast_place(request, FAST_PLACER_S if left is None else min(FAST_PLACER_S, left))
                 problems = verify(request, fast)
                 self._stage("fast", mark)
-                # Hurried, the solver is still waited for (to the budget) when the fast placer found
-                # nothing: a job left to Slurm's queue is worth the wait.
-                found = not problems and fast.jobs[0].placed
-                late = result if hurry and found else self._wait(result, "solve")
+                late = self._wait(result, "solve")
                 if not isinstance(late, SolveResult):
-                    return self._fast_answer(desc, spec, inventory, late, fast, problems, hurry)
+                    return self._fast_answer(desc, spec, inventory, late, fast, problems)
                 result = late
         except InvalidRequest as err:
             if all(p.path.startswith("jobs") for p in err.problems):  # the job itself, not the site
@@ -937,22 +916,12 @@ class Agent:
         solve: InFlight,
         fast: SolveResult,
         problems: Sequence[str],
-        hurried: bool = False,
     ) -> dict[str, Any]:
-        """The answer when the solver has not answered within the budget (or, ``hurried``, was not
-        waited for: its recent answers came late): the fast placer's plan (``fast``, with what
-        verification found), said as such to the user and the log; the solver's plan may replace
-        it while the job waits (:meth:`refine`). If the fast placer found no room, Slurm's queue
-        decides."""
-        budget = round(self.config.answer_budget_s * 1000)
-        if hurried:
-            median = self._latency.median_s() or 0.0
-            not_in_time = (
-                f"the solver was not waited for: its recent answers took {median * 1000:.0f} ms, "
-                f"over the {budget} ms budget"
-            )
-        else:
-            not_in_time = f"the solver had not answered within {budget} ms"
+        """The answer when the solver has not answered within the budget: the fast placer's plan
+        (``fast``, with what verification found), said as such to the user and the log; the
+        solver's plan may replace it while the job waits (:meth:`refine`). If the fast placer found
+        no room, Slurm's queue decides."""
+        waited = round(self.config.answer_budget_s * 1000)
         job = fast.jobs[0]
         if problems or not job.placed:
             why = "; ".join(problems)[:300] if problems else (job.reason.message if job.reason else "")
@@ -960,7 +929,7 @@ class Agent:
                 _log.warning("fast plan failed verification", plan_id=spec.job.id, problems=why)
             return {
                 "action": "pass",
-                "message": f"topoplace: the solver had not answered within {budget} ms and the fast placer "
+                "message": f"topoplace: the solver had not answered within {waited} ms and the fast placer "
                 f"found no plan ({why}); left to Slurm",
             }
         try:
@@ -977,15 +946,14 @@ class Agent:
         if any(not r.solve.done() for r in list(self._refining.values())):
             # One refining solve at a time: each one more took CPU from the answers after it, so
             # more of them missed the budget in turn (seen at 1,024 nodes: 54 of 108 fast plans).
-            self._unwanted.add(solve)
             solve.cancel()
             self._refined("kept: not refined, another refinement was running", plan.plan_id, plan, None, None)
         else:
             self._refining[plan.plan_id] = _Refining(plan, spec, inventory, solve, time.monotonic())
         answer = self._apply(desc, spec, plan, fast)
         answer["message"] = (
-            f"topoplace: planned {plan.req_nodes} {plan.tres_per_node} by the fast placer ({not_in_time}; "
-            "its plan replaces this one if it comes while the job waits)"
+            f"topoplace: planned {plan.req_nodes} {plan.tres_per_node} by the fast placer (the solver had "
+            f"not answered within {waited} ms; its plan replaces this one if it comes while the job waits)"
         )
         return answer
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import stat
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -375,80 +374,3 @@ def test_the_fast_placer_gets_only_what_is_left_of_the_budget(
     assert got["action"] == "apply" and "fast placer" in got["message"], got
     assert got["set"]["tres_per_node"] == "gres:gpu:sw0:1,gres:nic:sw0:1"  # typed, one switch
     solver.release.set()
-
-
-def test_after_late_answers_the_fast_plan_is_not_held_back_for_the_solver(
-    tmp_path: Path, fixtures: Path, updates: Path
-) -> None:
-    """Four solves in a row came after the budget: the next submit is answered by the fast placer
-    without waiting for the solver (said so, with the solver's recent time), and the solve still
-    runs for the refinement. The budget here is 5 s, so an answer that waited would take it."""
-    solver = HeldSolver(lambda request: pytest.fail("not released in this test"))
-    agent = _agent(tmp_path, fixtures, updates, solver)
-    agent.config.answer_budget_s = 5.0
-    for _ in range(4):
-        agent._latency.observe(6.0)  # as a solve answering 6 s after its call would be observed
-    started = time.monotonic()
-    answer = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1,gres:nic:1"})
-    waited = time.monotonic() - started
-    assert answer["action"] == "apply", answer
-    assert (
-        "the solver was not waited for: its recent answers took 6000 ms, over the 5000 ms budget"
-        in (answer["message"])
-    )
-    assert waited < 2.5, waited  # not the 5 s budget (loose: the point is that it did not wait)
-    assert len(solver.requests) == 1 and agent._refining  # the solve runs, to refine the plan
-    solver.release.set()
-
-
-def test_hurried_the_solver_is_still_waited_for_when_the_fast_placer_finds_nothing(
-    tmp_path: Path, fixtures: Path, updates: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A job the fast placer cannot place would be left to Slurm's queue: the solver's answer is
-    worth the budget then, late answers or not."""
-    agent: Agent
-    solver = HeldSolver(lambda request: _placed_on(agent, "gpu01", 0)(request))
-    agent = _agent(tmp_path, fixtures, updates, solver)
-    for _ in range(4):
-        agent._latency.observe(1.0)
-    nothing = lambda request, seconds: SolveResult(  # noqa: E731
-        request_id=request.request_id,
-        status=SolveStatus.FEASIBLE,
-        jobs=(JobResult(job_id=request.jobs[0].id, placed=False),),
-    )
-    monkeypatch.setattr(agent_module, "fast_place", nothing)
-    threading.Timer(0.001, solver.release.set).start()  # the solver answers within the 30 ms
-    answer = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1,gres:nic:1"})
-    assert answer["action"] == "apply", answer
-    assert "fast placer" not in answer["message"], answer
-    assert answer["set"]["req_nodes"] == "gpu01"
-
-
-def test_a_cancelled_solve_says_nothing_of_the_solvers_time() -> None:
-    """Only answers are observed; the median needs four of the last minute's."""
-    from adapters.slurm.latency import SolverLatency
-
-    latency = SolverLatency()
-    for seconds in (0.01, 0.02, 0.05):
-        latency.observe(seconds, at=100.0)
-    assert latency.median_s(now=100.0) is None and not latency.expects_late(0.03, now=100.0)
-    latency.observe(0.06, at=100.0)
-    assert latency.median_s(now=100.0) == pytest.approx(0.035)
-    assert latency.expects_late(0.03, now=100.0) and not latency.expects_late(0.04, now=100.0)
-    assert latency.median_s(now=161.0) is None  # a minute on, load may have changed
-
-
-def test_the_agent_observes_answers_but_not_the_solves_it_cancelled(
-    tmp_path: Path, fixtures: Path, updates: Path
-) -> None:
-    """Two fast plans in a row: the second's solve is cancelled (one refinement at a time), so
-    only the first solve's answer is observed once released."""
-    solver = HeldSolver(lambda request: _placed_on(agent, "gpu01", 0)(request))
-    agent = _agent(tmp_path, fixtures, updates, solver)
-    agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1"})
-    agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1"})
-    solver.release.set()
-    for refining in list(agent._refining.values()):
-        refining.solve.result(timeout=10)
-    agent._solves.shutdown(wait=True)
-    assert len(agent._latency._seen) == 1
