@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import sys
+
+import pytest
+
 from bench.quality import common_tiers
 
 
@@ -15,3 +20,19 @@ def test_gang_tiers_are_compared_on_the_gangs_both_place_by_count_and_by_gpus() 
     assert common_tiers(ours, theirs, gpus) == "2.00/1.67 (3), by GPUs 2.00/2.78"
     assert common_tiers(ours, theirs) == "2.00/1.67 (3)"
     assert common_tiers({"a": 1}, {"b": 1}) == "-"
+
+
+def test_bench_cold_prints_one_verified_calls_figures(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m bench.cold``: one call on bench.quality's request, its plan's source, first tier
+    and stage times on one line (what bench/RESULTS.md's cold rows are read from)."""
+    from bench import cold
+
+    monkeypatch.setattr(
+        sys, "argv", ["cold", "--nodes", "64", "--load", "0.5", "--jobs", "10", "--seed", "1", "--limit", "2"]
+    )
+    cold.main()
+    line = capsys.readouterr().out
+    assert re.search(r"64 nodes seed 1 limit 2 s · wall [0-9.]+ s · \S+ · first tier \(\(", line), line
+    assert "verify=" in line, line  # every answer is verified before it is printed

@@ -1,0 +1,46 @@
+"""One cold call: ``solve()`` of bench.quality's request in a fresh process, with its time limit,
+as a scheduler's first request on a cluster the process has never seen. Prints the wall, where the
+plan came from, the first tier (GPUs placed by priority level, then jobs) and each stage's time, so
+that two trees can be compared run by run, alternated::
+
+    python -m bench.cold --nodes 16384 --seed 1 --limit 5
+    PYTHONPATH=/other/tree:/other/tree/proto python -m bench.cold --nodes 16384 --seed 1 --limit 5
+
+At 16,384 nodes and 5 s the model cannot be built in time and ``solver.fallback`` answers; the
+greedy's best of 11 tie orders, for comparison, is in ``bench.quality``'s rows (seven minutes a seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from bench.provenance import commit
+from bench.quality import first_tier, request
+from solver.solve import solve
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=16384)
+    parser.add_argument("--load", type=float, default=0.7)
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--limit", type=float, default=5.0, help="the call's time limit, seconds")
+    args = parser.parse_args()
+    base = request(args.nodes, args.load, args.jobs, args.seed)
+    timed = base.model_copy(update={"policy": base.policy.model_copy(update={"time_limit_s": args.limit})})
+    started = time.perf_counter()
+    out = solve(timed)
+    wall = time.perf_counter() - started
+    stages = " ".join(f"{s.stage}={s.ms:.0f}ms" for s in out.timings)
+    print(
+        f"commit {commit()} load {os.getloadavg()[0]:.2f} · {args.nodes} nodes seed {args.seed} "
+        f"limit {args.limit:g} s · wall {wall:.2f} s · {out.plan_source} · "
+        f"first tier {first_tier(base, out)} · {stages}"
+    )
+
+
+if __name__ == "__main__":
+    main()
