@@ -48,6 +48,11 @@ SAFETY = 1.25
 # measures 0.33 s cold (0.03 warm), verify 0.34 s cold (0.14 warm), 0.9 s in all cold (session 12,
 # load 0.5); session 10's 8e-5 a node (1.3 s) sent 5 s calls there to the greedy.
 ANSWER_S_PER_NODE = 5.5e-5
+# The least time a search of the model is started with (solver.search.tiers.least_search_s, which
+# counts the model's variables) as a share of the build predicted here, so that it is known before
+# the model is: 0.51-0.64 measured on bench.quality's requests, 1,024 to 16,384 nodes x 200 to 500
+# jobs (0.55 at 4,096 x 500; session 21, load ~0.5).
+LEAST_SEARCH_OF_BUILD = 0.55
 # A model predicted to build in less than this is built whatever the clock says: it is answered
 # at most this late, and a small model is proven optimal where a greedy plan is not.
 SMALL_BUILD_S = 0.1
@@ -133,6 +138,12 @@ class Estimate:
         and a small model is proven optimal where a greedy plan is not."""
         return self.build_s <= SMALL_BUILD_S * self.pace
 
+    @property
+    def least_search_s(self) -> float:
+        """The least search the model would be started with: below it, the model's answer is one of
+        its floor's placers, searched by nothing (:data:`LEAST_SEARCH_OF_BUILD`)."""
+        return LEAST_SEARCH_OF_BUILD * self.build_s
+
     def fits(self, left_s: float) -> bool:
         """Whether the model can be built and its plan answered in ``left_s``."""
         return self.small or self.build_s + self.answer_s <= left_s
@@ -141,6 +152,15 @@ class Estimate:
         """Whether a model already built (solver.compile.shelf) can run its floor's first pass and
         have its plan answered in ``left_s``."""
         return self.small or self.floor_s + self.answer_s <= left_s
+
+    def why_unsearched(self, search_s: float, least_s: float) -> str:
+        """Why the model was not built (or not used) though it fits: the search it would get,
+        ``search_s``, is less than the least a search of it is started with, ``least_s``."""
+        return (
+            "building the model and its first plan was predicted to leave its search "
+            f"{max(0.0, search_s):.2f} s, less than the {least_s:.2f} s a search of a model "
+            "this size starts with"
+        )
 
     def why(self, left_s: float) -> str:
         """The decision in words, for the answer and the log."""
