@@ -93,6 +93,17 @@ SHUFFLE_S_PER_VARIABLE = 1.5e-6
 FLOOR_SHARE = 2 / 3
 # The share of the time left after compile that the search keeps whatever the floor's passes cost.
 SEARCH_SHARE = 1 / 2
+# The model is built only when its search is predicted at least this multiple of the least time a
+# search of it is started with (solver.search.tiers.least_search_s); otherwise the fallback's
+# first-fit orders answer (solver.fallback). The floor's named placers run before the search and
+# take more than the one pass predicted (16,384 nodes warm at 5 s: 1.9 s against 1.19), so a search
+# predicted near its least time started with none, and the floor's plan answered: 1257 and 1225
+# top-priority GPUs where the fallback's orders placed 1289, the greedy's best of 11. Measured on
+# bench.quality's requests (session 21), predicted search / least and what answered better: 4,096
+# nodes x 500 jobs at 2 s 0.2 (the fallback: 315/314/310 jobs against the floor's 302/297/301), at
+# 3 s 1.6 (even: 315/310 against 316-317/308-309), at 5 s 4.2 (the model: 317/310 against
+# 315/310); 1,024 x 200 at 1 s 3.0 (the model, one job more on seed 2).
+SEARCH_WORTH = 2.0
 # With a spare core the floor's own stage stops sooner, the rest of its placers drawn beside the
 # search: at 1,024 nodes x 200 jobs, 5 s, a floor stage of half the window left the search too little
 # to prove any priority level (session 11).
@@ -326,10 +337,9 @@ def search_valid(
     built = compiled is not None
     search_s = search_predicted_s(estimate, request.policy, limit, deadline, clock, built=built)
     least = least_search_s(compiled) if compiled is not None else estimate.least_search_s
-    if not estimate.small and search_s < least:
-        # The model would answer with one of its floor's placers, searched by nothing; the greedy's
-        # orders, given that time instead, place as much work and more jobs (4,096 nodes x 500
-        # jobs at 2 s: 315/314/310 jobs against the floor's 309/314/301, session 21).
+    if not estimate.small and search_s < SEARCH_WORTH * least:
+        # The model would answer with one of its floor's placers, searched by little or nothing;
+        # the greedy's orders, given that time instead, place as much work and more jobs.
         if compiled is not None:
             shelf.put(problem, request.policy, compiled)
         why = estimate.why_unsearched(search_s, least)
