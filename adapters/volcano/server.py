@@ -37,6 +37,7 @@ from typing import Any
 import structlog
 
 from adapters.volcano import wire
+from adapters.volcano.connections import QuietClients
 from adapters.volcano.extender import Extender
 from adapters.volcano.standby import SPENT_HEADER  # set by the --standby front on the calls it relays
 from adapters.volcano.wire import BadPayload
@@ -315,7 +316,7 @@ _BUSY = (
 )
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(QuietClients, ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 

@@ -46,6 +46,7 @@ from typing import Any
 import structlog
 
 from adapters.volcano import wire
+from adapters.volcano.connections import QuietClients
 
 SPENT_HEADER = "X-Topoplace-Spent-Ms"  # the time the front spent on a call; the serving process reads it
 READY_FD_ENV = "TOPOPLACE_READY_FD"  # the serving process writes one byte here once it listens
@@ -270,7 +271,7 @@ class _FrontHandler(BaseHTTPRequestHandler):
         pass
 
 
-class _Front(ThreadingHTTPServer):
+class _Front(QuietClients, ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
 

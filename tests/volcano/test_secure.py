@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import random
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -121,6 +122,24 @@ def test_a_stalled_body_is_cut_off(small: RunningServer) -> None:
 def test_bodies_over_the_cap_are_refused_unread(small: RunningServer) -> None:
     code, reply = Client(small.url).post("onSessionOpen", None, raw=b"x" * 10_001)
     assert code == 413 and "10000-byte cap" in reply["error"]
+
+
+def test_a_client_that_resets_its_connection_is_one_quiet_line(
+    small: RunningServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A client gone mid-request (a scheduler restarted) is routine: no raw traceback on the
+    extender's stderr (socketserver printed 15 lines per reset), and the next call is answered."""
+    for _ in range(3):
+        gone = _connect(small)
+        time.sleep(0.05)  # the server's thread is reading the request line
+        # Closed with a zero linger: the kernel sends RST, so the server's read fails with a reset.
+        gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        gone.close()
+    time.sleep(0.3)  # the server's threads meet the resets
+    code, reply = Client(small.url).post("onSessionOpen", None, raw=b"{")
+    assert code == 400 and reply["error"]
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception occurred" not in err
 
 
 def test_one_large_body_at_a_time(small: RunningServer) -> None:
