@@ -49,6 +49,7 @@ from solver.domain.model import (
     StageTiming,
     TierValue,
 )
+from solver.search.floor import refused_first
 
 
 class Clock(Protocol):
@@ -246,15 +247,13 @@ def next_order(
 
 def squeaked(request: SolveRequest, order: list[int], results: tuple[JobResult, ...]) -> list[int]:
     """``order`` with the jobs ``results`` refused (unplaced, but tried: not left out for time or
-    because the order was stopped) before the rest of their priority, each group in its order; a
-    lower-priority job still never goes before a higher one."""
-    at = {j: k for k, j in enumerate(order)}
+    because the order was stopped) first in their priority (:func:`refused_first`)."""
 
     def refused(j: int) -> bool:
         reason = results[j].reason
         return not results[j].placed and (reason is None or reason.code != ReasonCode.TIME_LIMIT)
 
-    return sorted(order, key=lambda j: (-request.jobs[j].priority, not refused(j), at[j]))
+    return refused_first(order, refused, lambda j: request.jobs[j].priority)
 
 
 def by_priority(request: SolveRequest, rank: Iterable[int]) -> list[int]:

@@ -71,10 +71,13 @@ def test_the_answer_is_never_worse_than_any_placer_of_the_floor(req) -> None:
 @given(kit.fabric_problems(max_nodes=10, max_jobs=10, spines=2))
 def test_the_portfolio_keeps_the_best_placer_though_it_values_only_some(req) -> None:
     """The portfolio completes and values a plan only when its placement alone does not rank it
-    below one in hand; its best is still the best of every placer valued in full."""
+    below one in hand; its best is still the best of every placer valued in full (the orders of
+    :func:`orders`: lifting is off here, and tested below)."""
     assume(not validate(req))
     problem, compiled, placers = every_placer(req, passes=8)
-    best = portfolio(problem, compiled, time.perf_counter() + 60, passes=8, seed=0)[0]
+    drawing = Portfolio(Floor(problem, compiled), 8, 0, lift=False)
+    drawing.draw(time.perf_counter() + 60)
+    best = drawing.candidates()[0]
     assert best.values == max(placers.values())
     assert best.values == placers[best.placer]
 
@@ -95,6 +98,67 @@ def test_a_pass_stopped_behind_on_its_leading_levels_changes_no_plan_kept(req) -
     with patch("solver.search.floor.settled_by_priority", lambda _: {}):
         run_out = kept(drawing_of(req, passes=8))
     assert with_cut == run_out
+
+
+def test_after_a_plan_kept_its_refused_jobs_go_first_in_the_next_order() -> None:
+    """largest-first places the 8- and 7-GPU jobs and refuses the 4-GPU one; the next order drawn
+    is largest-first's with the 4-GPU job first (here the batch's own order, so ``queue`` is not
+    drawn again). Without lifting, ``queue`` is drawn second."""
+    req = kit.request(kit.cluster(2), [kit.job("small", 4), kit.job("big-a", 8), kit.job("big-b", 7)])
+    jobs = [j.id for j in req.jobs]
+
+    def drawn(lift: bool) -> list[tuple[str, list[str]]]:
+        out: list[tuple[str, list[str]]] = []
+        real = Portfolio._draw_one
+
+        def noting(self: Portfolio, name: str, order: list[int]) -> None:
+            out.append((name, [jobs[j] for j in order]))
+            real(self, name, order)
+
+        drawing = drawing_of(req, passes=0)
+        drawing.lift = lift
+        with patch.object(Portfolio, "_draw_one", noting):
+            drawing.draw(time.perf_counter() + 60)
+        return out
+
+    lifted = drawn(lift=True)
+    assert lifted[:2] == [
+        ("largest-first", ["big-a", "big-b", "small"]),
+        ("largest-first+lifted", ["small", "big-a", "big-b"]),
+    ]
+    assert "queue" not in [name for name, _ in lifted]
+    assert [name for name, _ in drawn(lift=False)][:2] == ["largest-first", "queue"]
+
+
+def test_only_the_first_plan_kept_is_lifted() -> None:
+    """Two 8-GPU nodes, jobs of 8, 7, 6 and 2 GPUs: largest-first refuses one job; its lifted order
+    places that one first, refuses another and is kept (as much work, as many jobs). It is not
+    lifted again (lifting every plan kept drew a third order here): lifted orders drawn in the
+    place of shuffles started fewer jobs at 4,096 nodes (bench/RESULTS.md, session 21)."""
+    req = kit.request(kit.cluster(2), [kit.job(f"j{g}", g) for g in (8, 7, 6, 2)])
+    names: list[str] = []
+    real = Portfolio._draw_one
+
+    def noting(self: Portfolio, name: str, order: list[int]) -> None:
+        names.append(name)
+        real(self, name, order)
+
+    drawing = drawing_of(req, passes=0)
+    with patch.object(Portfolio, "_draw_one", noting):
+        drawing.draw(time.perf_counter() + 60)
+    assert names[:2] == ["largest-first", "largest-first+lifted"]
+    assert "largest-first+lifted" in [c.placer for c in drawing.candidates()]  # kept
+    assert names.count("largest-first+lifted") == 1
+
+
+def test_a_refused_job_is_lifted_within_its_priority_only() -> None:
+    """Refused jobs go first among their priority, never above a higher one; a job named once per
+    pod keeps its places among its kind."""
+    from solver.search.floor import refused_first
+
+    priority = {0: 2, 1: 2, 2: 1, 3: 1, 4: 1}.__getitem__
+    assert refused_first([0, 1, 2, 3, 3, 4], lambda j: j in {1, 3}, priority) == [1, 0, 3, 3, 2, 4]
+    assert refused_first([0, 1, 2], lambda j: False, priority) == [0, 1, 2]
 
 
 def test_a_pass_behind_on_the_top_level_places_no_lower_level() -> None:
