@@ -190,6 +190,24 @@ def local_solve(request: SolveRequest, deadline_s: float) -> SolveResult:
     return solve(request, deadline_s=deadline_s)
 
 
+# How often the solver process looks whether the extender that started it is still there.
+PARENT_WATCH_S = 1.0
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the solver process: exit once ``parent`` (the extender) is gone. Killed (SIGKILL, the
+    OOM killer, the --standby front replacing a hung server), the extender cannot stop its
+    solver process, which then waited forever on a queue it holds both ends of: each such
+    restart left one behind, with OR-Tools loaded (~140 MB)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_WATCH_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="topoplace-parent-watch", daemon=True).start()
+
+
 def _load_solver() -> None:
     """Load OR-Tools and the pipeline in the solver process, and run one small solve there, so
     that the first session's solve pays for no import or first-call cost."""
@@ -271,7 +289,12 @@ class Extender:
         self._generation = 0  # bumped by every open and close: a late open installs nothing
         self.status = SessionStatus()
         self._executor: Executor = (
-            ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            ProcessPoolExecutor(
+                max_workers=1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_die_with_parent,
+                initargs=(os.getpid(),),
+            )
             if solver_process
             else ThreadPoolExecutor(max_workers=1, thread_name_prefix="topoplace-solve")
         )

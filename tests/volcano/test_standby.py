@@ -115,9 +115,37 @@ def _running(tmp_path: Path, **env_extra: str) -> Iterator[Tree]:
         assert s.connect_ex(("127.0.0.1", port)) != 0
 
 
+def _solver_processes(parent: int) -> list[int]:
+    """The spawned processes (the extender's solver process) whose parent is ``parent``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, ...
+        if int(fields[1]) == parent and fields[0] != "Z" and b"spawn_main" in cmdline:
+            out.append(int(entry.name))
+    return out
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def test_killed_server_leaves_the_port_answering_neutrally_and_comes_back(tree: Tree) -> None:
     first = _wait_serving(tree.url)
     assert first != tree.front.pid, "/status should come from the serving process, not the front"
+    deadline = time.monotonic() + 30
+    while not (solvers := _solver_processes(first)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert solvers, "the serving process should have started its solver process"
     os.kill(first, signal.SIGKILL)
     time.sleep(0.3)
     answered = {verb: _call(f"{tree.url}/{verb}", b'{"anything": 1}') for verb in NEUTRAL}
@@ -126,6 +154,11 @@ def test_killed_server_leaves_the_port_answering_neutrally_and_comes_back(tree: 
     assert code == 503 and "restarting" in body["error"]  # Volcano's plugin registers nothing
     _wait_serving(tree.url, other_than=(first, tree.front.pid))
     assert "serving process exited" in tree.log(), tree.log()
+    # The killed server's solver process does not outlive it (it used to wait forever).
+    deadline = time.monotonic() + 10
+    while not all(_gone(pid) for pid in solvers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(_gone(pid) for pid in solvers), solvers
 
 
 def test_hung_server_costs_one_budget_then_is_killed_and_replaced(tree: Tree) -> None:
