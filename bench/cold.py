@@ -8,6 +8,8 @@ that two trees can be compared run by run, alternated::
 
 At 16,384 nodes and 5 s the model cannot be built in time and ``solver.fallback`` answers; the
 greedy's best of 11 tie orders, for comparison, is in ``bench.quality``'s rows (seven minutes a seed).
+``--warm-with 20 --calls 2``: the same cluster asked again, as a scheduler does (the model of the
+first call on the shelf).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 
 from bench.provenance import commit
 from bench.quality import first_tier, request
+from solver.domain.model import SolveRequest
 from solver.solve import solve
 
 
@@ -28,18 +31,34 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--limit", type=float, default=5.0, help="the call's time limit, seconds")
+    parser.add_argument(
+        "--warm-with",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="first one call with this limit on the same cluster, untimed: the calls after are warm "
+        "(nodes seen, the model on the shelf)",
+    )
+    parser.add_argument("--calls", type=int, default=1, help="timed calls, one after the other")
     args = parser.parse_args()
     base = request(args.nodes, args.load, args.jobs, args.seed)
-    timed = base.model_copy(update={"policy": base.policy.model_copy(update={"time_limit_s": args.limit})})
-    started = time.perf_counter()
-    out = solve(timed)
-    wall = time.perf_counter() - started
-    stages = " ".join(f"{s.stage}={s.ms:.0f}ms" for s in out.timings)
-    print(
-        f"commit {commit()} load {os.getloadavg()[0]:.2f} · {args.nodes} nodes seed {args.seed} "
-        f"limit {args.limit:g} s · wall {wall:.2f} s · {out.plan_source} · "
-        f"first tier {first_tier(base, out)} · {stages}"
-    )
+
+    def limited(seconds: float) -> SolveRequest:
+        return base.model_copy(update={"policy": base.policy.model_copy(update={"time_limit_s": seconds})})
+
+    if args.warm_with:
+        solve(limited(args.warm_with))
+    for _ in range(args.calls):
+        started = time.perf_counter()
+        out = solve(limited(args.limit))
+        wall = time.perf_counter() - started
+        stages = " ".join(f"{s.stage}={s.ms:.0f}ms" for s in out.timings)
+        print(
+            f"commit {commit()} load {os.getloadavg()[0]:.2f} · {args.nodes} nodes seed {args.seed} "
+            f"limit {args.limit:g} s{' warm' if args.warm_with else ''} · wall {wall:.2f} s · "
+            f"{out.plan_source} · first tier {first_tier(base, out)} · {stages}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -95,15 +95,14 @@ FLOOR_SHARE = 2 / 3
 SEARCH_SHARE = 1 / 2
 # The model is built only when its search is predicted at least this multiple of the least time a
 # search of it is started with (solver.search.tiers.least_search_s); otherwise the fallback's
-# first-fit orders answer (solver.fallback). The floor's named placers run before the search and
-# take more than the one pass predicted (16,384 nodes warm at 5 s: 1.9 s against 1.19), so a search
-# predicted near its least time started with none, and the floor's plan answered: 1257 and 1225
-# top-priority GPUs where the fallback's orders placed 1289, the greedy's best of 11. Measured on
-# bench.quality's requests (session 21), predicted search / least and what answered better: 4,096
-# nodes x 500 jobs at 2 s 0.2 (the fallback: 315/314/310 jobs against the floor's 302/297/301), at
-# 3 s 1.6 (even: 315/310 against 316-317/308-309), at 5 s 4.2 (the model: 317/310 against
-# 315/310); 1,024 x 200 at 1 s 3.0 (the model, one job more on seed 2).
-SEARCH_WORTH = 2.0
+# first-fit orders answer (solver.fallback). Measured on bench.quality's requests (session 21),
+# predicted search / least and what answered better: 4,096 nodes x 500 jobs at 2 s 0.2 (the
+# fallback: 315/314/310 jobs against the floor's 302/297/301), at 3 s 1.6 (even), at 5 s 4.2 (the
+# model); 1,024 x 200 at 1 s 3.0 (the model, one job more on seed 2). Twice was tried: warm 5 s
+# calls at 16,384 nodes (1.0-1.1) then reached the greedy's best order through the fallback (1289
+# against the floor's 1257 top-priority GPUs on seed 1), but warm 0.5 s calls at 1,024 nodes, the
+# Volcano extender's range, started 129 and 118 jobs against the floor's 132 and 119.
+SEARCH_WORTH = 1.0
 # With a spare core the floor's own stage stops sooner, the rest of its placers drawn beside the
 # search: at 1,024 nodes x 200 jobs, 5 s, a floor stage of half the window left the search too little
 # to prove any priority level (session 11).

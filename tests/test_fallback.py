@@ -104,8 +104,8 @@ def test_a_model_its_time_would_leave_unsearched_is_not_built(monkeypatch: pytes
     and says why; with time for a search, the same prediction builds the model."""
     # 8 nodes of 8 GPUs, 12 two-node 4-GPU gangs: 96 GPUs asked of 64, so some gang is left out.
     jobs = [kit.job(f"j{i}", 4, members=2) for i in range(12)]
-    # Fits a 1 s call (0.7 of ~0.9 s), and leaves its search ~0.1 s: less than twice the 0.33 s
-    # a search of it starts with (solver.solve.SEARCH_WORTH).
+    # Fits a 1 s call (0.7 of ~0.9 s), and leaves its search ~0.1 s of the 0.33 s a search of it
+    # starts with (solver.solve.SEARCH_WORTH).
     tight = Estimate(build_s=0.6, answer_s=0.1)
     monkeypatch.setattr(cost, "estimate", lambda problem, pace=None: tight)
     shelf.clear()
@@ -160,8 +160,8 @@ def test_a_compile_slower_than_predicted_stops_and_the_greedy_answers_in_time(li
     """The estimate said the model fits; compile then ran slower (a loaded machine): it stops while
     the greedy can still place and answer, and the greedy answers in the time left, saying why —
     never late, never with nothing placed for want of time (at 0.75 s the cut compile once left the
-    greedy 23 ms, less than its indexes: 0 of 100 jobs, the Volcano adapter's first sessions; a
-    0.75 s call no longer builds this model, its search predicted too short)."""
+    greedy 23 ms, less than its indexes: 0 of 100 jobs, the Volcano adapter's first sessions; at
+    0.75 s, on a loaded machine, the search is now predicted too short and the model not built)."""
     req = quality.request(1024, 0.5, 200, seed=1, time_limit_s=limit)
     solve(req)  # the per-node caches filled: this test times compile, not a cold conversion
     shelf.clear()  # ... and the model built again, not taken off the shelf

@@ -36,3 +36,17 @@ def test_bench_cold_prints_one_verified_calls_figures(
     line = capsys.readouterr().out
     assert re.search(r"64 nodes seed 1 limit 2 s · wall [0-9.]+ s · \S+ · first tier \(\(", line), line
     assert "verify=" in line, line  # every answer is verified before it is printed
+
+
+def test_bench_cold_asks_again_warm(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--warm-with S --calls N``: one untimed call first on the same cluster, then N timed calls,
+    each a line marked warm (what bench/RESULTS.md's warm rows are read from)."""
+    from bench import cold
+
+    argv = ["cold", "--nodes", "64", "--load", "0.5", "--jobs", "10", "--limit", "1"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--warm-with", "2", "--calls", "2"])
+    cold.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all("limit 1 s warm · wall" in line for line in lines), lines
