@@ -350,11 +350,7 @@ def search_valid(
     size = model_size(problem, compiled)
     cancellation.check()
 
-    # Decode, explain and verify grow with the problem as the stages before the search did: half
-    # of that time is kept back for them, out of the caller's end-to-end budget, and a part of the
-    # explanations' own search budget. Never less than their estimate: with the model off the
-    # shelf, the stages before the search are no measure of the problem (a reused 16,384-node model
-    # left 0.08 s for a 0.45 s answer, and the call ran 0.2 s past its limit).
+    # What decode, explain and verify need is kept back out of the caller's end-to-end budget.
     before_search = clock.elapsed()
     explain_s = explain_budget_s(request.policy)
     search_ends = deadline - kept_after_search_s(before_search, estimate, explain_s, limit)
