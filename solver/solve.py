@@ -333,13 +333,14 @@ def search_valid(
     if compiled is None and not estimate.fits(deadline - time.perf_counter()):
         # Answer in time, unsearched (solver.fallback).
         return unsearched(request, clock, deadline, estimate, model_size(problem, None))
-    built = compiled is not None
-    search_s = search_predicted_s(estimate, request.policy, limit, deadline, clock, built=built)
+    search_s = search_predicted_s(
+        estimate, request.policy, limit, deadline, clock, built=compiled is not None
+    )
     least = least_search_s(compiled) if compiled is not None else estimate.least_search_s
     if not estimate.small and search_s < SEARCH_WORTH * least:
-        # The model would answer with one of its floor's placers, searched by little or nothing;
-        # the greedy's orders, given that time instead, place as much work and more jobs.
-        if compiled is not None:
+        # The model would answer with one of its floor's placers, searched by nothing; the
+        # greedy's orders, given that time instead, place as much work and more jobs.
+        if compiled is not None:  # off the shelf: back on it, for a longer call
             shelf.put(problem, request.policy, compiled)
         why = estimate.why_unsearched(search_s, least)
         return unsearched(request, clock, deadline, why, model_size(problem, compiled))

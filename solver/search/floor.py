@@ -695,7 +695,7 @@ def portfolio(
     floor: Floor | None = None,
 ) -> list[Candidate]:
     """The floor: the named placers of :func:`orders` and ``passes`` shuffles, and the lifted
-    orders of :class:`Portfolio`, in turn while time remains (the first always), each plan
+    order of :class:`Portfolio`, in turn while time remains (the first always), each plan
     completed and valued on every tier; best first
     (lexicographically by tier values, then the earlier placer). The search starts from the first;
     no answer is worse than it. ``floor``: the indexes of an earlier pass over the same problem."""
@@ -708,9 +708,9 @@ class Portfolio:
     """The floor's placers drawn in turn, resumable: some before the search (the best is its
     hint), the rest while CP-SAT searches on another core (:meth:`draw` in a thread; CP-SAT lets
     go of the interpreter while it searches). Plans are kept only when their placement alone does
-    not rank them below a plan in hand. After a plan kept, the next order drawn is its order with
-    the jobs it refused first (:func:`refused_first`, named ``<placer>+lifted``), when that order
-    is new and ``lift`` (the default)."""
+    not rank them below a plan in hand. After the first plan kept, the next order drawn is its
+    order with the jobs it refused first (:func:`refused_first`, named ``<placer>+lifted``), when
+    that order is new and ``lift`` (the default)."""
 
     def __init__(self, floor: Floor, passes: int, seed: int, *, lift: bool = True) -> None:
         self.floor = floor
@@ -726,7 +726,7 @@ class Portfolio:
         self._settled = settled_by_priority(self._ranks)
         self.drawn = 0  # placers run so far
         self.exhausted = False  # every order has been tried
-        # The last full pass's order with the jobs it refused first (refused_first), drawn next.
+        # The first plan kept's order with the jobs it refused first (refused_first), drawn next.
         self._lifted: tuple[str, list[int]] | None = None
 
     def draw(self, deadline: float, *, least: int = 1, latest: float | None = None) -> None:
@@ -754,8 +754,8 @@ class Portfolio:
         self.exhausted = True
 
     def _next(self) -> tuple[str, list[int]] | None:
-        """The order to draw next: the last full pass's refused jobs first, when that order is new;
-        else the next of :func:`orders`."""
+        """The order to draw next: the lifted order, when there is one and it is new; else the next
+        of :func:`orders`."""
         lifted, self._lifted = self._lifted, None
         if lifted is not None and tuple(lifted[1]) not in self._tried:
             return lifted
