@@ -9,6 +9,10 @@ For each job it prints one line: "<ms> <rc> <req_nodes> | <comment>" and the hoo
 The interpreter stays up across jobs, as slurmctld's does, so the time is the hook's, not a process start.
 ]]
 local script = arg[1]
+-- slurmctld blocks SIGPIPE in all its threads (controller.c's controller_sigarray): a send on a
+-- connection the agent closed returns EPIPE there instead of ending the process.
+local psignal = require("posix.signal")
+psignal.signal(psignal.SIGPIPE, psignal.SIG_IGN)
 local ptime = require("posix.time")
 local function now_ms()
   local t = ptime.clock_gettime(ptime.CLOCK_MONOTONIC)

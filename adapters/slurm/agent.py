@@ -46,6 +46,7 @@ from typing import Any
 
 import structlog
 
+from adapters.connections import QuietClients
 from adapters.slurm.candidates import Ask, NodeIndex, candidate_nodes, hosts_at_most
 from adapters.slurm.fastplan import FAST_PLACER_S, fast_place
 from adapters.slurm.fastwire import SolveCall
@@ -92,6 +93,7 @@ from solver.service.client import RemoteError
 
 _log = structlog.get_logger("topoplace.slurm.agent")
 MAX_BODY_BYTES = 1 << 20
+KEPT_IDLE_S = 300.0  # a hook's connection idle this long is closed (it opens another when it asks)
 
 
 @dataclass
@@ -1152,6 +1154,20 @@ def _plan_allocations(plans: list[ParsedPlan]) -> dict[str, list[Allocation]]:
 class _Handler(BaseHTTPRequestHandler):
     agent: Agent  # set on the subclass made by serve_agent
     allowed_uids: frozenset[int]
+    # job_submit.lua keeps one connection for every submit (HTTP/1.1); an HTTP/1.0 caller
+    # (place_client.py) still gets one answer and the close. A kept connection idle this long is
+    # closed; the hook opens another on its next submit.
+    protocol_version = "HTTP/1.1"
+    timeout = KEPT_IDLE_S
+    connections: _Connections  # set on the subclass made by serve_agent
+
+    def setup(self) -> None:
+        super().setup()
+        self.connections.add(self.connection)
+
+    def finish(self) -> None:
+        self.connections.discard(self.connection)
+        super().finish()
 
     def do_GET(self) -> None:
         self._reply(200, {"status": "ok"} if self.path == "/health" else {"error": "not found"})
@@ -1174,6 +1190,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         length = int(self.headers.get("Content-Length") or 0)
         if length <= 0 or length > MAX_BODY_BYTES:
+            self.close_connection = True  # the body left unread must not be read as the next request
             self._reply(400, {"action": "error", "message": "topoplace: bad request body"})
             return
         try:
@@ -1206,8 +1223,36 @@ class _Handler(BaseHTTPRequestHandler):
         return str(self.client_address or "unix")
 
 
-class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+class _UnixServer(QuietClients, socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+
+
+class _TcpServer(QuietClients, ThreadingHTTPServer):
+    daemon_threads = True
+
+
+class _Connections:
+    """The connections being served, so that stopping the agent also ends the ones a hook keeps
+    open between submits (their threads would otherwise wait out ``KEPT_IDLE_S``)."""
+
+    def __init__(self) -> None:
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def add(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._open.add(connection)
+
+    def discard(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._open.discard(connection)
+
+    def end_all(self) -> None:
+        with self._lock:
+            ending = list(self._open)
+        for connection in ending:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)  # the handler's read sees the end and returns
 
 
 class RunningAgent:
@@ -1217,11 +1262,13 @@ class RunningAgent:
         thread: threading.Thread,
         stop: threading.Event,
         agent: Agent | None = None,
+        connections: _Connections | None = None,
     ) -> None:
         self.server = server
         self.thread = thread
         self._stop = stop
         self._agent = agent
+        self._connections = connections
 
     @property
     def address(self) -> str:
@@ -1236,6 +1283,8 @@ class RunningAgent:
         self._stop.set()
         self.server.shutdown()
         self.server.server_close()
+        if self._connections is not None:
+            self._connections.end_all()
         if isinstance(self.server, _UnixServer):
             with contextlib.suppress(OSError):
                 os.unlink(self.server.server_address)  # type: ignore[arg-type]
@@ -1298,14 +1347,15 @@ def serve_agent(
     # hook's p95 went from 138 to 76 ms on the bench's stream, budget 30 ms).
     sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
     allowed = frozenset({os.geteuid(), 0, *allow_uids})
-    handler = type("Handler", (_Handler,), {"agent": agent, "allowed_uids": allowed})
+    connections = _Connections()
+    handler = type(
+        "Handler", (_Handler,), {"agent": agent, "allowed_uids": allowed, "connections": connections}
+    )
     server: socketserver.BaseServer
     if unix is not None:
         server = _unix_server(unix, handler, socket_mode)
     else:
-        tcp = ThreadingHTTPServer((host, port), handler)
-        tcp.daemon_threads = True
-        server = tcp
+        server = _TcpServer((host, port), handler)
     stop = threading.Event()
     try:
         agent.refresh()  # the first snapshot before the first submit can arrive
@@ -1319,7 +1369,7 @@ def serve_agent(
     ).start()
     thread = threading.Thread(target=server.serve_forever, name="topoplace-slurm-agent", daemon=True)
     thread.start()
-    return RunningAgent(server, thread, stop, agent)
+    return RunningAgent(server, thread, stop, agent, connections)
 
 
 def parse_listen(text: str) -> tuple[Path | None, str, int]:

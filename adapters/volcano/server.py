@@ -36,8 +36,8 @@ from typing import Any
 
 import structlog
 
+from adapters.connections import QuietClients
 from adapters.volcano import wire
-from adapters.volcano.connections import QuietClients
 from adapters.volcano.extender import Extender
 from adapters.volcano.standby import SPENT_HEADER  # set by the --standby front on the calls it relays
 from adapters.volcano.wire import BadPayload

@@ -45,8 +45,8 @@ from typing import Any
 
 import structlog
 
+from adapters.connections import QuietClients
 from adapters.volcano import wire
-from adapters.volcano.connections import QuietClients
 
 SPENT_HEADER = "X-Topoplace-Spent-Ms"  # the time the front spent on a call; the serving process reads it
 READY_FD_ENV = "TOPOPLACE_READY_FD"  # the serving process writes one byte here once it listens

@@ -12,11 +12,14 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from adapters.slurm.agent import Agent, AgentConfig, RunningAgent, serve_agent
 from adapters.slurm.place_client import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,7 +121,7 @@ def test_the_hook_asks_the_agent_socket_itself_and_applies_the_answer(hookdir: P
     assert (rc, req_nodes, comment) == (0, "gn07", "topoplace/v1 plan")
     assert "planned on gn07" in log
     request = agent.requests[0]
-    assert request.startswith(b"POST /place HTTP/1.0") and b"Accept: text/plain" in request
+    assert request.startswith(b"POST /place HTTP/1.1") and b"Accept: text/plain" in request
     assert b'"tres_per_node":"gres:gpu:2"' in request and b'"submit_uid":0' in request
 
 
@@ -207,3 +210,195 @@ def test_heterogeneous_job_components_are_left_to_slurm_with_a_message(hookdir: 
         assert (rc, req_nodes) == (0, "gn07") and len(agent.requests) == 1
     finally:
         agent.close()
+
+
+class _Numbered(Agent):
+    """The real agent's HTTP side (serve_agent: keep-alive, peer check, the line format); place()
+    answers "answer N" (N counts this agent's submits), after ``slow_first_s`` on the first."""
+
+    def __init__(self, topo_dir: Path, slow_first_s: float = 0.0) -> None:
+        super().__init__(AgentConfig(solver="unused", topo_dir=topo_dir))
+        self.answered = 0
+        self.slow_first_s = slow_first_s
+
+    def place(self, desc: dict) -> dict:
+        self.answered += 1
+        if self.answered == 1:
+            time.sleep(self.slow_first_s)
+        return {"action": "pass", "message": f"answer {self.answered}"}
+
+    def refresh(self) -> None:
+        return
+
+
+def _counting(running: RunningAgent) -> list[int]:
+    """Connections the agent accepted, counted where each begins (its handler's setup)."""
+    opened: list[int] = []
+    base = running.server.RequestHandlerClass
+
+    def setup(handler: Any) -> None:
+        opened.append(1)
+        base.setup(handler)
+
+    running.server.RequestHandlerClass = type("Counted", (base,), {"setup": setup})
+    return opened
+
+
+class Hook:
+    """job_submit.lua in one long-lived Lua 5.1 interpreter (as slurmctld keeps it), one job at a
+    time, so that what it keeps between submits is under test."""
+
+    def __init__(self, hookdir: Path, conf: str) -> None:
+        (hookdir / "job_submit_topoplace.conf").write_text(conf)
+        self.lua = subprocess.Popen(
+            ["lua5.1", str(HARNESS), str(hookdir / "job_submit.lua")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def submit(self, job: str = "min_nodes=1 max_nodes=1 tres_per_node=gres:gpu:2") -> str:
+        assert self.lua.stdin is not None and self.lua.stdout is not None
+        self.lua.stdin.write(job + "\n")
+        self.lua.stdin.flush()
+        return self.lua.stdout.readline()
+
+    def close(self) -> str:
+        """Ends the interpreter; its log (stderr)."""
+        _, log = self.lua.communicate(timeout=10)
+        return log
+
+
+def test_the_hook_keeps_one_connection_for_every_submit(hookdir: Path) -> None:
+    running = serve_agent(_Numbered(hookdir), unix=hookdir / "agent.sock")
+    opened = _counting(running)
+    hook = Hook(hookdir, f"agent = unix:{hookdir / 'agent.sock'}\n")
+    try:
+        answers = [hook.submit() for _ in range(3)]
+    finally:
+        log = hook.close()
+        running.stop()
+    assert [a.split(" ", 1)[1].startswith("0 ") for a in answers] == [True] * 3
+    assert [f"answer {n}" in log for n in (1, 2, 3)] == [True] * 3, log
+    assert len(opened) == 1
+
+
+def test_a_kept_connection_the_agent_closed_is_opened_again(hookdir: Path) -> None:
+    """The agent restarted between two submits: the second is answered by the new agent, on a new
+    connection, instead of failing open on the dead one."""
+    path = hookdir / "agent.sock"
+    first = serve_agent(_Numbered(hookdir), unix=path)
+    hook = Hook(hookdir, f"agent = unix:{path}\n")
+    try:
+        hook.submit()
+        first.stop()
+        second = serve_agent(_Numbered(hookdir), unix=path)
+        opened = _counting(second)
+        try:
+            hook.submit()
+        finally:
+            second.stop()
+    finally:
+        log = hook.close()
+    assert log.count("answer 1") == 2 and "error" not in log, log
+    assert len(opened) == 1
+
+
+def test_an_answer_given_up_on_is_never_read_by_the_next_submit(
+    hookdir: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The first answer comes after the hook's timeout: the hook fails open and drops that
+    connection, so the next submit reads its own answer (2), not the late first one. The agent's
+    late write to the dropped connection is one quiet line, not socketserver's traceback."""
+    running = serve_agent(_Numbered(hookdir, slow_first_s=1.0), unix=hookdir / "agent.sock")
+    opened = _counting(running)
+    failed = threading.Event()
+    handle_error = running.server.handle_error
+
+    def noting(request: Any, address: Any) -> None:
+        handle_error(request, address)
+        failed.set()
+
+    running.server.handle_error = noting  # type: ignore[method-assign]
+    hook = Hook(hookdir, f"agent = unix:{hookdir / 'agent.sock'}\ntimeout = 0.5\n")
+    try:
+        hook.submit()
+        hook.submit()
+        assert failed.wait(5), "the late answer's write to the dropped connection"
+    finally:
+        log = hook.close()
+        running.stop()
+    assert "no answer within 0.5 s" in log and "answer 2" in log and "answer 1" not in log, log
+    assert len(opened) == 2
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_body_the_agent_did_not_read_ends_the_connection(hookdir: Path) -> None:
+    """A request refused before its body is read (too long) is answered and the connection closed:
+    the unread body must not be taken for the next request."""
+    running = serve_agent(_Numbered(hookdir), unix=hookdir / "agent.sock")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(str(hookdir / "agent.sock"))
+            client.settimeout(5)
+            head = b"POST /place HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n"
+            client.sendall(head + b"GET / HTTP/1.1\r\n\r\n")
+            received = b""
+            while chunk := client.recv(65536):
+                received += chunk
+    finally:
+        running.stop()
+    assert received.startswith(b"HTTP/1.1 400") and received.count(b"HTTP/1.1") == 1
+
+
+def test_a_kept_connection_closed_without_an_answer_is_asked_again_once(hookdir: Path) -> None:
+    """The agent reads the second request on the kept connection and closes it without a byte (it
+    went away in between): the hook asks again on a new connection instead of failing open. A
+    stand-in agent, since the real one never closes a connection it has read a request on."""
+    path = hookdir / "agent.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+    server.settimeout(10)
+    requests: list[int] = []  # the connection (1, 2) each request came on
+
+    def read_request(conn: socket.socket) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(next(ln for ln in head.split(b"\r\n") if ln.startswith(b"Content-Length:"))[15:])
+        while len(body) < length:
+            body += conn.recv(65536)
+
+    def answer(conn: socket.socket, n: int) -> None:
+        text = render({"action": "pass", "message": f"answer {n}"}).encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(text), text))
+
+    def serve() -> None:
+        first, _ = server.accept()
+        with first:
+            read_request(first)
+            requests.append(1)
+            answer(first, 1)
+            read_request(first)
+            requests.append(1)  # and closed unanswered
+        second, _ = server.accept()
+        with second:
+            read_request(second)
+            requests.append(2)
+            answer(second, 2)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    hook = Hook(hookdir, f"agent = unix:{path}\n")
+    try:
+        hook.submit()
+        hook.submit()
+    finally:
+        log = hook.close()
+        thread.join(timeout=10)
+        server.close()
+    assert requests == [1, 1, 2]
+    assert "answer 1" in log and "answer 2" in log and "error" not in log, log
