@@ -27,6 +27,7 @@ from adapters.slurm.nodetypes import load_node_type
 from adapters.slurm.plan import parse_plan_comment
 from solver.domain.model import Distance
 from solver.domain.topology import device_distance
+from tests.slurm.conftest import Counter
 
 MISSING = missing_binaries()
 pytestmark = pytest.mark.skipif(
@@ -218,7 +219,9 @@ def check_environment(h: Harness, job_id: str, nodes: int, alloc: dict[str, str]
         assert sorted(int(g) for g in slurm_gpus.split(",")) == held_gpus, line
 
 
-def test_single_node_jobs_are_planned_and_enforced(harness: Harness) -> None:
+def test_single_node_jobs_are_planned_and_enforced(harness: Harness, count_connections: Counter) -> None:
+    """Also: slurmctld keeps job_submit.lua's state, so its submits share one kept connection."""
+    opened = count_connections(harness.running_agent)
     for args in (["-N1", "--gpus-per-node=2", "--gres=nic:2"], ["--gres=gpu:4"], ["--gpus=1"]):
         # The agent has read that the previous job runs: until then it counts it as waiting for
         # backfill's reservation and leaves this one's node to Slurm (a CI run saw job 2 so, 1 s on).
@@ -226,6 +229,7 @@ def test_single_node_jobs_are_planned_and_enforced(harness: Harness) -> None:
         code, job_id, err, _ = harness.sbatch(*args)
         assert code == 0, err
         check_planned(harness, job_id, 1)
+    assert len(opened) <= 1, f"{len(opened)} connections for 3 submits"
 
 
 def test_gangs_are_planned_enforced_and_kept_under_one_leaf(harness: Harness) -> None:

@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from adapters.slurm.agent import Agent, AgentConfig, RunningAgent, serve_agent
+from adapters.slurm.agent import Agent, AgentConfig, serve_agent
 from adapters.slurm.place_client import render
+from tests.slurm.conftest import Counter
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOK = ROOT / "adapters" / "slurm" / "job_submit.lua"
@@ -231,19 +232,6 @@ class _Numbered(Agent):
         return
 
 
-def _counting(running: RunningAgent) -> list[int]:
-    """Connections the agent accepted, counted where each begins (its handler's setup)."""
-    opened: list[int] = []
-    base = running.server.RequestHandlerClass
-
-    def setup(handler: Any) -> None:
-        opened.append(1)
-        base.setup(handler)
-
-    running.server.RequestHandlerClass = type("Counted", (base,), {"setup": setup})
-    return opened
-
-
 class Hook:
     """job_submit.lua in one long-lived Lua 5.1 interpreter (as slurmctld keeps it), one job at a
     time, so that what it keeps between submits is under test."""
@@ -270,9 +258,9 @@ class Hook:
         return log
 
 
-def test_the_hook_keeps_one_connection_for_every_submit(hookdir: Path) -> None:
+def test_the_hook_keeps_one_connection_for_every_submit(hookdir: Path, count_connections: Counter) -> None:
     running = serve_agent(_Numbered(hookdir), unix=hookdir / "agent.sock")
-    opened = _counting(running)
+    opened = count_connections(running)
     hook = Hook(hookdir, f"agent = unix:{hookdir / 'agent.sock'}\n")
     try:
         answers = [hook.submit() for _ in range(3)]
@@ -284,7 +272,9 @@ def test_the_hook_keeps_one_connection_for_every_submit(hookdir: Path) -> None:
     assert len(opened) == 1
 
 
-def test_a_kept_connection_the_agent_closed_is_opened_again(hookdir: Path) -> None:
+def test_a_kept_connection_the_agent_closed_is_opened_again(
+    hookdir: Path, count_connections: Counter
+) -> None:
     """The agent restarted between two submits: the second is answered by the new agent, on a new
     connection, instead of failing open on the dead one."""
     path = hookdir / "agent.sock"
@@ -294,7 +284,7 @@ def test_a_kept_connection_the_agent_closed_is_opened_again(hookdir: Path) -> No
         hook.submit()
         first.stop()
         second = serve_agent(_Numbered(hookdir), unix=path)
-        opened = _counting(second)
+        opened = count_connections(second)
         try:
             hook.submit()
         finally:
@@ -306,13 +296,13 @@ def test_a_kept_connection_the_agent_closed_is_opened_again(hookdir: Path) -> No
 
 
 def test_an_answer_given_up_on_is_never_read_by_the_next_submit(
-    hookdir: Path, capfd: pytest.CaptureFixture[str]
+    hookdir: Path, capfd: pytest.CaptureFixture[str], count_connections: Counter
 ) -> None:
     """The first answer comes after the hook's timeout: the hook fails open and drops that
     connection, so the next submit reads its own answer (2), not the late first one. The agent's
     late write to the dropped connection is one quiet line, not socketserver's traceback."""
     running = serve_agent(_Numbered(hookdir, slow_first_s=1.0), unix=hookdir / "agent.sock")
-    opened = _counting(running)
+    opened = count_connections(running)
     failed = threading.Event()
     handle_error = running.server.handle_error
 
