@@ -34,6 +34,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def read_request(conn: socket.socket) -> tuple[bytes, bytes]:
+    """One HTTP request from ``conn``: its head and its body (by Content-Length)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(next(ln for ln in head.split(b"\r\n") if ln.startswith(b"Content-Length:"))[15:])
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head, body
+
+
 class FakeAgent:
     """Accepts one connection at a time, records the request, answers ``reply`` (None: never) as the
     agent does: in the line format when asked ``Accept: text/plain``, else JSON."""
@@ -56,13 +68,7 @@ class FakeAgent:
             except OSError:
                 continue
             with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(65536)
-                head, _, body = data.partition(b"\r\n\r\n")
-                length = int(next(ln for ln in head.split(b"\r\n") if ln.startswith(b"Content-Length:"))[15:])
-                while len(body) < length:
-                    body += conn.recv(65536)
+                head, body = read_request(conn)
                 self.requests.append(head + b"\r\n\r\n" + body)
                 if self.reply is None:
                     self.stop.wait(3)
@@ -352,15 +358,6 @@ def test_a_kept_connection_closed_without_an_answer_is_asked_again_once(hookdir:
     server.listen(4)
     server.settimeout(10)
     requests: list[int] = []  # the connection (1, 2) each request came on
-
-    def read_request(conn: socket.socket) -> None:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            data += conn.recv(65536)
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = int(next(ln for ln in head.split(b"\r\n") if ln.startswith(b"Content-Length:"))[15:])
-        while len(body) < length:
-            body += conn.recv(65536)
 
     def answer(conn: socket.socket, n: int) -> None:
         text = render({"action": "pass", "message": f"answer {n}"}).encode()
