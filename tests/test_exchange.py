@@ -43,6 +43,19 @@ def test_a_job_whose_room_holds_two_of_its_priority_gives_it_up() -> None:
     assert not verify(request, out)
 
 
+def test_a_gang_with_two_members_on_one_node_gives_back_both() -> None:
+    """The 2 x 4-GPU gang's members share the one node: given up, its whole room (8 GPUs) is free
+    for the two 4-GPU jobs, not one member's."""
+    jobs = [
+        kit.job("gang", 4, members=2, priority=5),
+        kit.job("a", 4, priority=5),
+        kit.job("b", 4, priority=5),
+    ]
+    plan, out = _exchanged(kit.request(kit.cluster(1), jobs))
+    assert [m.node for m in plan.jobs[0].members] == ["n0", "n0"]
+    assert [j.job_id for j in out.jobs if j.placed] == ["a", "b"]
+
+
 def test_no_exchange_across_priorities_or_for_fewer_gpus() -> None:
     """The 4-GPU jobs are of a lower priority: giving the 8-GPU job up would lose top-priority GPUs,
     so nothing moves. Nor for one 4-GPU job of its priority (fewer GPUs at that level)."""
