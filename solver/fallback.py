@@ -214,39 +214,30 @@ def best_of_orders(request: SolveRequest, ends: float) -> SolveResult:
     shuffles = islice(shuffled_orders(request), MAX_DRAWS)
     tried: set[tuple[int, ...]] = set()
     best: _Kept | None = None
-    first: SolveResult | None = None  # the first order's plan, as placed
-
-    def exchanged(plan: SolveResult) -> SolveResult:
-        return exchange(request, start, plan, FIRST_FIT, lambda jobs: ranking(request, jobs), ends)
-
+    # Kept back from the orders for the exchange of the best plan at the end, which costs about
+    # an order: the longest order after the first. Only from the third order on: with time for
+    # one more order or an exchange (a 1 s call at 4,096 nodes), the second order, its refused
+    # jobs first, raised the top priority's GPUs (seed 3: 919 to 1015) where an exchange adds jobs.
+    reserve = 0.0
     order: list[int] | None = by_priority(request, range(len(request.jobs)))
     while order is not None and len(tried) < MAX_ORDERS:
-        if best is not None and (time.perf_counter() >= ends or _all_placed(best.key, request)):
+        stop = ends - reserve
+        if best is not None and (time.perf_counter() >= stop or _all_placed(best.key, request)):
             break
         tried.add(tuple(order))
         judge = None if best is None else _behind(request, best.key)
-        placed = FIRST_FIT.place(request, ends, start=start, order=order, behind=judge)
-        if best is not None and time.perf_counter() >= ends:
+        began = time.perf_counter()
+        placed = FIRST_FIT.place(request, stop, start=start, order=order, behind=judge)
+        if best is not None and time.perf_counter() >= stop:
             break  # cut short: the jobs it did not reach were not refused, only not tried
-        # An exchange adds jobs at the work placed level by level, and costs about an order: a
-        # plan is exchanged when its levels are at least the best's (then the jobs decide), the
-        # first order's only once a second order has run: with time for one of the two (a 1 s
-        # call at 4,096 nodes), the second order, its refused jobs first, raised the top
-        # priority's GPUs (seed 3: 919 to 1015). Exchanging plans behind on the levels took the
-        # time of the order that won at 1,024 nodes and 0.5 s (seed 1: 129 jobs against 132).
         key = ranking(request, placed.jobs)
-        kept = placed
-        if first is not None and best is not None and key[:-1] >= best.key[:-1]:
-            kept = exchanged(placed)
-            key = ranking(request, kept.jobs)
-        first = first or placed
         if best is None or key > best.key:
-            best = _Kept(key, kept)
-        if len(tried) == 2 and best.result is first:
-            best = _Kept(ranking(request, (plan := exchanged(first)).jobs), plan)
+            best = _Kept(key, placed)
+        if len(tried) >= 2:
+            reserve = max(reserve, time.perf_counter() - began)
         order = next_order(request, squeaked(request, order, placed.jobs), tried, shuffles)
     assert best is not None  # the batch's own order always runs
-    return best.result
+    return exchange(request, start, best.result, FIRST_FIT, lambda jobs: ranking(request, jobs), ends)
 
 
 def next_order(
