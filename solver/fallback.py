@@ -209,7 +209,8 @@ def best_of_orders(request: SolveRequest, ends: float) -> SolveResult:
     behind the best on a priority level it has finished is stopped there; one that ``ends`` cuts
     short is dropped: it may lead on the top levels only because the jobs after went untried, and
     105 jobs fewer for a few more top-level GPUs is not a plan an operator would call better (a 2 s
-    call at 16,384 nodes, session 16). At 16,384 nodes x 500 jobs an order takes 0.5-1 s."""
+    call at 16,384 nodes, session 16). At 16,384 nodes x 500 jobs an order takes 0.5-1 s. The
+    plans that lead are then exchanged (:func:`_exchanged`, ``solver.baselines.exchange``)."""
     start = Start.of(request.inventory)
     shuffles = islice(shuffled_orders(request), MAX_DRAWS)
     tried: set[tuple[int, ...]] = set()
