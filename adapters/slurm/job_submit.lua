@@ -228,8 +228,7 @@ end
 -- connection is kept for the next submit; a kept one the agent has since closed (restarted, idle
 -- timeout) is opened again once, if not a byte of an answer came on it.
 local function ask_socket(path, body, seconds)
-  local asked = now_ms()
-  local deadline = asked + seconds * 1000
+  local deadline = now_ms() + seconds * 1000
   local request = "POST /place HTTP/1.1\r\nHost: topoplace\r\nAccept: text/plain\r\n"
     .. "Content-Type: application/json\r\nContent-Length: " .. #body .. "\r\n\r\n" .. body
   -- An idle kept connection with something to read has been closed by the agent (restarted, idle
