@@ -164,7 +164,11 @@ end
 local kept = nil
 
 local function drop_kept()
-  if kept ~= nil then posix.unistd.close(kept.fd); kept = nil end
+  if kept ~= nil then
+    posix.unistd.close(kept.fd)
+    kept.fd = nil -- its guard must not close the number again: by then it may be another file's
+    kept = nil
+  end
 end
 
 local function connect_agent(path)
@@ -179,10 +183,11 @@ local function connect_agent(path)
     posix.unistd.close(fd)
     return nil, "topoplace agent " .. path .. " unreachable"
   end
-  -- Closed with the Lua state: slurmctld makes a new one when job_submit.lua changes.
-  local guard = newproxy(true)
-  getmetatable(guard).__gc = function() posix.unistd.close(fd) end
-  return { fd = fd, path = path, guard = guard }, nil
+  -- Closed with the Lua state if still open: slurmctld makes a new one when job_submit.lua changes.
+  local conn = { fd = fd, path = path }
+  conn.guard = newproxy(true)
+  getmetatable(conn.guard).__gc = function() if conn.fd ~= nil then posix.unistd.close(conn.fd) end end
+  return conn, nil
 end
 
 -- One HTTP/1.1 exchange on conn: status, payload, keep (the agent will read another request on

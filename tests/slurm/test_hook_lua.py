@@ -389,3 +389,29 @@ def test_a_kept_connection_closed_without_an_answer_is_asked_again_once(hookdir:
         server.close()
     assert requests == [1, 1, 2]
     assert "answer 1" in log and "answer 2" in log and "error" not in log, log
+
+
+def test_a_dropped_connection_is_closed_once(hookdir: Path) -> None:
+    """An agent answering HTTP/1.0 closes after each answer, so the hook drops its connection; the
+    descriptor number is then free and the next file slurmctld opens may get it. Collecting the
+    dropped connection must not close that number again (it would be slurmctld's file)."""
+    agent = FakeAgent(hookdir / "agent.sock", ANSWER)
+    (hookdir / "job_submit_topoplace.conf").write_text(f"agent = unix:{hookdir / 'agent.sock'}\n")
+    script = f"""
+        slurm = {{ SUCCESS = 0, ERROR = -1, log_info = function() end, log_error = function() end,
+                   log_user = function() end, log_debug = function() end }}
+        dofile("{hookdir / "job_submit.lua"}")
+        local job = {{ environment = {{}}, min_nodes = 1, max_nodes = 1, tres_per_node = "gres:gpu:2" }}
+        assert(slurm_job_submit(job, {{}}, 0) == 0 and job.req_nodes == "gn07")
+        local fcntl, unistd = require("posix.fcntl"), require("posix.unistd")
+        local fd = fcntl.open("{hookdir / "other"}", fcntl.O_WRONLY + fcntl.O_CREAT, 384)
+        collectgarbage("collect")
+        collectgarbage("collect")
+        io.stdout:write(tostring(unistd.write(fd, "still open")))
+    """
+    try:
+        done = subprocess.run(["lua5.1", "-e", script], capture_output=True, text=True, timeout=30)
+    finally:
+        agent.close()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "10" and (hookdir / "other").read_text() == "still open"
