@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from solver.answer.measures import cluster_metrics
-from solver.baselines.topology import Free, Greedy, Start
+from solver.baselines.topology import Free, Greedy, Pick, Start, take
 from solver.domain.model import Job, JobResult, MemberPlacement, Reason, ReasonCode, SolveRequest, SolveResult
 
 Rank = Callable[[tuple[JobResult, ...]], tuple[float, ...]]
@@ -66,11 +66,11 @@ def exchange(
         after[j] = _given_up(jobs[j], placer, len(moved_in))
         for k, result in moved_in:
             after[k] = result
-        if rank(tuple(after)) > best:
+        if (ranked := rank(tuple(after))) > best:
             for member in jobs[j].members:
                 free[member.node] = room[member.node]
             free = _held(free, request, moved_in)
-            jobs, best, changed = after, rank(tuple(after)), True
+            jobs, best, changed = after, ranked, True
             unplaced = sorted((k for k, r in enumerate(jobs) if not r.placed), key=largest_first)
     if not changed:
         return plan
@@ -86,14 +86,9 @@ def _held(
         shapes = {role.name: role.member for role in request.jobs[j].roles}
         for member in result.members:
             node = free[member.node].copy()
-            held_gpus, held_nics = set(member.gpus), set(member.nics)
-            node.gpus = [g for g in node.gpus if g.id not in held_gpus]
-            node.nics = [n for n in node.nics if n.name not in held_nics]
-            shape = shapes[member.role]
-            if node.cpu is not None:
-                node.cpu -= shape.cpu_milli
-            if node.memory is not None:
-                node.memory -= shape.memory_mib
+            gpus = tuple(g for g in node.node.gpus if g.id in member.gpus)
+            nics = tuple(n for n in node.node.nics if n.name in member.nics)
+            take(node, shapes[member.role], Pick(gpus=gpus, nics=nics, aligned=member.aligned))
             free[member.node] = node
     return free
 
