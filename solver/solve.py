@@ -24,6 +24,7 @@ from solver.answer.explain import explain
 from solver.answer.measures import cluster_metrics, fragmentation_change
 from solver.answer.unpool import unpool
 from solver.answer.verify import verify
+from solver.baselines.exchange import FloorExchange
 from solver.compile import Compiled, compile_model, cost, shelf
 from solver.compile.objective import is_placed_work, priority_levels
 from solver.domain import cancel as cancellation
@@ -361,7 +362,12 @@ def search_valid(
         # get equal floors; the clock stops them only when they would leave the search less than
         # its share (on a loaded machine a pass costs several times its idle cost, and the floor
         # alone once took 24 s of a 30 s limit). The ones left are drawn while the search runs.
-        drawing = Portfolio(floor, floor_passes(compiled, request.policy.time_limit_s), request.policy.seed)
+        # Plans of the floor exchanged on nodes (solver.baselines.exchange) by the fallback's greedy.
+        repair = FloorExchange(
+            problem, compiled, floor, request, fallback.FIRST_FIT, partial(fallback.ranking, request)
+        )
+        passes = floor_passes(compiled, request.policy.time_limit_s)
+        drawing = Portfolio(floor, passes, request.policy.seed, repair=repair)
         spare = spare_core(request.policy)
         floor_part = floor_share(spare)
         # The named placers are the strongest: they run before the search while its time lasts

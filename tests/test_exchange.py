@@ -1,5 +1,6 @@
 """The exchange (solver/baselines/exchange.py): one placed job given up for several unplaced jobs of
-its priority, kept only when the whole plan ranks higher, on the placer's own plans."""
+its priority, kept only when the whole plan ranks higher, on the placer's own plans and, through
+``FloorExchange``, on the plans of the model's floor (solver/search/floor.py ``Portfolio``)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,20 @@ from random import Random
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from solver.answer.decode import decode
+from solver.answer.measures import cluster_metrics
+from solver.answer.unpool import unpool
 from solver.answer.verify import verify
-from solver.baselines.exchange import exchange
+from solver.baselines.exchange import FloorExchange, exchange
 from solver.baselines.topology import Start
-from solver.domain.model import ReasonCode, SolveRequest
+from solver.compile import compile_model
+from solver.domain.model import Reason, ReasonCode, SolveRequest, SolveResult, SolveStatus
 from solver.domain.validate import validate
 from solver.fallback import FIRST_FIT, ranking
+from solver.reduce.chain import problem_of, rewrite
 from solver.reduce.policy import apply_policy_chains
+from solver.reduce.pools import Pools
+from solver.search.floor import Candidate, Floor, Portfolio
 from tests import kit
 
 
@@ -120,3 +128,74 @@ def _holds(request: SolveRequest, draw: Random) -> None:
     plan, out = _exchanged(request, order)
     assert ranking(request, out.jobs) >= ranking(request, plan.jobs)
     assert not verify(request, out)
+
+
+def _portfolio(request: SolveRequest, *, repair: bool, passes: int = 4) -> tuple[Portfolio, SolveRequest]:
+    """The floor's portfolio of ``request`` (policy chains applied), drawn to its end, with the
+    exchange as its repair or without."""
+    request = rewrite(request)
+    problem = problem_of(request)
+    compiled = compile_model(problem, request.policy)
+    floor = Floor(problem, compiled)
+    fix = FloorExchange(problem, compiled, floor, request, FIRST_FIT, lambda jobs: ranking(request, jobs))
+    drawing = Portfolio(floor, passes, 0, repair=fix if repair else None)
+    drawing.draw(time.perf_counter() + 60)
+    return drawing, request
+
+
+def _answer(drawing: Portfolio, request: SolveRequest, candidate: Candidate) -> SolveResult:
+    problem, compiled = drawing.floor.problem, drawing.floor.compiled
+    decoded = unpool(Pools(problem.pooled_from), request, decode(problem, compiled, candidate.plan))
+    # The pipeline's explanations and measures, as the verifier asks of every answer.
+    why = Reason(code=ReasonCode.INSUFFICIENT_CAPACITY, message="not placed by this plan")
+    jobs = tuple(j if j.placed or j.reason else j.model_copy(update={"reason": why}) for j in decoded)
+    return SolveResult(
+        request_id=request.request_id,
+        status=SolveStatus.FEASIBLE,
+        jobs=jobs,
+        metrics=cluster_metrics(request, jobs),
+    )
+
+
+def test_the_floors_plan_with_the_fewest_jobs_for_its_work_is_exchanged() -> None:
+    """One 8-GPU node. The floor's first placer (largest first) gives it the 8-GPU job; the
+    smallest-first placer the two 4-GPU jobs of the same priority. Of the plans level on the work
+    placed, the one with the fewest jobs is exchanged after the named placers, and comes back into
+    the model's variables starting both 4-GPU jobs, a plan the verifier passes."""
+    request = kit.request(
+        kit.cluster(1),
+        [kit.job("big", 8, priority=5), kit.job("a", 4, priority=5), kit.job("b", 4, priority=5)],
+    )
+    drawing, request = _portfolio(request, repair=True, passes=0)
+    by_placer = {c.placer: c for c in drawing.candidates()}
+    exchanged = by_placer["largest-first+exchange"]
+    assert exchanged.values > by_placer["largest-first"].values
+    answer = _answer(drawing, request, exchanged)
+    assert [j.job_id for j in answer.jobs if j.placed] == ["a", "b"]
+    assert not verify(request, answer)
+    # Each plan is exchanged once, and what an exchange gave is not exchanged again.
+    assert sum(c.placer.endswith("+exchange") for c in drawing.candidates()) == 1
+
+
+def test_without_a_repair_the_portfolio_draws_as_before() -> None:
+    request = kit.request(
+        kit.cluster(1),
+        [kit.job("big", 8, priority=5), kit.job("a", 4, priority=5), kit.job("b", 4, priority=5)],
+    )
+    drawing, _ = _portfolio(request, repair=False, passes=0)
+    assert drawing.exhausted
+    assert not any(c.placer.endswith("+exchange") for c in drawing.candidates())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.one_of(tight_batches(), kit.fabric_problems(max_nodes=6, max_jobs=6, spines=2)))
+def test_the_floor_repaired_ranks_at_least_as_high_and_each_plan_verifies(request: SolveRequest) -> None:
+    """Over tight batches and general requests: the floor's best plan with the exchange as its
+    repair ranks no lower than without (tier by tier), and every plan it keeps, exchanged or not,
+    decodes to a plan the verifier passes."""
+    assume(not validate(request))
+    repaired, rewritten = _portfolio(request, repair=True)
+    plain, _ = _portfolio(request, repair=False)
+    assert repaired.candidates()[0].values >= plain.candidates()[0].values
+    for candidate in repaired.candidates():
+        assert not verify(rewritten, _answer(repaired, rewritten, candidate)), candidate.placer

@@ -12,16 +12,39 @@ whatever else is free) costs a pass over a few jobs.
 plan ranks higher by the caller's ``rank`` (the placed-work tiers level by level, then jobs). Every
 other job stays where it is, so no level above or below loses anything. The result is a plan of the
 same placer, verified by the caller like any other.
+
+:class:`FloorExchange` brings the move to the model's floor (``solver.search.floor.Portfolio``): a
+floor plan decoded to nodes, exchanged, and read back as a floor plan (``solver.search.previous``,
+which also places greedily what the exchange left out). At 4,096 nodes x 500 jobs and 5 s the
+floor's best shuffle started 317 jobs where the greedy's best order started 318; its first plan
+(``largest-first``, 302 jobs at the same GPUs on every priority level) exchanged started 318.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
+from solver.answer.decode import decode
 from solver.answer.measures import cluster_metrics
+from solver.answer.unpool import unpool
 from solver.baselines.topology import Free, Greedy, Pick, Start, take
-from solver.domain.model import Job, JobResult, MemberPlacement, Reason, ReasonCode, SolveRequest, SolveResult
+from solver.compile import Compiled
+from solver.domain.model import (
+    Job,
+    JobResult,
+    MemberPlacement,
+    Reason,
+    ReasonCode,
+    SolveRequest,
+    SolveResult,
+    SolveStatus,
+)
+from solver.reduce.normalise import Normalised
+from solver.reduce.pools import Pools
+from solver.search.floor import Candidate, Floor
+from solver.search.previous import from_previous
 
 Rank = Callable[[tuple[JobResult, ...]], tuple[float, ...]]
 
@@ -118,3 +141,32 @@ def _given_up(result: JobResult, placer: Greedy, moved_in: int) -> JobResult:
             message=f"the {placer.name} baseline gave its room to {moved_in} jobs of its priority",
         ),
     )
+
+
+@dataclass
+class FloorExchange:
+    """:func:`exchange` on the plans of one model's floor (module docstring): called with a floor
+    plan and a deadline, the plan exchanged and read back into the model's variables, or None when
+    the exchange changed nothing (or time ran out). ``request``: the request the model was built
+    from (policy chains applied, before pooling), on which the exchange places and ranks."""
+
+    problem: Normalised
+    compiled: Compiled
+    floor: Floor
+    request: SolveRequest
+    placer: Greedy
+    rank: Rank
+    _start: Start | None = field(default=None, init=False)
+
+    def __call__(self, candidate: Candidate, ends: float) -> Candidate | None:
+        problem, request = self.problem, self.request
+        jobs = unpool(Pools(problem.pooled_from), request, decode(problem, self.compiled, candidate.plan))
+        if self._start is None:  # the placer's indexes, built once for every plan exchanged
+            self._start = Start.of(request.inventory)
+        plan = SolveResult(request_id=request.request_id, status=SolveStatus.FEASIBLE, jobs=jobs)
+        out = exchange(request, self._start, plan, self.placer, self.rank, ends)
+        if out is plan:
+            return None
+        ids = [job.id for job in request.jobs]
+        back = from_previous(problem, self.compiled, self.floor, out.jobs, ids)
+        return None if back is None else Candidate(f"{candidate.placer}+exchange", back.plan, back.values)
