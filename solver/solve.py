@@ -104,6 +104,13 @@ SEARCH_SHARE = 1 / 2
 # against the floor's 1257 top-priority GPUs on seed 1), but warm 0.5 s calls at 1,024 nodes, the
 # Volcano extender's range, started 129 and 118 jobs against the floor's 132 and 119.
 SEARCH_WORTH = 1.0
+# What one repair of a floor plan costs per node (solver.baselines.exchange.FloorExchange: decode,
+# the placer's indexes, the exchange, the plan read back): 0.45-0.6 s at 4,096 nodes x 500 jobs
+# (session 23). A repair right after the named placers takes the place of the shuffles it costs;
+# it goes there only when it costs at most this share of the time limit: at 4,096 nodes and 5 s the
+# first plan repaired started 318 jobs where the best shuffle started 317, but at 16,384 nodes and
+# 5 s (warm) it took the place of the shuffle that started 358 jobs, and found nothing (355).
+REPAIR_S_PER_NODE, REPAIR_SHARE = 1.2e-4, 0.15
 # With a spare core the floor's own stage stops sooner, the rest of its placers drawn beside the
 # search: at 1,024 nodes x 200 jobs, 5 s, a floor stage of half the window left the search too little
 # to prove any priority level (session 11).
@@ -366,8 +373,9 @@ def search_valid(
         repair = FloorExchange(
             problem, compiled, floor, request, fallback.FIRST_FIT, partial(fallback.ranking, request)
         )
-        passes = floor_passes(compiled, request.policy.time_limit_s)
-        drawing = Portfolio(floor, passes, request.policy.seed, repair=repair)
+        limit_s = request.policy.time_limit_s
+        passes, early = floor_passes(compiled, limit_s), repair_early(problem, limit_s)
+        drawing = Portfolio(floor, passes, request.policy.seed, repair=repair, repair_early=early)
         spare = spare_core(request.policy)
         floor_part = floor_share(spare)
         # The named placers are the strongest: they run before the search while its time lasts
@@ -754,6 +762,13 @@ def floor_passes(compiled: Compiled, time_limit_s: float) -> int:
     time limit pays for, sized from the model so that equal requests run equal portfolios."""
     per_pass = SHUFFLE_S_PER_VARIABLE * max(1, len(compiled.model.proto.variables))
     return max(0, min(MAX_SHUFFLES, int(FLOOR_SHARE * time_limit_s / per_pass) - NAMED_ORDERS))
+
+
+def repair_early(problem: Normalised, time_limit_s: float) -> bool:
+    """Whether the floor repairs a plan right after its named placers (else only once every order
+    is drawn): when a repair is predicted to cost at most ``REPAIR_SHARE`` of the time limit. Sized
+    from the request, as the shuffles are, so that equal requests run equal portfolios."""
+    return REPAIR_S_PER_NODE * len(problem.request.inventory.nodes) <= REPAIR_SHARE * time_limit_s
 
 
 def model_size(problem: Normalised, compiled: Compiled | None) -> ModelSize:

@@ -130,15 +130,24 @@ def _holds(request: SolveRequest, draw: Random) -> None:
     assert not verify(request, out)
 
 
-def _portfolio(request: SolveRequest, *, repair: bool, passes: int = 4) -> tuple[Portfolio, SolveRequest]:
+def _portfolio(
+    request: SolveRequest, *, repair: bool, passes: int = 4, early: bool = True, seen: list[int] | None = None
+) -> tuple[Portfolio, SolveRequest]:
     """The floor's portfolio of ``request`` (policy chains applied), drawn to its end, with the
-    exchange as its repair or without."""
+    exchange as its repair (right after the named placers if ``early``) or without. ``seen``: how
+    many placers had run at each repair."""
     request = rewrite(request)
     problem = problem_of(request)
     compiled = compile_model(problem, request.policy)
     floor = Floor(problem, compiled)
     fix = FloorExchange(problem, compiled, floor, request, FIRST_FIT, lambda jobs: ranking(request, jobs))
-    drawing = Portfolio(floor, passes, 0, repair=fix if repair else None)
+
+    def counted(candidate: Candidate, ends: float) -> Candidate | None:
+        if seen is not None:
+            seen.append(drawing.drawn)
+        return fix(candidate, ends)
+
+    drawing = Portfolio(floor, passes, 0, repair=counted if repair else None, repair_early=early)
     drawing.draw(time.perf_counter() + 60)
     return drawing, request
 
@@ -175,6 +184,19 @@ def test_the_floors_plan_with_the_fewest_jobs_for_its_work_is_exchanged() -> Non
     assert not verify(request, answer)
     # Each plan is exchanged once, and what an exchange gave is not exchanged again.
     assert sum(c.placer.endswith("+exchange") for c in drawing.candidates()) == 1
+
+
+def test_a_repair_not_early_waits_for_every_order() -> None:
+    """Where a repair costs several shuffles (``solver.solve.repair_early``), the first repair
+    comes once every order is drawn, not after the named placers; early, it comes after them."""
+    jobs = [kit.job(f"j{k}", 1 + k % 4, priority=5) for k in range(8)]
+    request = kit.request(kit.cluster(2), [kit.job("big", 8, priority=5), *jobs])
+    late: list[int] = []
+    drawing, _ = _portfolio(request, repair=True, passes=6, early=False, seen=late)
+    assert late and late[0] == drawing.drawn and drawing.exhausted
+    early: list[int] = []
+    drawing, _ = _portfolio(request, repair=True, passes=6, early=True, seen=early)
+    assert early and early[0] < drawing.drawn
 
 
 def test_without_a_repair_the_portfolio_draws_as_before() -> None:

@@ -719,20 +719,29 @@ class Portfolio:
     order with the jobs it refused first (:func:`refused_first`, named ``<placer>+lifted``), when
     that order is new and ``lift`` (the default).
 
-    With a ``repair``, a plan is repaired after the named placers, and once every order is drawn
-    the others while time lasts: of the plans level with the best on the work placed, the one that
+    With a ``repair``, a plan is repaired after the named placers (unless not ``repair_early``:
+    where a repair costs several shuffles), and once every order is drawn the others while time
+    lasts: of the plans level with the best on the work placed, the one that
     starts the fewest jobs first (the earliest of equals). A repair gives up large jobs for several
     smaller ones (``solver.baselines.exchange``), and the plan with the fewest jobs for its work is
     the one with the most to give: at 4,096 nodes x 500 jobs, seed 1, the first named placer's plan
     (302 jobs) repaired started 318, the best shuffle's (317) 317."""
 
     def __init__(
-        self, floor: Floor, passes: int, seed: int, *, lift: bool = True, repair: Repair | None = None
+        self,
+        floor: Floor,
+        passes: int,
+        seed: int,
+        *,
+        lift: bool = True,
+        repair: Repair | None = None,
+        repair_early: bool = True,
     ) -> None:
         self.floor = floor
         self.lift = lift
         drawn = orders(floor.problem, floor, passes, seed)
-        self._orders = chain(islice(drawn, NAMED_ORDERS), [(REPAIR, [])], drawn) if repair else drawn
+        early = repair is not None and repair_early
+        self._orders = chain(islice(drawn, NAMED_ORDERS), [(REPAIR, [])], drawn) if early else drawn
         self._repair = repair
         self._repaired: set[str] = set()  # the placers whose plans were repaired
         self._tried: set[tuple[int, ...]] = set()
