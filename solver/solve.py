@@ -150,20 +150,31 @@ FULL_COLLECTION_EVERY = 1000
 _solving = 0  # solves running now (nested steps, the service's workers)
 _solving_lock = threading.Lock()
 _thresholds = gc.get_threshold()  # as the first solve found them
+_froze = False  # whether the first solve in froze the heap (and the last out unfreezes it)
 
 
 @contextmanager
 def rare_full_collections() -> Iterator[None]:
-    """Full garbage collections made rare while solves run. A full pass walks every object on the
-    heap — the request's nodes, the service's caches — and at 16,384 nodes one landing during a
-    solve took 1.1 s of its 9 s; with this, collections took 0.19 s in all (bench/RESULTS.md,
-    session 10). Young objects are still collected as usual, and a full collection runs again as
-    usual once no solve is running (the thresholds are restored by the last one out)."""
-    global _solving, _thresholds
+    """Full garbage collections made rare and short while solves run. A full pass walks every
+    object on the heap — the request's nodes, the caches of earlier calls — and at 16,384 nodes one
+    landing during a solve took 1.1 s of its 9 s; with the full collection's threshold raised,
+    collections took 0.19 s in all (bench/RESULTS.md, session 10), but one still came now and then:
+    1.1-1.2 s inside a warm 5 s call at 16,384 nodes, on the spare core's time for the floor's
+    shuffles (session 23). So what is alive when the first solve starts is also frozen (``gc.freeze``:
+    out of the collector's sight, a constant-time move) and unfrozen when the last one ends: a full
+    collection during a solve walks only what solves made. Young objects are still collected as
+    usual, and everything is collected as usual once no solve is running (the thresholds restored,
+    the frozen objects back in the oldest generation). A process that froze objects itself (the
+    Slurm agent after each read, the test suite before each module) keeps its own policy: nothing
+    is frozen or unfrozen here then, as an unfreeze would hand its objects back too."""
+    global _solving, _thresholds, _froze
     with _solving_lock:
         if not _solving:
             _thresholds = gc.get_threshold()
             gc.set_threshold(_thresholds[0], _thresholds[1], max(_thresholds[2], FULL_COLLECTION_EVERY))
+            _froze = gc.get_freeze_count() == 0
+            if _froze:
+                gc.freeze()
         _solving += 1
     try:
         yield
@@ -171,6 +182,8 @@ def rare_full_collections() -> Iterator[None]:
         with _solving_lock:
             _solving -= 1
             if not _solving:
+                if _froze:
+                    gc.unfreeze()
                 gc.set_threshold(*_thresholds)
 
 
