@@ -151,6 +151,9 @@ _solving = 0  # solves running now (nested steps, the service's workers)
 _solving_lock = threading.Lock()
 _thresholds = gc.get_threshold()  # as the first solve found them
 _froze = False  # whether the first solve in froze the heap (and the last out unfreezes it)
+# Whether solves freeze the heap they start with (rare_full_collections); false in a process that
+# manages gc.freeze itself.
+FREEZE_HEAP = True
 
 
 @contextmanager
@@ -164,15 +167,15 @@ def rare_full_collections() -> Iterator[None]:
     out of the collector's sight, a constant-time move) and unfrozen when the last one ends: a full
     collection during a solve walks only what solves made. Young objects are still collected as
     usual, and everything is collected as usual once no solve is running (the thresholds restored,
-    the frozen objects back in the oldest generation). A process that froze objects itself (the
-    Slurm agent after each read, the test suite before each module) keeps its own policy: nothing
-    is frozen or unfrozen here then, as an unfreeze would hand its objects back too."""
+    the frozen objects back in the oldest generation). A process that freezes objects for itself
+    sets :data:`FREEZE_HEAP` false (the test suite, before each module): an unfreeze here would
+    hand its objects back too, and asking how many are frozen walks them all."""
     global _solving, _thresholds, _froze
     with _solving_lock:
         if not _solving:
             _thresholds = gc.get_threshold()
             gc.set_threshold(_thresholds[0], _thresholds[1], max(_thresholds[2], FULL_COLLECTION_EVERY))
-            _froze = gc.get_freeze_count() == 0
+            _froze = FREEZE_HEAP
             if _froze:
                 gc.freeze()
         _solving += 1

@@ -32,7 +32,11 @@ def earlier_modules_frozen() -> Iterator[None]:
     large clusters), and one full collection over them took 1.5 s: it fell once inside a test's
     0.5 s window (an extender open timed against Volcano's timeout) and failed CI. The product's
     processes do not carry the suite's heap: the Slurm agent freezes what it holds, the extender
-    pauses collections during an open."""
+    pauses collections during an open. So solves leave the freezing to this fixture
+    (``solver.solve.FREEZE_HEAP``; ``tests/test_solve.py`` turns it on where it tests it)."""
+    import solver.solve
+
+    solver.solve.FREEZE_HEAP = False
     gc.collect()
     gc.freeze()
     yield

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 from unittest.mock import patch
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from ortools.sat.python import cp_model
 
@@ -321,11 +322,13 @@ def test_full_collections_are_rare_while_solves_run_and_as_before_once_none_does
     assert all(t[2] == max(before[2], solver.solve.FULL_COLLECTION_EVERY) for t in seen)
 
 
-def test_what_is_alive_when_solves_start_is_frozen_while_they_run_unless_the_process_froze_it() -> None:
+def test_what_is_alive_when_solves_start_is_frozen_while_they_run_unless_the_process_froze_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A full collection during a solve walks only what solves made: the heap alive when the first
     solve starts is frozen (a warm 5 s call at 16,384 nodes lost 1.2 s of its floor's time to a full
-    collection over earlier calls' caches) and unfrozen by the last one out. A process that froze
-    objects itself (this suite's conftest, the Slurm agent) keeps them as it froze them."""
+    collection over earlier calls' caches) and unfrozen by the last one out. A process that freezes
+    objects itself (this suite's conftest) turns that off and keeps them as it froze them."""
     frozen_inside: list[int] = []
     real = solver.solve._solve
 
@@ -334,16 +337,16 @@ def test_what_is_alive_when_solves_start_is_frozen_while_they_run_unless_the_pro
         return real(request, deadline_s=deadline_s)
 
     req = kit.request([kit.node("n1", kit.SMALL)], [kit.job("a", 1)])
+    monkeypatch.setattr(solver.solve, "_solve", spying)
     gc.unfreeze()  # what the suite froze before this module
     try:
-        assert gc.get_freeze_count() == 0
-        with patch.object(solver.solve, "_solve", spying):
-            solve(req)
+        monkeypatch.setattr(solver.solve, "FREEZE_HEAP", True)
+        solve(req)
         assert frozen_inside[0] > 0 and gc.get_freeze_count() == 0
+        monkeypatch.setattr(solver.solve, "FREEZE_HEAP", False)
         gc.freeze()  # the process's own
         mine = gc.get_freeze_count()
-        with patch.object(solver.solve, "_solve", spying):
-            solve(req)
+        solve(req)
         # Nothing more frozen, nothing unfrozen (the count drops only as frozen objects are freed).
         assert mine - 100 < frozen_inside[1] <= mine and mine - 100 < gc.get_freeze_count() <= mine
     finally:
