@@ -351,3 +351,21 @@ def test_what_is_alive_when_solves_start_is_frozen_while_they_run_unless_the_pro
         assert mine - 100 < frozen_inside[1] <= mine and mine - 100 < gc.get_freeze_count() <= mine
     finally:
         gc.freeze()
+
+
+def test_entering_a_solve_does_not_walk_the_frozen_heap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether to freeze is the process's setting, never a count of the frozen objects: asking
+    ``gc.get_freeze_count()`` walks every one of them, and with the suite's 2.5 million frozen the
+    replay tests' hundreds of solves crawled (session 23)."""
+
+    def walked() -> int:
+        raise AssertionError("gc.get_freeze_count walks every frozen object")
+
+    monkeypatch.setattr(solver.solve.gc, "get_freeze_count", walked)
+    req = kit.request([kit.node("n1", kit.SMALL)], [kit.job("a", 1)])
+    for freeze in (False, True):
+        monkeypatch.setattr(solver.solve, "FREEZE_HEAP", freeze)
+        try:
+            assert solve(req).jobs[0].placed
+        finally:
+            gc.freeze()  # as the suite's conftest left it
