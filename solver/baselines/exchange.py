@@ -147,7 +147,7 @@ def _given_up(result: JobResult, placer: Greedy, moved_in: int) -> JobResult:
 class FloorExchange:
     """:func:`exchange` on the plans of one model's floor (module docstring): called with a floor
     plan and a deadline, the plan exchanged and read back into the model's variables, or None when
-    the exchange changed nothing (or time ran out). ``request``: the request the model was built
+    the exchange changed nothing before the deadline. ``request``: the request the model was built
     from (policy chains applied, before pooling), on which the exchange places and ranks."""
 
     problem: Normalised
