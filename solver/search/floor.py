@@ -709,6 +709,7 @@ def portfolio(
 # placement decides, or None (``solver.baselines.exchange.FloorExchange``, given by the pipeline).
 Repair = Callable[[Candidate, float], "Candidate | None"]
 REPAIR = "repair"  # the place of the first repair among the orders
+LIFTED = "+lifted"  # the suffix of a lifted order's placer
 
 
 class Portfolio:
@@ -717,7 +718,8 @@ class Portfolio:
     go of the interpreter while it searches). Plans are kept only when their placement alone does
     not rank them below a plan in hand. After the first plan kept, the next order drawn is its
     order with the jobs it refused first (:func:`refused_first`, named ``<placer>+lifted``), when
-    that order is new and ``lift`` (the default).
+    that order is new and ``lift`` (the default); and again after a lifted plan that places more
+    work than every plan before it.
 
     With a ``repair``, a plan is repaired after the named placers (unless not ``repair_early``:
     where a repair costs several shuffles), and once every order is drawn the others while time
@@ -817,16 +819,25 @@ class Portfolio:
             values = tuple(t.value_of(plan) for t in cancellation.checked(compiled.tiers))
             # Only a plan kept raises the bar: one cut short while completed must not drop the
             # placers after it.
-            self._best_rank = rank
+            before, self._best_rank = self._best_rank, rank
             self._out.append(Candidate(name, plan, values))
-            if self.lift and len(self._out) == 1:
-                # From the first plan kept only (the first named placer's): which plans are kept
-                # does not depend on where a pass behind was stopped, so neither does the order
-                # drawn next. Once: lifting every plan kept drew lifted orders in the place of
-                # shuffles, and at 4,096 nodes the shuffles start more jobs (session 21).
+            again = name.endswith(LIFTED) and self._more_work(before, rank)
+            if self.lift and (len(self._out) == 1 or again):
+                # From the first plan kept (the first named placer's), and again from a lifted
+                # plan that placed more work than any before it: a squeaky wheel while it
+                # squeaks. Which plans are kept does not depend on where a pass behind was
+                # stopped, so neither does the order drawn next. Not from every plan kept:
+                # that drew lifted orders in the place of shuffles, and at 4,096 nodes, where
+                # every order places the same work, the shuffles start more jobs (session 21);
+                # at 16,384 nodes a second lift is what reaches the fallback's top-priority work.
                 jobs = problem.request.jobs
                 lifted = refused_first(order, lambda j: j not in done.placed, lambda j: jobs[j].priority)
-                self._lifted = (f"{name}+lifted", lifted)
+                self._lifted = (name if name.endswith(LIFTED) else f"{name}{LIFTED}", lifted)
+
+    def _more_work(self, before: tuple[int, ...] | None, rank: tuple[int, ...]) -> bool:
+        """Whether ``rank`` places more work than ``before`` (its work tiers rank higher)."""
+        work = sum(1 for t in self._ranks if t.name != JOBS_TIER)
+        return before is not None and rank[:work] > before[:work]
 
     def _repair_one(self, ends: float) -> bool:
         """Repair the next plan (the class docstring's) until ``ends``, keeping what it gives when
