@@ -195,6 +195,11 @@ def unsearched(
 MAX_ORDERS = 11
 # Shuffles drawn, at most, in search of one not yet tried: a small batch has few orders.
 MAX_DRAWS = 4 * MAX_ORDERS
+# Exchanges the orders leave time for once they stop raising the work placed: the orders' job is
+# the work, level by level, and an exchange's the jobs. With time for one (4,096 nodes x 500 jobs,
+# a 2 s call after a 1 s one), the best plan's exchange was cut short at 315 jobs; with time for
+# two, the second plan level on work exchanged to 318, the greedy's best of 11 orders (session 24).
+EXCHANGES_WHEN_STALLED = 2
 
 
 class _Kept(NamedTuple):
@@ -216,11 +221,13 @@ def best_of_orders(request: SolveRequest, ends: float) -> SolveResult:
     tried: set[tuple[int, ...]] = set()
     plans: list[_Kept] = []  # every order's plan that ran to its end
     # Kept back from the orders for exchanging the best plans at the end (one exchange costs
-    # about an order): the longest order after the first. Only from the third order on: with
-    # time for one more order or an exchange (a 1 s call at 4,096 nodes), the second order, its
-    # refused jobs first, raised the top priority's GPUs (seed 3: 919 to 1015) where an exchange
-    # adds jobs.
-    reserve = 0.0
+    # about an order): the longest order after the first, EXCHANGES_WHEN_STALLED times that while
+    # the last order placed no more work than the best before it. Only from the third order on:
+    # with time for one more order or an exchange (a 1 s call at 4,096 nodes), the second order,
+    # its refused jobs first, raised the top priority's GPUs (seed 3: 919 to 1015) where an
+    # exchange adds jobs.
+    reserve = longest = 0.0
+    work = _work_tiers(request)
     order: list[int] | None = by_priority(request, range(len(request.jobs)))
     while order is not None and len(tried) < MAX_ORDERS:
         stop = ends - reserve
@@ -232,11 +239,20 @@ def best_of_orders(request: SolveRequest, ends: float) -> SolveResult:
         placed = FIRST_FIT.place(request, stop, start=start, order=order, behind=judge)
         if plans and time.perf_counter() >= stop:
             break  # cut short: the jobs it did not reach were not refused, only not tried
+        before = _best(plans).key if plans else None
         plans.append(_Kept(ranking(request, placed.jobs), placed))
         if len(tried) >= 2:
-            reserve = max(reserve, time.perf_counter() - began)
+            longest = max(longest, time.perf_counter() - began)
+            stalled = before is not None and plans[-1].key[:work] <= before[:work]
+            reserve = longest * (EXCHANGES_WHEN_STALLED if stalled else 1)
         order = next_order(request, squeaked(request, order, placed.jobs), tried, shuffles)
     return _exchanged(request, start, plans, ends)
+
+
+def _work_tiers(request: SolveRequest) -> int:
+    """How many leading values of :func:`ranking` are work placed (the jobs tier and the jobs'
+    count come after)."""
+    return len(tiers(request, ())) - (1 if len(request.jobs) > 1 else 0)
 
 
 def _best(plans: list[_Kept]) -> _Kept:
@@ -250,7 +266,10 @@ def _exchanged(request: SolveRequest, start: Start, plans: list[_Kept], ends: fl
     one that ranks first (4,096 nodes, seed 1: 315 jobs exchanged to 316, another plan of 315 to
     318). The best plan as placed when there is no time for any."""
     best = _best(plans)
-    lead = [p for p in plans if p.key[:-1] == best.key[:-1]]
+    work = _work_tiers(request)
+    # Level on the work only: comparing every value but the last (the jobs counted twice, as a
+    # tier and as the count) kept only the plans with the best plan's jobs too.
+    lead = [p for p in plans if p.key[:work] == best.key[:work]]
     seen: set[frozenset[str]] = set()
     for plan in sorted(lead, key=lambda p: p.key, reverse=True):
         placed = frozenset(j.job_id for j in plan.result.jobs if j.placed)

@@ -309,3 +309,66 @@ def test_an_order_cut_short_by_the_deadline_is_dropped(monkeypatch: pytest.Monke
     monkeypatch.setattr(fallback.time, "perf_counter", lambda: now[0])
     kept = fallback.best_of_orders(request, 10.0)
     assert {j.job_id for j in kept.jobs if j.placed} == {"small", "big-a"}
+
+
+def test_every_plan_level_on_work_is_exchanged_not_only_those_with_the_most_jobs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One 8-GPU node: the 8-GPU job alone and the two 4-GPU jobs place the same work, one job
+    against two. Both plans are offered to the exchange, the one with more jobs first (before,
+    a plan counted level only with the best plan's jobs too, and the one-job plan never was)."""
+    import solver.fallback as fallback
+    from solver.baselines.topology import Start
+
+    request = kit.request(kit.cluster(1), [kit.job("big", 8), kit.job("a", 4), kit.job("b", 4)])
+    start = Start.of(request.inventory)
+    plans = [
+        fallback._Kept(ranking(request, placed.jobs), placed)
+        for placed in (FIRST_FIT.place(request, order=order) for order in ([0, 1, 2], [1, 2, 0]))
+    ]
+    assert [p.key[-1] for p in plans] == [1, 2] and plans[0].key[:-2] == plans[1].key[:-2]
+    offered: list[int] = []
+
+    def noting(request: SolveRequest, start: Start, plan: SolveResult, *rest: object) -> SolveResult:
+        offered.append(sum(j.placed for j in plan.jobs))
+        return plan
+
+    monkeypatch.setattr(fallback, "exchange", noting)
+    fallback._exchanged(request, start, plans, time.perf_counter() + 30)
+    assert offered == [2, 1]
+
+
+@pytest.mark.parametrize("exchanges", [1, 2])
+def test_once_the_orders_stop_raising_the_work_they_leave_time_for_two_exchanges(
+    monkeypatch: pytest.MonkeyPatch, exchanges: int
+) -> None:
+    """A clock the stand-ins move: every order and every exchange takes 1 s, 10 s in all. Every
+    order places two of the five 3-GPU jobs on the one node, the same work: from the second order
+    on the orders have stalled, and they stop in time for ``EXCHANGES_WHEN_STALLED`` exchanges
+    (with time for one, the exchanges are starved: bench/RESULTS.md, session 24)."""
+    import solver.fallback as fallback
+
+    request = kit.request(kit.cluster(1), [kit.job(f"j{k}", 3) for k in range(5)])
+    now = [0.0]
+    real = fallback.FIRST_FIT
+    drawn: list[str] = []
+
+    class OneSecond:
+        name = real.name
+
+        def place(self, request: SolveRequest, ends: float, **orders: object) -> SolveResult:
+            drawn.append("order")
+            now[0] += 1.0
+            return real.place(request, **orders)  # type: ignore[arg-type]
+
+    def exchanging(request: SolveRequest, start: object, plan: SolveResult, *rest: object) -> SolveResult:
+        drawn.append("exchange")
+        now[0] += 1.0
+        return plan
+
+    monkeypatch.setattr(fallback, "FIRST_FIT", OneSecond())
+    monkeypatch.setattr(fallback, "exchange", exchanging)
+    monkeypatch.setattr(fallback, "EXCHANGES_WHEN_STALLED", exchanges)
+    monkeypatch.setattr(fallback.time, "perf_counter", lambda: now[0])
+    fallback.best_of_orders(request, 10.0)
+    assert drawn == ["order"] * (10 - exchanges) + ["exchange"] * exchanges
