@@ -372,3 +372,18 @@ def test_once_the_orders_stop_raising_the_work_they_leave_time_for_two_exchanges
     monkeypatch.setattr(fallback.time, "perf_counter", lambda: now[0])
     fallback.best_of_orders(request, 10.0)
     assert drawn == ["order"] * (10 - exchanges) + ["exchange"] * exchanges
+
+
+def test_normalising_leaves_the_greedy_one_whole_order() -> None:
+    """Under a deadline too short for the model, normalising stops in time for the greedy's indexes,
+    its answer and one whole order (``ORDER_S_PER_NODE_JOB``), not only a share of the time left:
+    the first order cut short is the answer when it is the only one (a 1 s call at 4,096 nodes
+    answered 49 of 314 jobs, session 24)."""
+    from solver.fallback import ORDER_S_PER_NODE_JOB, PLACER_SETUP_S_PER_NODE, answer_s, normalise_until
+
+    nodes, jobs = 4096, 500
+    deadline = time.perf_counter() + 0.6
+    left_for_greedy = deadline - normalise_until(nodes, jobs, deadline)
+    one_order = ORDER_S_PER_NODE_JOB * nodes * jobs
+    assert left_for_greedy >= PLACER_SETUP_S_PER_NODE * nodes + answer_s(nodes, jobs) + one_order
+    assert one_order > 0.3 * 0.6  # more than the share alone would have kept
