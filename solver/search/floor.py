@@ -752,6 +752,7 @@ class Portfolio:
         # below the best on them is dropped before it is completed and valued on every tier, which
         # cost more than placing it (0.7 + 0.7 s a plan at 16,384 nodes, against 0.9 s the pass).
         self._ranks = floor.compiled.tiers[: placement_tiers(floor.compiled)]
+        self._work = sum(1 for t in self._ranks if t.name != JOBS_TIER)  # the work tiers lead
         self._best_rank: tuple[int, ...] | None = None
         self._settled = settled_by_priority(self._ranks)
         self.drawn = 0  # placers run so far
@@ -836,8 +837,7 @@ class Portfolio:
 
     def _more_work(self, before: tuple[int, ...] | None, rank: tuple[int, ...]) -> bool:
         """Whether ``rank`` places more work than ``before`` (its work tiers rank higher)."""
-        work = sum(1 for t in self._ranks if t.name != JOBS_TIER)
-        return before is not None and rank[:work] > before[:work]
+        return before is not None and rank[: self._work] > before[: self._work]
 
     def _repair_one(self, ends: float) -> bool:
         """Repair the next plan (the class docstring's) until ``ends``, keeping what it gives when
@@ -859,7 +859,7 @@ class Portfolio:
     def _to_repair(self) -> Candidate | None:
         """Of the plans not repaired (nor the outcome of a repair) that are level with the best on
         the work placed, the one that starts the fewest jobs; of equals, the earliest."""
-        work = sum(1 for t in self._ranks if t.name != JOBS_TIER)  # the work tiers lead
+        work = self._work
         if not self._out:
             return None
         best = max(c.values[:work] for c in self._out)
