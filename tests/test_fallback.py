@@ -385,5 +385,7 @@ def test_normalising_leaves_the_greedy_one_whole_order() -> None:
     deadline = time.perf_counter() + 0.6
     left_for_greedy = deadline - normalise_until(nodes, jobs, deadline)
     one_order = ORDER_S_PER_NODE_JOB * nodes * jobs
-    assert left_for_greedy >= PLACER_SETUP_S_PER_NODE * nodes + answer_s(nodes, jobs) + one_order
+    needed = PLACER_SETUP_S_PER_NODE * nodes + answer_s(nodes, jobs) + one_order
+    # deadline - (deadline - needed) rounds: equal to the last bits, not always >= (a CI run).
+    assert left_for_greedy >= needed - 1e-9
     assert one_order > 0.3 * 0.6  # more than the share alone would have kept
