@@ -35,7 +35,7 @@ from solver.baselines import volcano
 from solver.baselines.exchange import exchange
 from solver.baselines.topology import Greedy, Start, first_aligned_pick
 from solver.compile.cost import NORMALISE_S_PER_NODE, PACE, SMALL_BUILD_S, VALIDATE_S_PER_NODE, Estimate
-from solver.compile.objective import member_work, priority_levels, priority_weight
+from solver.compile.objective import JOBS_TIER, member_work, priority_levels, priority_weight
 from solver.domain.errors import VerificationFailed
 from solver.domain.model import (
     JobResult,
@@ -258,8 +258,8 @@ def best_of_orders(request: SolveRequest, ends: float) -> SolveResult:
 
 def _work_tiers(request: SolveRequest) -> int:
     """How many leading values of :func:`ranking` are work placed (the jobs tier and the jobs'
-    count come after)."""
-    return len(tiers(request, ())) - (1 if len(request.jobs) > 1 else 0)
+    count come after; none when the policy asks for no placed work)."""
+    return sum(1 for tier in tiers(request, ()) if tier.name != JOBS_TIER)
 
 
 def _best(plans: list[_Kept]) -> _Kept:
@@ -393,7 +393,7 @@ def tiers(request: SolveRequest, jobs: tuple[JobResult, ...]) -> tuple[TierValue
                 value += work * sum(m.role == role.name for m in members)
         out.append(_tier(name, value, bound))
     if len(request.jobs) > 1:
-        out.append(_tier("placed_work.jobs", len(placed), len(request.jobs)))
+        out.append(_tier(JOBS_TIER, len(placed), len(request.jobs)))
     return tuple(out)
 
 

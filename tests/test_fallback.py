@@ -389,3 +389,16 @@ def test_normalising_leaves_the_greedy_one_whole_order() -> None:
     # deadline - (deadline - needed) rounds: equal to the last bits, not always >= (a CI run).
     assert left_for_greedy >= needed - 1e-9
     assert one_order > 0.3 * 0.6  # more than the share alone would have kept
+
+
+def test_the_work_tiers_are_counted_from_the_tiers_not_from_their_number() -> None:
+    """The leading values of ``ranking`` that are work placed: one a priority level, never the jobs
+    tier, and none (not minus one) when the policy asks for no placed work."""
+    from solver.domain.model import Policy
+    from solver.fallback import _work_tiers
+
+    jobs = [kit.job("hi", 4, priority=2), kit.job("lo", 4), kit.job("lo-2", 2)]
+    request = kit.request(kit.cluster(1), jobs)
+    assert _work_tiers(request) == 2
+    unplaced = request.model_copy(update={"policy": Policy(objective=(ObjectiveTier.PACKING,))})
+    assert _work_tiers(unplaced) == 0
