@@ -30,6 +30,7 @@ from contextlib import AbstractContextManager
 from itertools import islice
 from typing import NamedTuple, Protocol
 
+from solver.answer.measures import cluster_metrics, measure_nodes
 from solver.answer.verify import verify
 from solver.baselines import volcano
 from solver.baselines.exchange import exchange
@@ -61,16 +62,21 @@ class Clock(Protocol):
     def stage(self, name: str) -> AbstractContextManager[None]: ...
 
 
-# The placer's indexes of free devices and of the fabric, built before it places anything: 0.08 s
-# at 4,096 nodes (the development machine of solver.compile.cost, idle, caches warm).
-PLACER_SETUP_S_PER_NODE = 2e-5
+# What the placer builds before it places anything: its indexes of free devices and of the fabric
+# (Start), and the measures of every node not measured before (measure_nodes), 20 us a node each at
+# 1,024 to 16,384 nodes (idle, session 25; the development machine of solver.compile.cost).
+PLACER_SETUP_S_PER_NODE = 4e-5
 # What this answer needs after the placer's deadline: the job in hand when it passes (the placer
-# looks at the clock per member and per domain), the placer's measures, the tiers and the verifier.
-# Per node and per job: at 16,384 nodes x 500 jobs the verifier alone took 0.1-0.18 s and the whole
-# 0.35 s (idle); at 1,024 x 200 the verifier alone 0.03-0.06 s (load 20), its walk per job showing.
-# Not solver.compile.cost's answer estimate: there is no decode, explain or model here, and at
-# 16,384 nodes that estimate (1.3 s) left a 5 s call's greedy a quarter of its time unused.
-ANSWER_S, ANSWER_S_PER_NODE, ANSWER_S_PER_JOB = 0.05, 1.5e-5, 2e-4
+# looks at the clock per member and per domain), the plan's measures (its nodes only: the others
+# were measured before the placer started), the tiers and the verifier, most of it the verifier's
+# walk of the nodes. Measured from the placer's end to the answer (idle, session 25): 0.027 s at
+# 1,024 nodes x 200 jobs, 0.10 s (warm) and 0.136 s (cold) at 4,096 x 500, 0.19 s and 0.39 s at
+# 16,384 x 500; fitted to the cold ones. Session 11's 0.05 s + 2e-4 a job, fitted at load 20 and
+# scaled by the pace on top, kept 4 times the tail at 1,024 nodes: a cold 0.3 s call there had no
+# time left for the placer and answered no job. Not solver.compile.cost's answer estimate: there
+# is no decode, explain or model here, and at 16,384 nodes that estimate (1.3 s) left a 5 s call's
+# greedy a quarter of its time unused.
+ANSWER_S, ANSWER_S_PER_NODE, ANSWER_S_PER_JOB = 0.01, 2.2e-5, 6e-5
 # The cluster measures of a node never measured before (their per-node memos empty: solver.answer.
 # measures), which the placer takes after its deadline: 3.7 s for 16,384 cold nodes under a profiler
 # (load 7), a cold 1,024-node call 57 ms late without it (session 11).
@@ -86,12 +92,16 @@ VERIFY_S_PER_NODE = 2e-5
 # share kept for the greedy's placing, on top of what its indexes and answer need per node: at
 # 1,024 nodes x 200 jobs the placer takes 0.13-0.38 s for its 132 jobs (load 1-19).
 PLACING_SHARE = 0.3
-# And never less than one whole order: an order cut short is the answer when it is the only one,
-# and a 1 s call at 4,096 nodes x 500 jobs, cold, answered 49-130 jobs of the first order's 314 in
-# three of six runs, its normalising having left the order 0.16 s (session 24). One order took
-# 72-101 ns a node and job (first fit, 4,096 and 16,384 nodes, idle); half again as much, the
-# same calls normalised less (or not at all) and answered the whole order in six runs of six.
-ORDER_S_PER_NODE_JOB = 1.5e-7
+# And never less than two whole orders: the first, and the first with the jobs it refused placed
+# first (best_of_orders). An order cut short is the answer when it is the only one (a 1 s call at
+# 4,096 nodes x 500 jobs, cold, answered 49-130 jobs of the first order's 314 in three of six
+# runs, its normalising having left the order 0.16 s; session 24); and the second order is the one
+# that lifts the top priority where the first order stranded it (seed 3 there: 919 to 1015 GPUs,
+# the greedy's best of 10 orders), which a 1 s call left to a normalising it then threw away. One
+# order, its plan not measured, takes 60-70 ns a node and job (first fit, 4,096 and 16,384 nodes,
+# idle, session 25); half again as much, per order.
+ORDERS_KEPT = 2
+ORDER_S_PER_NODE_JOB = 1e-7
 
 
 def answer_s(nodes: int, jobs: int, pace: float | None = None) -> float:
@@ -104,11 +114,12 @@ def answer_s(nodes: int, jobs: int, pace: float | None = None) -> float:
 def needs_s(nodes: int, jobs: int, left_s: float, pace: float | None = None) -> float:
     """What :func:`unsearched` needs, at ``pace`` (:data:`PACE`'s unless given), to place and answer
     on ``nodes`` nodes and ``jobs`` jobs when ``left_s`` are left: its indexes, its answer, and
-    :data:`PLACING_SHARE` of the time left for the placing itself, at least one whole order."""
+    :data:`PLACING_SHARE` of the time left for the placing itself, at least :data:`ORDERS_KEPT`
+    whole orders."""
     pace = PACE.ratio() if pace is None else pace
     setup = PLACER_SETUP_S_PER_NODE * pace * nodes
-    one_order = ORDER_S_PER_NODE_JOB * nodes * jobs * pace
-    return setup + answer_s(nodes, jobs, pace) + max(one_order, PLACING_SHARE * max(0.0, left_s))
+    orders = ORDERS_KEPT * ORDER_S_PER_NODE_JOB * nodes * jobs * pace
+    return setup + answer_s(nodes, jobs, pace) + max(orders, PLACING_SHARE * max(0.0, left_s))
 
 
 def normalise_until(nodes: int, jobs: int, deadline: float) -> float:
@@ -169,11 +180,12 @@ def unsearched(
         ends = deadline - answer_s(nodes, len(request.jobs))
         if ends - time.perf_counter() < PLACER_SETUP_S_PER_NODE * nodes:
             ends = 0.0  # no time even for the placer's indexes: it hands back every job untried
+        measure_nodes(request)  # the answer measures its plan's nodes only
         greedy = best_of_orders(request, ends)
         source = f"unsearched:{FIRST_FIT.name}"
         if nodes_sent is not None and nodes_sent > nodes:
             source += f":read-{nodes}-of-{nodes_sent}-nodes"
-        jobs = tuple(job if job.placed else _unplaced(job, why) for job in greedy.jobs)
+        jobs = tuple(job if job.placed else _unplaced(job, why) for job in greedy)
         objectives = tiers(request, jobs)
         reported = {ObjectiveTier.PLACED_WORK}
         result = SolveResult(
@@ -185,7 +197,7 @@ def unsearched(
             if any(t not in reported for t in request.policy.objective)
             else max((v.gap for v in objectives), default=0.0),
             model_size=model_size or ModelSize(),
-            metrics=greedy.metrics,
+            metrics=cluster_metrics(request, jobs),
             plan_source=source,
         )
     with clock.stage("verify"):
@@ -211,10 +223,10 @@ EXCHANGES_WHEN_STALLED = 2
 
 class _Kept(NamedTuple):
     key: tuple[float, ...]
-    result: SolveResult
+    jobs: tuple[JobResult, ...]
 
 
-def best_of_orders(request: SolveRequest, ends: float) -> SolveResult:
+def best_of_orders(request: SolveRequest, ends: float) -> tuple[JobResult, ...]:
     """The best plan :data:`FIRST_FIT` places before ``ends`` (``time.perf_counter()``), over the
     orders :func:`next_order` draws while there is time: the most placed work, level by level as
     the model's tiers, then the most jobs, kept (of equals, the earlier order). An order already
@@ -243,16 +255,16 @@ def best_of_orders(request: SolveRequest, ends: float) -> SolveResult:
         tried.add(tuple(order))
         judge = None if not plans else _behind(request, _best(plans).key)
         began = time.perf_counter()
-        placed = FIRST_FIT.place(request, stop, start=start, order=order, behind=judge)
+        placed = FIRST_FIT.plan(request, stop, start=start, order=order, behind=judge)
         if plans and time.perf_counter() >= stop:
             break  # cut short: the jobs it did not reach were not refused, only not tried
         before = _best(plans).key if plans else None
-        plans.append(_Kept(ranking(request, placed.jobs), placed))
+        plans.append(_Kept(ranking(request, placed), placed))
         if len(tried) >= 2:
             longest = max(longest, time.perf_counter() - began)
             stalled = before is not None and plans[-1].key[:work] <= before[:work]
             reserve = longest * (EXCHANGES_WHEN_STALLED if stalled else 1)
-        order = next_order(request, squeaked(request, order, placed.jobs), tried, shuffles)
+        order = next_order(request, squeaked(request, order, placed), tried, shuffles)
     return _exchanged(request, start, plans, ends)
 
 
@@ -267,7 +279,7 @@ def _best(plans: list[_Kept]) -> _Kept:
     return max(plans, key=lambda p: p.key)
 
 
-def _exchanged(request: SolveRequest, start: Start, plans: list[_Kept], ends: float) -> SolveResult:
+def _exchanged(request: SolveRequest, start: Start, plans: list[_Kept], ends: float) -> tuple[JobResult, ...]:
     """The best of ``plans`` after :func:`exchange`, tried on the plans level with the best on the
     work placed, best first, while there is time: which plan an exchange lifts most is not the
     one that ranks first (4,096 nodes, seed 1: 315 jobs exchanged to 316, another plan of 315 to
@@ -279,15 +291,15 @@ def _exchanged(request: SolveRequest, start: Start, plans: list[_Kept], ends: fl
     lead = [p for p in plans if p.key[:work] == best.key[:work]]
     seen: set[frozenset[str]] = set()
     for plan in sorted(lead, key=lambda p: p.key, reverse=True):
-        placed = frozenset(j.job_id for j in plan.result.jobs if j.placed)
+        placed = frozenset(j.job_id for j in plan.jobs if j.placed)
         if time.perf_counter() >= ends or placed in seen:
             continue
         seen.add(placed)
-        out = exchange(request, start, plan.result, FIRST_FIT, lambda jobs: ranking(request, jobs), ends)
-        key = ranking(request, out.jobs)
+        out = exchange(request, start, plan.jobs, FIRST_FIT, lambda jobs: ranking(request, jobs), ends)
+        key = ranking(request, out)
         if key > best.key:
             best = _Kept(key, out)
-    return best.result
+    return best.jobs
 
 
 def next_order(

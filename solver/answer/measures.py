@@ -61,6 +61,14 @@ def cluster_metrics(request: SolveRequest, jobs: Sequence[JobResult]) -> Cluster
     )
 
 
+def measure_nodes(request: SolveRequest) -> None:
+    """Every node of ``request`` measured now and remembered per node object, as
+    :func:`cluster_metrics` does, so that measuring a plan of ``request`` later walks only the nodes
+    it touches: an answer due by a deadline pays the nodes never measured before (0.1 s at 4,096
+    nodes, idle) before it sets its placer's time, not in the time it keeps for answering."""
+    cluster_metrics(request, ())
+
+
 def measured_against(
     request: SolveRequest, jobs: Sequence[JobResult]
 ) -> tuple[Profile, dict[str, list[tuple[MemberPlacement, MemberShape]]]]:

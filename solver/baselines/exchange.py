@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from solver.answer.decode import decode
-from solver.answer.measures import cluster_metrics
 from solver.answer.unpool import unpool
 from solver.baselines.topology import Free, Greedy, Pick, Start, take
 from solver.compile import Compiled
@@ -38,8 +37,6 @@ from solver.domain.model import (
     Reason,
     ReasonCode,
     SolveRequest,
-    SolveResult,
-    SolveStatus,
 )
 from solver.reduce.normalise import Normalised
 from solver.reduce.pools import Pools
@@ -50,11 +47,17 @@ Rank = Callable[[tuple[JobResult, ...]], tuple[float, ...]]
 
 
 def exchange(
-    request: SolveRequest, start: Start, plan: SolveResult, placer: Greedy, rank: Rank, ends: float
-) -> SolveResult:
-    """``plan`` (``placer``'s, from ``start``) with placed jobs exchanged, as the module docstring
-    says, until no exchange is left or ``ends`` (``time.perf_counter()``) passes."""
-    jobs = list(plan.jobs)
+    request: SolveRequest,
+    start: Start,
+    plan: tuple[JobResult, ...],
+    placer: Greedy,
+    rank: Rank,
+    ends: float,
+) -> tuple[JobResult, ...]:
+    """``plan`` (``placer``'s job results, from ``start``) with placed jobs exchanged, as the module
+    docstring says, until no exchange is left or ``ends`` (``time.perf_counter()``) passes; ``plan``
+    itself when nothing was exchanged. Not measured (``Greedy.plan``)."""
+    jobs = list(plan)
     best = rank(tuple(jobs))
     free = _held(dict(start.free), request, enumerate(jobs))
     gpus = [sum(r.minimum * r.member.gpus for r in job.roles) for job in request.jobs]
@@ -81,8 +84,8 @@ def exchange(
                 "inventory": request.inventory.model_copy(update={"nodes": offered}),
             }
         )
-        tried = placer.place(others, ends, start=Start(fabric=start.fabric, free=room))
-        moved_in = [(k, r) for k, r in zip(waiting, tried.jobs, strict=True) if r.placed]
+        tried = placer.plan(others, ends, start=Start(fabric=start.fabric, free=room))
+        moved_in = [(k, r) for k, r in zip(waiting, tried, strict=True) if r.placed]
         if not moved_in:
             continue
         after = list(jobs)
@@ -95,9 +98,7 @@ def exchange(
             free = _held(free, request, moved_in)
             jobs, best, changed = after, ranked, True
             unplaced = sorted((k for k, r in enumerate(jobs) if not r.placed), key=largest_first)
-    if not changed:
-        return plan
-    return plan.model_copy(update={"jobs": tuple(jobs), "metrics": cluster_metrics(request, tuple(jobs))})
+    return tuple(jobs) if changed else plan
 
 
 def _held(
@@ -163,10 +164,9 @@ class FloorExchange:
         jobs = unpool(Pools(problem.pooled_from), request, decode(problem, self.compiled, candidate.plan))
         if self._start is None:  # the placer's indexes, built once for every plan exchanged
             self._start = Start.of(request.inventory)
-        plan = SolveResult(request_id=request.request_id, status=SolveStatus.FEASIBLE, jobs=jobs)
-        out = exchange(request, self._start, plan, self.placer, self.rank, ends)
-        if out is plan:
+        out = exchange(request, self._start, jobs, self.placer, self.rank, ends)
+        if out is jobs:
             return None
         ids = [job.id for job in request.jobs]
-        back = from_previous(problem, self.compiled, self.floor, out.jobs, ids)
+        back = from_previous(problem, self.compiled, self.floor, out, ids)
         return None if back is None else Candidate(f"{candidate.placer}+exchange", back.plan, back.values)
