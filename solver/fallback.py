@@ -239,18 +239,24 @@ def best_of_orders(request: SolveRequest, ends: float) -> tuple[JobResult, ...]:
     shuffles = islice(shuffled_orders(request), MAX_DRAWS)
     tried: set[tuple[int, ...]] = set()
     plans: list[_Kept] = []  # every order's plan that ran to its end
-    # Kept back from the orders for exchanging the best plans at the end (one exchange costs
-    # about an order): the longest order after the first, EXCHANGES_WHEN_STALLED times that while
-    # the last order placed no more work than the best before it. Only from the third order on:
-    # with time for one more order or an exchange (a 1 s call at 4,096 nodes), the second order,
-    # its refused jobs first, raised the top priority's GPUs (seed 3: 919 to 1015) where an
-    # exchange adds jobs.
-    reserve = longest = 0.0
+    # An order is started only when the longest order so far could still end before it must stop:
+    # one cut short is dropped, so the time it would take goes to the exchanges instead (16,384
+    # nodes, cold 5 s: the fourth order started with 0.36 s left, took them and was dropped).
+    longest = 0.0
+    # Kept back from the orders for exchanging the best plans at the end (one exchange costs about
+    # an order), once the orders stall: EXCHANGES_WHEN_STALLED times the longest order while the
+    # last order placed no more work than the best before it. None while each order raises the
+    # work: an order that raises the work raises the first tiers, an exchange the jobs. (At
+    # 16,384 nodes, cold 5 s, the third order, the first's lift lifted again, raises the top
+    # priority from 1257 to 1289 GPUs, and an exchange's reserve from the second order on cut it
+    # short whenever validating ran slow; at 4,096 nodes and 1 s the second order raises seed 3's
+    # from 919 to 1015.)
+    reserve = 0.0
     work = _work_tiers(request)
     order: list[int] | None = by_priority(request, range(len(request.jobs)))
     while order is not None and len(tried) < MAX_ORDERS:
         stop = ends - reserve
-        if plans and (time.perf_counter() >= stop or _all_placed(_best(plans).key, request)):
+        if plans and (time.perf_counter() + longest >= stop or _all_placed(_best(plans).key, request)):
             break
         tried.add(tuple(order))
         judge = None if not plans else _behind(request, _best(plans).key)
@@ -258,12 +264,11 @@ def best_of_orders(request: SolveRequest, ends: float) -> tuple[JobResult, ...]:
         placed = FIRST_FIT.plan(request, stop, start=start, order=order, behind=judge)
         if plans and time.perf_counter() >= stop:
             break  # cut short: the jobs it did not reach were not refused, only not tried
+        longest = max(longest, time.perf_counter() - began)
         before = _best(plans).key if plans else None
         plans.append(_Kept(ranking(request, placed), placed))
-        if len(tried) >= 2:
-            longest = max(longest, time.perf_counter() - began)
-            stalled = before is not None and plans[-1].key[:work] <= before[:work]
-            reserve = longest * (EXCHANGES_WHEN_STALLED if stalled else 1)
+        stalled = before is not None and plans[-1].key[:work] <= before[:work]
+        reserve = longest * EXCHANGES_WHEN_STALLED if stalled else 0.0
         order = next_order(request, squeaked(request, order, placed), tried, shuffles)
     return _exchanged(request, start, plans, ends)
 

@@ -347,7 +347,8 @@ def test_once_the_orders_stop_raising_the_work_they_leave_time_for_two_exchanges
     """A clock the stand-ins move: every order and every exchange takes 1 s, 10 s in all. Every
     order places two of the five 3-GPU jobs on the one node, the same work: from the second order
     on the orders have stalled, and they stop in time for ``EXCHANGES_WHEN_STALLED`` exchanges
-    (with time for one, the exchanges are starved: bench/RESULTS.md, session 24)."""
+    (with time for one, the exchanges are starved: bench/RESULTS.md, session 24); and an order
+    that could not end before that (1 s left) is not started: the second then gets it too."""
     import solver.fallback as fallback
 
     request = kit.request(kit.cluster(1), [kit.job(f"j{k}", 3) for k in range(5)])
@@ -375,7 +376,50 @@ def test_once_the_orders_stop_raising_the_work_they_leave_time_for_two_exchanges
     monkeypatch.setattr(fallback, "EXCHANGES_WHEN_STALLED", exchanges)
     monkeypatch.setattr(fallback.time, "perf_counter", lambda: now[0])
     fallback.best_of_orders(request, 10.0)
-    assert drawn == ["order"] * (10 - exchanges) + ["exchange"] * exchanges
+    assert drawn == ["order"] * (9 - exchanges) + ["exchange"] * (exchanges + 1)
+
+
+def test_while_the_orders_raise_the_work_they_keep_no_time_back_and_start_none_that_cannot_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A clock the stand-ins move, 1 s an order, 10 s in all, and every order's plan ranking above
+    the last (a ranking by the order that made it): no time is kept back for exchanges while the
+    orders raise the work, so the ninth order ends at 9 s and is the answer (kept back from the
+    second order on, one order's time, it ended at the exchanges' stop and was dropped: the third
+    order at 16,384 nodes, cold 5 s, raised the top priority 1257 to 1289 GPUs only when
+    validating ran fast, session 25); and no tenth order is started with 1 s left."""
+    import solver.fallback as fallback
+
+    request = kit.request(kit.cluster(1), [kit.job(f"j{k}", 3) for k in range(5)])
+    now = [0.0]
+    real = fallback.FIRST_FIT
+    made: dict[int, int] = {}  # id of a plan -> the order that made it, from 1
+    drawn: list[str] = []
+
+    class OneSecond:
+        name = real.name
+
+        def plan(self, request: SolveRequest, ends: float, **orders: object) -> tuple[JobResult, ...]:
+            drawn.append("order")
+            now[0] += 1.0
+            out = real.plan(request, **orders)  # type: ignore[arg-type]
+            made[id(out)] = len(drawn)
+            return out
+
+    def exchanging(
+        request: SolveRequest, start: object, plan: tuple[JobResult, ...], *rest: object
+    ) -> tuple[JobResult, ...]:
+        drawn.append("exchange")
+        now[0] += 1.0
+        return plan
+
+    monkeypatch.setattr(fallback, "FIRST_FIT", OneSecond())
+    monkeypatch.setattr(fallback, "exchange", exchanging)
+    monkeypatch.setattr(fallback, "ranking", lambda request, jobs: (float(made[id(jobs)]), 0.0))
+    monkeypatch.setattr(fallback.time, "perf_counter", lambda: now[0])
+    kept = fallback.best_of_orders(request, 10.0)
+    assert made[id(kept)] == 9
+    assert drawn == ["order"] * 9 + ["exchange"]
 
 
 def test_normalising_leaves_the_greedy_two_whole_orders() -> None:
