@@ -340,6 +340,39 @@ def test_every_plan_level_on_work_is_exchanged_not_only_those_with_the_most_jobs
     assert offered == [2, 1]
 
 
+def _one_second_each(monkeypatch: pytest.MonkeyPatch, drawn: list[str]) -> dict[int, int]:
+    """Stand-ins for the fallback's placer and exchange on a clock they move, 1 s each call, from
+    0 (``drawn`` notes "order" or "exchange" per call); the exchange changes nothing. Returns the
+    order that made each plan, by the plan's id, from 1."""
+    import solver.fallback as fallback
+
+    now = [0.0]
+    real = fallback.FIRST_FIT
+    made: dict[int, int] = {}
+
+    class OneSecond:
+        name = real.name
+
+        def plan(self, request: SolveRequest, ends: float, **orders: object) -> tuple[JobResult, ...]:
+            drawn.append("order")
+            now[0] += 1.0
+            out = real.plan(request, **orders)  # type: ignore[arg-type]
+            made[id(out)] = drawn.count("order")
+            return out
+
+    def exchanging(
+        request: SolveRequest, start: object, plan: tuple[JobResult, ...], *rest: object
+    ) -> tuple[JobResult, ...]:
+        drawn.append("exchange")
+        now[0] += 1.0
+        return plan
+
+    monkeypatch.setattr(fallback, "FIRST_FIT", OneSecond())
+    monkeypatch.setattr(fallback, "exchange", exchanging)
+    monkeypatch.setattr(fallback.time, "perf_counter", lambda: now[0])
+    return made
+
+
 @pytest.mark.parametrize("exchanges", [1, 2])
 def test_once_the_orders_stop_raising_the_work_they_leave_time_for_two_exchanges(
     monkeypatch: pytest.MonkeyPatch, exchanges: int
@@ -352,29 +385,9 @@ def test_once_the_orders_stop_raising_the_work_they_leave_time_for_two_exchanges
     import solver.fallback as fallback
 
     request = kit.request(kit.cluster(1), [kit.job(f"j{k}", 3) for k in range(5)])
-    now = [0.0]
-    real = fallback.FIRST_FIT
     drawn: list[str] = []
-
-    class OneSecond:
-        name = real.name
-
-        def plan(self, request: SolveRequest, ends: float, **orders: object) -> tuple[JobResult, ...]:
-            drawn.append("order")
-            now[0] += 1.0
-            return real.plan(request, **orders)  # type: ignore[arg-type]
-
-    def exchanging(
-        request: SolveRequest, start: object, plan: tuple[JobResult, ...], *rest: object
-    ) -> tuple[JobResult, ...]:
-        drawn.append("exchange")
-        now[0] += 1.0
-        return plan
-
-    monkeypatch.setattr(fallback, "FIRST_FIT", OneSecond())
-    monkeypatch.setattr(fallback, "exchange", exchanging)
+    _one_second_each(monkeypatch, drawn)
     monkeypatch.setattr(fallback, "EXCHANGES_WHEN_STALLED", exchanges)
-    monkeypatch.setattr(fallback.time, "perf_counter", lambda: now[0])
     fallback.best_of_orders(request, 10.0)
     assert drawn == ["order"] * (9 - exchanges) + ["exchange"] * (exchanges + 1)
 
@@ -391,32 +404,9 @@ def test_while_the_orders_raise_the_work_they_keep_no_time_back_and_start_none_t
     import solver.fallback as fallback
 
     request = kit.request(kit.cluster(1), [kit.job(f"j{k}", 3) for k in range(5)])
-    now = [0.0]
-    real = fallback.FIRST_FIT
-    made: dict[int, int] = {}  # id of a plan -> the order that made it, from 1
     drawn: list[str] = []
-
-    class OneSecond:
-        name = real.name
-
-        def plan(self, request: SolveRequest, ends: float, **orders: object) -> tuple[JobResult, ...]:
-            drawn.append("order")
-            now[0] += 1.0
-            out = real.plan(request, **orders)  # type: ignore[arg-type]
-            made[id(out)] = len(drawn)
-            return out
-
-    def exchanging(
-        request: SolveRequest, start: object, plan: tuple[JobResult, ...], *rest: object
-    ) -> tuple[JobResult, ...]:
-        drawn.append("exchange")
-        now[0] += 1.0
-        return plan
-
-    monkeypatch.setattr(fallback, "FIRST_FIT", OneSecond())
-    monkeypatch.setattr(fallback, "exchange", exchanging)
+    made = _one_second_each(monkeypatch, drawn)
     monkeypatch.setattr(fallback, "ranking", lambda request, jobs: (float(made[id(jobs)]), 0.0))
-    monkeypatch.setattr(fallback.time, "perf_counter", lambda: now[0])
     kept = fallback.best_of_orders(request, 10.0)
     assert made[id(kept)] == 9
     assert drawn == ["order"] * 9 + ["exchange"]
@@ -463,19 +453,25 @@ def test_the_work_tiers_are_counted_from_the_tiers_not_from_their_number() -> No
 def test_the_orders_and_exchanges_are_not_measured_only_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fallback compares its orders' plans by the work and jobs they place, so no order and no
     exchange's try walks the cluster for its measures (each did, 6-22 ms a plan at 4,096-16,384
-    nodes, and the first order paid every node's cold measures inside the placer's time); the answer
-    is measured once, for the plan it returns, and the verifier checks those measures."""
-    import solver.baselines.topology as topology
+    nodes, and the first order paid every node's cold measures inside the placer's time): the
+    nodes are measured once before the orders and the answer once, for the plan it returns (the
+    verifier checks those measures). Counted where every measuring passes, whoever calls it."""
+    import solver.answer.measures as measures
     import solver.fallback as fallback
     from solver.solve import Stopwatch
 
-    def refused(*_: object) -> None:
-        raise AssertionError("a plan of an order or an exchange was measured")
+    real = measures.measured_against
+    plans: list[int] = []
 
-    monkeypatch.setattr(topology, "cluster_metrics", refused)
+    def counting(request: SolveRequest, jobs: object) -> object:
+        plans.append(len(jobs))  # type: ignore[arg-type]
+        return real(request, jobs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(measures, "measured_against", counting)
     request = kit.request(
         kit.cluster(2), [kit.job("small", 4), kit.job("big-a", 8), kit.job("big-b", 8)], seed=3
     )
     out = fallback.unsearched(request, Stopwatch(), time.perf_counter() + 30, "a test")
     assert {j.job_id for j in out.jobs if j.placed} == {"big-a", "big-b"}
+    assert plans == [0, 3]  # the nodes alone, then the answer (its three jobs)
     assert out.metrics.gpus_used_after - out.metrics.gpus_used_before == 16

@@ -17,10 +17,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from solver.answer.measures import cluster_metrics
 from solver.baselines.fragmentation import TypicalPod, Workload, typical_pods
 from solver.baselines.sharing import MILLI, UNTRACKED, ClusterState, PodPlacer, PodSpec
-from solver.baselines.support import sharing_unsupported, unsupported_result
+from solver.baselines.support import answered, sharing_unsupported, unsupported_result
 from solver.baselines.topology import LocalityIndex
 from solver.domain.model import (
     GpuShare,
@@ -33,8 +32,6 @@ from solver.domain.model import (
     ReasonCode,
     SolveRequest,
     SolveResult,
-    SolveStatus,
-    StageTiming,
 )
 
 NO_MODEL = ("<no model left>",)  # an accepted-model list no GPU matches
@@ -185,11 +182,4 @@ def place_with(request: SolveRequest, make_policy: Callable[[Workload], PodPlace
     results: dict[int, JobResult] = {
         j: place_job(state, nodes, request.jobs[j], policy, models, fabric) for j in order
     }
-    jobs = tuple(results[j] for j in range(len(request.jobs)))
-    return SolveResult(
-        request_id=request.request_id,
-        status=SolveStatus.FEASIBLE,
-        jobs=jobs,
-        timings=(StageTiming(stage="place", ms=(time.perf_counter() - started) * 1000),),
-        metrics=cluster_metrics(request, jobs),
-    )
+    return answered(request, tuple(results[j] for j in range(len(request.jobs))), started)

@@ -1,5 +1,6 @@
 """What a baseline family can express, and the answer for a job it cannot: ``UNSUPPORTED``, never a
-false ``NO_NODE_FITS`` and never a plan that breaks a rule the baseline does not know.
+false ``NO_NODE_FITS`` and never a plan that breaks a rule the baseline does not know; and a
+baseline's plan as the answer it gives (:func:`answered`).
 
 A what-if comparison is only fair on the jobs both sides tried: a job a baseline could not express
 is reported "unsupported by this policy" and left out of "only the solver placed it"
@@ -8,7 +9,33 @@ is reported "unsupported by this policy" and left out of "only the solver placed
 
 from __future__ import annotations
 
-from solver.domain.model import Job, JobResult, NicMode, Reason, ReasonCode, Requirement
+import time
+
+from solver.answer.measures import cluster_metrics
+from solver.domain.model import (
+    Job,
+    JobResult,
+    NicMode,
+    Reason,
+    ReasonCode,
+    Requirement,
+    SolveRequest,
+    SolveResult,
+    SolveStatus,
+    StageTiming,
+)
+
+
+def answered(request: SolveRequest, jobs: tuple[JobResult, ...], started: float) -> SolveResult:
+    """A baseline's plan of ``request`` as its answer: feasible, timed from ``started``
+    (``time.perf_counter()``) and measured as every answer is (``cluster_metrics``)."""
+    return SolveResult(
+        request_id=request.request_id,
+        status=SolveStatus.FEASIBLE,
+        jobs=jobs,
+        timings=(StageTiming(stage="place", ms=(time.perf_counter() - started) * 1000),),
+        metrics=cluster_metrics(request, jobs),
+    )
 
 
 def _required(rule: Requirement) -> bool:

@@ -18,8 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from solver.answer.measures import cluster_metrics
-from solver.baselines.support import topology_unsupported, unsupported_result
+from solver.baselines.support import answered, topology_unsupported, unsupported_result
 from solver.domain import cancel as cancellation
 from solver.domain.model import (
     Distance,
@@ -39,8 +38,6 @@ from solver.domain.model import (
     Role,
     SolveRequest,
     SolveResult,
-    SolveStatus,
-    StageTiming,
     SwitchKind,
 )
 
@@ -473,13 +470,8 @@ class Greedy:
     ) -> SolveResult:
         """:meth:`plan`'s jobs as an answer: timed and measured (``cluster_metrics``)."""
         started = time.perf_counter()
-        jobs = self.plan(request, deadline, start=start, order=order, behind=behind)
-        return SolveResult(
-            request_id=request.request_id,
-            status=SolveStatus.FEASIBLE,
-            jobs=jobs,
-            timings=(StageTiming(stage="place", ms=(time.perf_counter() - started) * 1000),),
-            metrics=cluster_metrics(request, jobs),
+        return answered(
+            request, self.plan(request, deadline, start=start, order=order, behind=behind), started
         )
 
     def plan(
