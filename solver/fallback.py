@@ -71,12 +71,14 @@ PLACER_SETUP_S_PER_NODE = 4e-5
 # were measured before the placer started), the tiers and the verifier, most of it the verifier's
 # walk of the nodes. Measured from the placer's end to the answer (idle, session 25): 0.027 s at
 # 1,024 nodes x 200 jobs, 0.10 s (warm) and 0.136 s (cold) at 4,096 x 500, 0.19 s and 0.39 s at
-# 16,384 x 500; fitted to the cold ones. Session 11's 0.05 s + 2e-4 a job, fitted at load 20 and
-# scaled by the pace on top, kept 4 times the tail at 1,024 nodes: a cold 0.3 s call there had no
-# time left for the placer and answered no job. Not solver.compile.cost's answer estimate: there
+# 16,384 x 500; fitted to the cold ones, a tenth above them (at 2.2e-5 a node, the fit itself,
+# cold 1 s calls at 4,096 nodes ended at 0.92-0.98 s of their 0.92 s on a noisy afternoon).
+# Session 11's 0.05 s + 2e-4 a job, fitted at load 20 and scaled by the pace on top, kept 4 times
+# the tail at 1,024 nodes: a cold 0.3 s call there had no time left for the placer and answered
+# no job. Not solver.compile.cost's answer estimate: there
 # is no decode, explain or model here, and at 16,384 nodes that estimate (1.3 s) left a 5 s call's
 # greedy a quarter of its time unused.
-ANSWER_S, ANSWER_S_PER_NODE, ANSWER_S_PER_JOB = 0.01, 2.2e-5, 6e-5
+ANSWER_S, ANSWER_S_PER_NODE, ANSWER_S_PER_JOB = 0.01, 2.5e-5, 6e-5
 # The cluster measures of a node never measured before (their per-node memos empty: solver.answer.
 # measures), which the placer takes after its deadline: 3.7 s for 16,384 cold nodes under a profiler
 # (load 7), a cold 1,024-node call 57 ms late without it (session 11).
@@ -239,24 +241,27 @@ def best_of_orders(request: SolveRequest, ends: float) -> tuple[JobResult, ...]:
     shuffles = islice(shuffled_orders(request), MAX_DRAWS)
     tried: set[tuple[int, ...]] = set()
     plans: list[_Kept] = []  # every order's plan that ran to its end
-    # An order is started only when the longest order so far could still end before it must stop:
-    # one cut short is dropped, so the time it would take goes to the exchanges instead (16,384
-    # nodes, cold 5 s: the fourth order started with 0.36 s left, took them and was dropped).
-    longest = 0.0
+    # An order is started only when it could end before the orders must stop, if it takes as long
+    # as the last: one cut short is dropped, so the time it would take goes to the exchanges instead
+    # (16,384 nodes, cold 5 s: the fourth order started with 0.36 s left, took them and was
+    # dropped). The last order, not the longest: a first order slowed by a spike would otherwise
+    # keep every later order from starting.
+    last = 0.0
     # Kept back from the orders for exchanging the best plans at the end (one exchange costs about
-    # an order), once the orders stall: EXCHANGES_WHEN_STALLED times the longest order while the
-    # last order placed no more work than the best before it. None while each order raises the
-    # work: an order that raises the work raises the first tiers, an exchange the jobs. (At
-    # 16,384 nodes, cold 5 s, the third order, the first's lift lifted again, raises the top
+    # an order), once the orders stall: EXCHANGES_WHEN_STALLED times the longest order after the
+    # first (which runs on cold caches: 0.15-0.19 s at 4,096 nodes against 0.12-0.13 for the next)
+    # while the last order placed no more work than the best before it. None while each order
+    # raises the work: an order that raises the work raises the first tiers, an exchange the jobs.
+    # (At 16,384 nodes, cold 5 s, the third order, the first's lift lifted again, raises the top
     # priority from 1257 to 1289 GPUs, and an exchange's reserve from the second order on cut it
     # short whenever validating ran slow; at 4,096 nodes and 1 s the second order raises seed 3's
     # from 919 to 1015.)
-    reserve = 0.0
+    reserve = longest = 0.0
     work = _work_tiers(request)
     order: list[int] | None = by_priority(request, range(len(request.jobs)))
     while order is not None and len(tried) < MAX_ORDERS:
         stop = ends - reserve
-        if plans and (time.perf_counter() + longest >= stop or _all_placed(_best(plans).key, request)):
+        if plans and (time.perf_counter() + last >= stop or _all_placed(_best(plans).key, request)):
             break
         tried.add(tuple(order))
         judge = None if not plans else _behind(request, _best(plans).key)
@@ -264,7 +269,9 @@ def best_of_orders(request: SolveRequest, ends: float) -> tuple[JobResult, ...]:
         placed = FIRST_FIT.plan(request, stop, start=start, order=order, behind=judge)
         if plans and time.perf_counter() >= stop:
             break  # cut short: the jobs it did not reach were not refused, only not tried
-        longest = max(longest, time.perf_counter() - began)
+        last = time.perf_counter() - began
+        if plans:
+            longest = max(longest, last)
         before = _best(plans).key if plans else None
         plans.append(_Kept(ranking(request, placed), placed))
         stalled = before is not None and plans[-1].key[:work] <= before[:work]
