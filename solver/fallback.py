@@ -75,13 +75,16 @@ PLACER_SETUP_S_PER_NODE = 4e-5
 # cold 1 s calls at 4,096 nodes ended at 0.92-0.98 s of their 0.92 s on a noisy afternoon).
 # Session 11's 0.05 s + 2e-4 a job, fitted at load 20 and scaled by the pace on top, kept 4 times
 # the tail at 1,024 nodes: a cold 0.3 s call there had no time left for the placer and answered
-# no job. Not solver.compile.cost's answer estimate: there
-# is no decode, explain or model here, and at 16,384 nodes that estimate (1.3 s) left a 5 s call's
-# greedy a quarter of its time unused.
+# no job. Not solver.compile.cost's answer estimate: there is no decode, explain or model here, and
+# at 16,384 nodes that estimate (1.3 s) left a 5 s call's greedy a quarter of its time unused.
 ANSWER_S, ANSWER_S_PER_NODE, ANSWER_S_PER_JOB = 0.01, 2.5e-5, 6e-5
 # The cluster measures of a node never measured before (their per-node memos empty: solver.answer.
-# measures), which the placer takes after its deadline: 3.7 s for 16,384 cold nodes under a profiler
-# (load 7), a cold 1,024-node call 57 ms late without it (session 11).
+# measures), charged by the wire's reading and the answer from nodes read (solver.service.partial)
+# for each node converted afresh: 3.7 s for 16,384 cold nodes under a profiler (load 7), a cold
+# 1,024-node call 57 ms late without it (session 11). Since session 25 the answer measures every
+# node before its placer starts (measure_nodes, 20 us a node idle, in PLACER_SETUP_S_PER_NODE), so
+# for those calls this counts the measures a second time, on the safe side; not yet removed (the
+# reading's and the partial answer's deadlines would need measuring again over gRPC).
 MEASURES_COLD_S_PER_NODE = 1.5e-4
 # The verifier's share of that, the part of this answer timed against its prediction for the
 # process's pace (solver.compile.cost.PACE): 0.33 s at 16,384 nodes never verified before, 0.11-0.14 s
