@@ -861,7 +861,7 @@ class Agent:
                 # nodes 3-10 ms, up to 80 ms for the first one; s13 bench/RESULTS-slurm.md).
                 mark = time.perf_counter()
                 # Its scoring passes get what is left of the budget (at most FAST_PLACER_S), not a
-                # fixed 20 ms after it: out of time, the fast placer's first-fit pass still answers
+                # fixed 20 ms after it: out of time, the fast placer's best-fit pass still answers
                 # typed, so the budget bounds the answer (the p99 of s13: budget + fast placer).
                 left = self._budget_left()
                 fast = fast_place(request, FAST_PLACER_S if left is None else min(FAST_PLACER_S, left))
