@@ -78,14 +78,6 @@ PLACER_SETUP_S_PER_NODE = 4e-5
 # no job. Not solver.compile.cost's answer estimate: there is no decode, explain or model here, and
 # at 16,384 nodes that estimate (1.3 s) left a 5 s call's greedy a quarter of its time unused.
 ANSWER_S, ANSWER_S_PER_NODE, ANSWER_S_PER_JOB = 0.01, 2.5e-5, 6e-5
-# The cluster measures of a node never measured before (their per-node memos empty: solver.answer.
-# measures), charged by the wire's reading and the answer from nodes read (solver.service.partial)
-# for each node converted afresh: 3.7 s for 16,384 cold nodes under a profiler (load 7), a cold
-# 1,024-node call 57 ms late without it (session 11). Since session 25 the answer measures every
-# node before its placer starts (measure_nodes, 20 us a node idle, in PLACER_SETUP_S_PER_NODE), so
-# for those calls this counts the measures a second time, on the safe side; not yet removed (the
-# reading's and the partial answer's deadlines would need measuring again over gRPC).
-MEASURES_COLD_S_PER_NODE = 1.5e-4
 # The verifier's share of that, the part of this answer timed against its prediction for the
 # process's pace (solver.compile.cost.PACE): 0.33 s at 16,384 nodes never verified before, 0.11-0.14 s
 # once seen (load 0.5, session 12). Calibrated cold: at 8e-6 a node, the first call of an idle process
@@ -138,12 +130,16 @@ def normalise_until(nodes: int, jobs: int, deadline: float) -> float:
 
 def after_reading_s_per_node(pace: float | None = None) -> tuple[float, float]:
     """What each node read costs after its conversion, (per node, per node converted afresh): the
-    greedy's indexes and answer, and validating and measuring a node never seen
-    (``solver.service.wire.Reading``);
-    the rest of the answer is :func:`answer_s` of no nodes."""
+    greedy's indexes (the cluster measures of every node included: ``measures.measure_nodes``
+    runs in the placer's setup) and answer, and validating a node never seen
+    (``solver.service.wire.Reading``); the rest of the answer is :func:`answer_s` of no nodes.
+
+    A node never seen was also charged its cold measures here (1.5e-4 s) until session 26, from
+    when the answer measured every node after its placer; once the placer's setup measured them
+    (session 25) they were counted twice, and a cold 1 s call at 4,096 nodes over gRPC read 1,309
+    of its nodes and answered at 0.75 s."""
     pace = PACE.ratio() if pace is None else pace
-    per_miss = VALIDATE_S_PER_NODE + MEASURES_COLD_S_PER_NODE
-    return (PLACER_SETUP_S_PER_NODE + ANSWER_S_PER_NODE) * pace, per_miss * pace
+    return (PLACER_SETUP_S_PER_NODE + ANSWER_S_PER_NODE) * pace, VALIDATE_S_PER_NODE * pace
 
 
 NORMALISE_LATE = (
