@@ -78,6 +78,14 @@ PLACER_SETUP_S_PER_NODE = 4e-5
 # no job. Not solver.compile.cost's answer estimate: there is no decode, explain or model here, and
 # at 16,384 nodes that estimate (1.3 s) left a 5 s call's greedy a quarter of its time unused.
 ANSWER_S, ANSWER_S_PER_NODE, ANSWER_S_PER_JOB = 0.01, 2.5e-5, 6e-5
+# What the answer costs more on a node the process has never seen, beyond ANSWER_S_PER_NODE (fitted
+# in process): over gRPC a cold 16,384-node 5 s call verified its 7,259 nodes read in 0.26-0.30 s
+# (3.6-4.1e-5 a node) and answered after its deadline (session 26). Charged per node never seen
+# by the wire's reading (solver.service.wire.Reading) and by the answer from the nodes read
+# (solver.service.partial). It replaces the cold *measures* charged there until session 26
+# (1.5e-4 a node), which the placer's setup also paid since session 25: counted twice, they kept a
+# cold 1 s call at 4,096 nodes to 1,276 of its nodes read and an answer at 0.69 s.
+ANSWER_COLD_S_PER_NODE = 5e-5
 # The verifier's share of that, the part of this answer timed against its prediction for the
 # process's pace (solver.compile.cost.PACE): 0.33 s at 16,384 nodes never verified before, 0.11-0.14 s
 # once seen (load 0.5, session 12). Calibrated cold: at 8e-6 a node, the first call of an idle process
@@ -131,15 +139,12 @@ def normalise_until(nodes: int, jobs: int, deadline: float) -> float:
 def after_reading_s_per_node(pace: float | None = None) -> tuple[float, float]:
     """What each node read costs after its conversion, (per node, per node converted afresh): the
     greedy's indexes (the cluster measures of every node included: ``measures.measure_nodes``
-    runs in the placer's setup) and answer, and validating a node never seen
-    (``solver.service.wire.Reading``); the rest of the answer is :func:`answer_s` of no nodes.
-
-    A node never seen was also charged its cold measures here (1.5e-4 s) until session 26, from
-    when the answer measured every node after its placer; once the placer's setup measured them
-    (session 25) they were counted twice, and a cold 1 s call at 4,096 nodes over gRPC read 1,309
-    of its nodes and answered at 0.75 s."""
+    runs in the placer's setup) and answer, and for a node never seen (``solver.service.wire.
+    Reading``) validating it and what its answer costs more on it (:data:`ANSWER_COLD_S_PER_NODE`);
+    the rest of the answer is :func:`answer_s` of no nodes."""
     pace = PACE.ratio() if pace is None else pace
-    return (PLACER_SETUP_S_PER_NODE + ANSWER_S_PER_NODE) * pace, VALIDATE_S_PER_NODE * pace
+    per_miss = VALIDATE_S_PER_NODE + ANSWER_COLD_S_PER_NODE
+    return (PLACER_SETUP_S_PER_NODE + ANSWER_S_PER_NODE) * pace, per_miss * pace
 
 
 NORMALISE_LATE = (

@@ -212,14 +212,14 @@ def test_a_plan_on_the_nodes_read_is_valid_on_the_whole_inventory(
     assert not verify(whole, recounted)
 
 
-def test_the_nodes_read_are_not_charged_their_measures_twice(hgx_1024: SolveRequest) -> None:
-    """The placer's setup measures every node it places on (``measures.measure_nodes``, inside its
-    budget). Until session 26 the answer from the nodes read also took their cold measures (0.15 ms
-    a node) off the placer's deadline, and the reading charged them per node never seen: a cold 1 s
-    call at 4,096 nodes read 1,309 of them and answered at 0.75 s. The placer now gets the deadline
-    it is given, and a node read costs after its conversion what the placer's setup and answer and
-    the validation of a node never seen cost, nothing more."""
+def test_a_node_read_is_charged_its_cold_answer_once_and_only_when_never_seen(hgx_1024: SolveRequest) -> None:
+    """The placer stops early by the answer's extra cost on the nodes read never seen before, and
+    only those: charged for every node read, a warm 16,384-node call with a 2 s deadline gave its
+    placer no time (session 12). Their cold measures are not charged: the placer's setup pays them
+    (``measures.measure_nodes``); until session 26 they were charged here and in the reading too, a
+    second time, and a cold 1 s call at 4,096 nodes read 1,276 of its nodes and answered at 0.69 s."""
     from solver.fallback import (
+        ANSWER_COLD_S_PER_NODE,
         ANSWER_S_PER_NODE,
         PLACER_SETUP_S_PER_NODE,
         VALIDATE_S_PER_NODE,
@@ -237,9 +237,11 @@ def test_the_nodes_read_are_not_charged_their_measures_twice(hgx_1024: SolveRequ
 
     PACE.forget()
     deadline = time.perf_counter() + 30.0
-    with patch("solver.service.partial.unsearched", placer), pytest.raises(Cancelled):
-        answer_from_nodes_read(part, 1024, deadline)
-    assert seen == [deadline]
+    for misses in (0, 100, None):
+        with patch("solver.service.partial.unsearched", placer), pytest.raises(Cancelled):
+            answer_from_nodes_read(part, 1024, deadline, misses=misses)
+    cold = ANSWER_COLD_S_PER_NODE
+    assert seen == pytest.approx([deadline, deadline - 100 * cold, deadline - 512 * cold])
     assert after_reading_s_per_node(1.0) == pytest.approx(
-        (PLACER_SETUP_S_PER_NODE + ANSWER_S_PER_NODE, VALIDATE_S_PER_NODE)
+        (PLACER_SETUP_S_PER_NODE + ANSWER_S_PER_NODE, VALIDATE_S_PER_NODE + ANSWER_COLD_S_PER_NODE)
     )

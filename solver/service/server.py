@@ -208,7 +208,9 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         reply = reply_s(len(domain.jobs), PACE.ratio())
         if left is not None and len(domain.inventory.nodes) < len(request.inventory.nodes):
             with cancellation.cancelling(call.cancel):
-                result = answer_from_nodes_read(domain, len(request.inventory.nodes), started + left - reply)
+                result = answer_from_nodes_read(
+                    domain, len(request.inventory.nodes), started + left - reply, misses=reading.misses
+                )
         else:
             remaining = call.remaining_s()
             deadline_s = None if remaining is None else max(0.0, remaining - reply)
