@@ -15,11 +15,13 @@ job order, not in the order they started; and it does not know which nodes backf
 an earlier pending job (the hook does not plan on those, by design).
 
     python -m bench.slurm_packing DIR/hook-128-1 [DIR/typed-128-1 ...]
+    python -m bench.slurm_packing bench/results/slurm-keep-s26/*    # session 26's, gzipped
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -89,18 +91,26 @@ def _takes(free: Devices, gpus: int, nics: bool) -> bool:
     return paired >= gpus
 
 
+def _read(run: Path, name: str) -> str:
+    """``run/name``, or ``run/name.gz`` as the bench's results keep it."""
+    plain = run / name
+    if plain.exists():
+        return plain.read_text()
+    return gzip.decompress((run / f"{name}.gz").read_bytes()).decode()
+
+
 def replay(run: Path) -> Packing:
     """The one-node stream jobs of the run saved in ``run`` that ran, and those of them that did not
     get a fullest node that could take them (see the module docstring)."""
-    free = node_totals((run / "nodes.txt").read_text())
+    free = node_totals(_read(run, "nodes.txt"))
     asked = {}
-    for line in (run / "submitted.txt").read_text().splitlines():
+    for line in _read(run, "submitted.txt").splitlines():
         job, _, args = line.partition(" ")
         nodes, gpus = re.search(r"-N(\d+)", args), re.search(r"--gpus-per-node=(\d+)", args)
         if nodes and gpus and nodes.group(1) == "1":
             asked[int(job)] = (int(gpus.group(1)), "--gres=nic:" in args)
     checked, misses = 0, []
-    for job, per_node in sorted(running_allocations((run / "jobs.txt").read_text()).items()):
+    for job, per_node in sorted(running_allocations(_read(run, "jobs.txt")).items()):
         if job in asked and len(per_node) == 1:
             gpus, nics = asked[job]
             (node,) = per_node

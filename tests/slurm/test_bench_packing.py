@@ -50,3 +50,14 @@ def test_a_nic_job_needs_its_nics_behind_the_gpus_switches(tmp_path: Path) -> No
         (tmp_path / "jobs.txt").write_text(background + _job(2, "b", "gpu:sw0:1(IDX:0)"))
         (tmp_path / "submitted.txt").write_text(f"2 -N1 --gpus-per-node=1 {args}-t 60\n")
         assert len(replay(tmp_path).misses) == misses
+
+
+def test_session_26s_kept_runs_replay_to_the_figures_quoted() -> None:
+    """bench/RESULTS-slurm.md, session 26: 50 of 168 one-node jobs off best fit before the late pass
+    took the fullest nodes first, 1 of 169 after (the end states kept gzipped in bench/results)."""
+    kept = Path(__file__).resolve().parents[2] / "bench" / "results" / "slurm-keep-s26"
+    figures = {}
+    for run in ("hook-128-1-before-33e7024", "hook-128-1-after-c80eefd"):
+        packing = replay(kept / run)
+        figures[run] = (len(packing.misses), packing.checked)
+    assert figures == {"hook-128-1-before-33e7024": (50, 168), "hook-128-1-after-c80eefd": (1, 169)}
