@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.slurm.agent import Agent, AgentConfig, serve_agent
-from adapters.slurm.emulate import ClusterSpec, EmulatedCluster, missing_binaries
+from adapters.slurm.emulate import ClusterSpec, EmulatedCluster, missing_binaries, parse_jobs
 from adapters.slurm.gres import (
     node_devices,
     parse_gres_conf,
@@ -135,11 +135,15 @@ class Submit:
     nodes: int
     gpus: int
     nics: bool
+    seconds: int = 0  # how long the job runs (0: until the run ends)
+    at_s: float = 0.0  # when it is submitted, from the stream's start (--churn)
 
     def args(self) -> list[str]:
-        # A time limit lets backfill start jobs behind one that has to wait.
+        # A time limit lets backfill start jobs behind one that has to wait; with a run time, the
+        # limit a user would give (the next whole minute past it), so backfill's start times are real.
         gres = [f"--gres=nic:{self.gpus}"] if self.nics else []
-        return [f"-N{self.nodes}", f"--gpus-per-node={self.gpus}", *gres, "-t", "60"]
+        minutes = -(-(self.seconds + 30) // 60) if self.seconds else 60
+        return [f"-N{self.nodes}", f"--gpus-per-node={self.gpus}", *gres, "-t", str(minutes)]
 
 
 def job_stream(nodes: int, seed: int) -> list[Submit]:
@@ -152,6 +156,20 @@ def job_stream(nodes: int, seed: int) -> list[Submit]:
     jobs = [Submit(n, g, rng.random() < 0.65) for n, g in shapes]
     rng.shuffle(jobs)
     return jobs
+
+
+def churn_stream(nodes: int, seed: int, window_s: float) -> list[Submit]:
+    """Jobs that end, arriving over time, for a cluster where jobs wait for room (the usual case):
+    three rounds of :func:`job_stream` (~4× the free GPUs), each job running 40-160 s, arriving at
+    random over the first 55 % of the window, so most jobs start after others have ended."""
+    rng = random.Random(seed * 104729)
+    shapes = [job for r in range(3) for job in job_stream(nodes, seed + 1000 * r)]
+    gap = 0.55 * window_s / len(shapes)
+    at, out = 0.0, []
+    for job in shapes:
+        out.append(Submit(job.nodes, job.gpus, job.nics, seconds=rng.randint(40, 160), at_s=round(at, 2)))
+        at += rng.expovariate(1 / gap)
+    return out
 
 
 def background(names: list[str], seed: int) -> list[list[str]]:
@@ -189,6 +207,11 @@ class RunResult:
     gangs_stranded: int = 0  # pending, enough free GPUs in the cluster in total
     gangs_fit_now: int = 0  # pending, enough nodes each with the member's GPUs (and NICs) free now
     pending_reasons: dict[str, int] = field(default_factory=dict)  # "planned:Resources" → jobs
+    churn_s: float = 0.0  # --churn: the window jobs ran and ended in (0: jobs never end)
+    started_unplanned: int = 0  # started without a plan of the hook's (no room at submit, …)
+    pairs_unplanned: int = 0
+    off_switch_unplanned: int = 0
+    waits_s: list[float] = field(default_factory=list)  # start - submit, per started job
     submit_ms: list[float] = field(default_factory=list)
     answers: dict[str, int] = field(default_factory=dict)
     reasons: dict[str, int] = field(default_factory=dict)
@@ -267,7 +290,12 @@ class SolverProcess:
             self.process.wait()
 
 
-def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = None) -> RunResult:
+def run(
+    config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = None, churn_s: float = 0.0
+) -> RunResult:
+    """One configuration on a fresh cluster. ``churn_s`` > 0: the :func:`churn_stream`, jobs ending
+    as they go, measured on what each job was given when it started (it writes ``scontrol show job
+    -d`` of itself first: an ended job leaves ``scontrol``), everything pending at the window's end."""
     started_at = time.monotonic()
     paths = _write_captures(workdir / "captures")
     cluster = EmulatedCluster(
@@ -280,7 +308,7 @@ def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = N
     server = SolverProcess(workdir / "solver.log") if config == "hook" else None
     os.environ["SLURM_CONF"] = str(cluster.conf)
     os.environ["PATH"] = cluster.env()["PATH"]
-    result = RunResult(config=config, seed=seed, nodes=nodes)
+    result = RunResult(config=config, seed=seed, nodes=nodes, churn_s=churn_s)
     running = None
     agent = None
     cluster.start(timeout_s=300)
@@ -298,7 +326,11 @@ def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = N
         ids = []
         out = cluster.root / "out"
         task = "echo TP $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES hca=$NCCL_IB_HCA"
-        for submit in job_stream(nodes, seed):
+        stream = churn_stream(nodes, seed, churn_s) if churn_s else job_stream(nodes, seed)
+        began = time.monotonic()
+        for submit in stream:
+            time.sleep(max(0.0, began + submit.at_s - time.monotonic()))
+            record = f"scontrol show job -d $SLURM_JOB_ID > {out}/$SLURM_JOB_ID.alloc; " if churn_s else ""
             t0 = time.perf_counter()
             done = cluster.run(
                 "sbatch",
@@ -307,7 +339,7 @@ def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = N
                 str(out / "%j.out"),
                 *submit.args(),
                 "--wrap",
-                f"srun -l sh -c '{task}'; sleep 3000",
+                f"{record}srun -l sh -c '{task}'; sleep {submit.seconds or 3000}",
                 check=False,
             )
             result.submit_ms.append((time.perf_counter() - t0) * 1000)
@@ -316,9 +348,12 @@ def run(config: str, nodes: int, seed: int, workdir: Path, keep: Path | None = N
                 ids.append((done.stdout.strip(), submit))
             else:
                 result.refused.append(f"{' '.join(submit.args())}: {done.stderr.strip()[:200]}")
-        _settle(cluster, 90)
+        if churn_s:
+            time.sleep(max(0.0, began + churn_s - time.monotonic()))
+        else:
+            _settle(cluster, 90)
         time.sleep(5)  # the srun steps of the last jobs print their environment
-        measure(cluster, ids, result)
+        measure(cluster, ids, result, _started_records(out) if churn_s else None)
         if keep is not None:
             _keep(cluster, ids, keep / f"{config}-{nodes}-{seed}")
         if agent is not None:
@@ -364,14 +399,37 @@ def _settle(cluster: EmulatedCluster, timeout_s: float) -> None:
 # --------------------------------------------------------------------------- measuring
 
 
-def measure(cluster: EmulatedCluster, ids: list[tuple[str, Any]], result: RunResult) -> None:
+def _started_records(out: Path) -> dict[str, dict[str, object]]:
+    """Each started job as it wrote itself down at its start (``<id>.alloc``), running."""
+    jobs: dict[str, dict[str, object]] = {}
+    for path in out.glob("*.alloc"):
+        for job_id, job in parse_jobs(path.read_text()).items():
+            if job["alloc"]:  # written by the job itself, so it had started
+                jobs[job_id] = job | {"state": "RUNNING"}
+    return jobs
+
+
+def _seconds_between(submitted: object, started: object) -> float | None:
+    try:
+        return (datetime.fromisoformat(str(started)) - datetime.fromisoformat(str(submitted))).total_seconds()
+    except ValueError:
+        return None
+
+
+def measure(
+    cluster: EmulatedCluster,
+    ids: list[tuple[str, Any]],
+    result: RunResult,
+    started: dict[str, dict[str, object]] | None = None,
+) -> None:
+    """Every submitted job as it stands now, or, for the ids in ``started``, as it was at its start."""
     gres_conf = parse_gres_conf((cluster.root / "etc" / "gres.conf").read_text())
     types = {}
     for path, names in cluster.spec.node_types().items():
         node_type = load_node_type(path)
         for name in names:
             types[name] = node_type
-    jobs = cluster.jobs()
+    jobs = cluster.jobs() | (started or {})
     node_states: str | None = None
     for job_id, submit in ids:
         job = jobs.get(job_id)
@@ -389,6 +447,10 @@ def measure(cluster: EmulatedCluster, ids: list[tuple[str, Any]], result: RunRes
                 result.gangs_fit_now += on_nodes
             continue
         result.started += 1
+        unplanned = not job["plan"]
+        result.started_unplanned += unplanned
+        if (wait := _seconds_between(job.get("submitted"), job.get("started"))) is not None:
+            result.waits_s.append(wait)
         alloc: dict[str, str] = job["alloc"]  # type: ignore[assignment]
         broken = False
         held: dict[str, tuple[list[int], list[str]]] = {}
@@ -400,8 +462,12 @@ def measure(cluster: EmulatedCluster, ids: list[tuple[str, Any]], result: RunRes
             held[node] = (sorted(gpus), sorted(nics))
             result.gpus_started += len(gpus)
             if submit.nics:
+                off = _unaligned(gpus, nics, group_of)
                 result.pairs += len(gpus)
-                result.off_switch += _unaligned(gpus, nics, group_of)
+                result.off_switch += off
+                if unplanned:
+                    result.pairs_unplanned += len(gpus)
+                    result.off_switch_unplanned += off
             elif nics:
                 result.gpu_only_with_nics += 1
             if len(gpus) in (2, 4) and _straddles(node_type, gpus):
@@ -711,6 +777,10 @@ def render(results: list[RunResult], command: str) -> str:
             return f"{r.gangs_stranded} / {r.gangs_pending}"
         if key == "gangs_fit":
             return f"{r.gangs_fit_now} / {r.gangs_pending}"
+        if key == "unplanned":
+            return f"{r.started_unplanned} ({r.off_switch_unplanned} / {r.pairs_unplanned})"
+        if key == "waits":
+            return f"{statistics.median(r.waits_s):.0f} / {max(r.waits_s):.0f}" if r.waits_s else "-"
         if key == "submit":
             p95 = sorted(r.submit_ms)[int(0.95 * len(r.submit_ms))]
             return f"{statistics.median(r.submit_ms):.0f} / {p95:.0f}"
@@ -727,13 +797,19 @@ def render(results: list[RunResult], command: str) -> str:
         ("gangs that fit now (enough nodes with a member's GPUs free) / pending", "gangs_fit"),
         ("sbatch ms median / p95", "submit"),
     ]
+    if any(r.churn_s for r in results):
+        rows[1:1] = [
+            ("started without a hook plan (their off-switch pairs / pairs)", "unplanned"),
+            ("wait from submit to start, s, median / max", "waits"),
+        ]
     by_key = {(r.nodes, r.seed, r.config): r for r in results}
     out = [f"Command: `{command}`", f"Machine: {machine()}", ""]
     for nodes, seed in sorted({(r.nodes, r.seed) for r in results}):
         runs = [by_key.get((nodes, seed, c)) for c in CONFIGS]
         present = [(c, r) for c, r in zip(CONFIGS, runs, strict=True) if r is not None]
+        churn = f", jobs ending, {present[0][1].churn_s:.0f} s window" if present[0][1].churn_s else ""
         out += [
-            f"### {nodes} nodes, seed {seed} ({present[0][1].submitted} jobs submitted)",
+            f"### {nodes} nodes, seed {seed} ({present[0][1].submitted} jobs submitted{churn})",
             "",
             "| | " + " | ".join(c for c, _ in present) + " |",
             "|---|" + "---|" * len(present),
@@ -784,6 +860,12 @@ def summary(results: list[RunResult]) -> str:
             _summary_row(runs, present, "jobs started", lambda r: r.started),
             _summary_row(runs, present, "GPUs of started jobs", lambda r: r.gpus_started),
             _summary_row(
+                runs,
+                present,
+                "started without a hook plan: jobs / their off-switch pairs / pairs",
+                lambda r: (r.started_unplanned, r.off_switch_unplanned, r.pairs_unplanned),
+            ),
+            _summary_row(
                 runs, present, "GPU↔NIC pairs off-switch / asked", lambda r: (r.off_switch, r.pairs)
             ),
             _summary_row(runs, present, "GPU-only job-nodes holding NICs", lambda r: r.gpu_only_with_nics),
@@ -821,6 +903,13 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="append each run's figures here as it finishes")
     parser.add_argument("--output", type=Path, help="write the Markdown tables here")
     parser.add_argument("--keep", type=Path, help="save each run's end state and slurmctld log here")
+    parser.add_argument(
+        "--churn",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="jobs that end: the churn stream arrives and runs over this window (e.g. 420)",
+    )
     parser.add_argument(
         "--hook-cost", action="store_true", help="only the hook's path (client → agent → solver), no Slurm"
     )
@@ -872,7 +961,7 @@ def main() -> int:
             for config in args.configs:  # side by side: the three configurations back to back
                 workdir = Path(tempfile.mkdtemp(prefix=f"slurm-bench-{config}-"))
                 try:
-                    result = run(config, nodes, seed, workdir, args.keep)
+                    result = run(config, nodes, seed, workdir, args.keep, args.churn)
                 finally:
                     shutil.rmtree(workdir, ignore_errors=True)
                 results.append(result)
@@ -880,9 +969,13 @@ def main() -> int:
                 if args.json:
                     with args.json.open("a") as out:
                         out.write(json.dumps(asdict(result)) + "\n")
-    command = "python -m bench.slurm_compare " + " ".join(
-        f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-        for k, v in (("nodes", args.nodes), ("seeds", args.seeds), ("configs", args.configs))
+    command = (
+        "python -m bench.slurm_compare "
+        + " ".join(
+            f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in (("nodes", args.nodes), ("seeds", args.seeds), ("configs", args.configs))
+        )
+        + (f" --churn {args.churn:g}" if args.churn else "")
     )
     report = render(results, command)
     if args.output:

@@ -305,27 +305,8 @@ PartitionName=gpu Nodes={hostlist} Default=YES MaxTime=INFINITE State=UP
         """job_submit.lua is re-read when its mtime changes; the conf file is read on every submit."""
 
     def jobs(self) -> dict[str, dict[str, object]]:
-        """Every job of ``scontrol show job -d``: state, pending reason, and per node the GRES it holds
-        (``{"gn01": "gpu:sw0:2(IDX:0-1),nic:sw0:2(IDX:0-1)"}``), plus the comment's plan text."""
-        text = self.run("scontrol", "show", "job", "-d").stdout
-        jobs: dict[str, dict[str, object]] = {}
-        for block in re.split(r"\n\s*\n", text):
-            job_id = re.search(r"JobId=(\d+)", block)
-            if not job_id:
-                continue
-            state = re.search(r"JobState=(\S+)", block)
-            reason = re.search(r"\bReason=(\S+)", block)
-            alloc: dict[str, str] = {}
-            for hostlist, gres in re.findall(r"^\s+Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)", block, re.M):
-                alloc.update(dict.fromkeys(expand(hostlist), gres))
-            plan = re.search(r"topoplace/v1 id=\S+(?: \S+:gpu=\S*:nic=\S*)*", block)
-            jobs[job_id.group(1)] = {
-                "state": state.group(1) if state else "",
-                "reason": reason.group(1) if reason else "",
-                "alloc": alloc,
-                "plan": plan.group(0) if plan else "",
-            }
-        return jobs
+        """Every job of ``scontrol show job -d`` (:func:`parse_jobs`)."""
+        return parse_jobs(self.run("scontrol", "show", "job", "-d").stdout)
 
     # ----------------------------------------------------------------- stopping
 
@@ -395,3 +376,31 @@ PartitionName=gpu Nodes={hostlist} Default=YES MaxTime=INFINITE State=UP
             time.sleep(0.1)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def parse_jobs(text: str) -> dict[str, dict[str, object]]:
+    """The jobs of ``scontrol show job -d`` text: state, pending reason, submit and start time, and per
+    node the GRES it holds (``{"gn01": "gpu:sw0:2(IDX:0-1),nic:sw0:2(IDX:0-1)"}``), plus the comment's
+    plan text."""
+    jobs: dict[str, dict[str, object]] = {}
+    for block in re.split(r"\n\s*\n", text):
+        job_id = re.search(r"JobId=(\d+)", block)
+        if not job_id:
+            continue
+        fields = {
+            key: (found.group(1) if (found := re.search(rf"\b{key}=(\S+)", block)) else "")
+            for key in ("JobState", "Reason", "SubmitTime", "StartTime")
+        }
+        alloc: dict[str, str] = {}
+        for hostlist, gres in re.findall(r"^\s+Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)", block, re.M):
+            alloc.update(dict.fromkeys(expand(hostlist), gres))
+        plan = re.search(r"topoplace/v1 id=\S+(?: \S+:gpu=\S*:nic=\S*)*", block)
+        jobs[job_id.group(1)] = {
+            "state": fields["JobState"],
+            "reason": fields["Reason"],
+            "submitted": fields["SubmitTime"],
+            "started": fields["StartTime"],
+            "alloc": alloc,
+            "plan": plan.group(0) if plan else "",
+        }
+    return jobs
