@@ -9,7 +9,9 @@ by :func:`halves_capture`. Three configurations, same seed → same background a
 
 * ``slurm``  — Slurm alone: ``Gres=gpu:8,nic:8``, gres.conf with ``Cores=`` and ``Links=``, no types;
 * ``typed``  — GRES typed per switch group (``gpu:sw0:2,…``, the README's install step 2), no hook;
-* ``hook``   — typed GRES + job_submit.lua + agent + solver.
+* ``hook``   — typed GRES + job_submit.lua + agent + solver;
+* ``hook-pass`` — the same, but a job with no room at submit is passed on untyped (``--no-later-types``,
+  the hook before session 27), for side-by-side runs of that one rule.
 
 The TaskProlog (``adapters/slurm/taskprolog.sh``) runs in all three. Background: Slurm places ~40 %
 of the GPUs itself (``-w node --gres=gpu:k``, hook off). Stream (:func:`job_stream`): 1–8-GPU jobs and
@@ -57,10 +59,11 @@ from adapters.slurm.gres import (
     split_outside_parens,
 )
 from adapters.slurm.gresconf import gres_string
+from adapters.slurm.later import LATER_TAG
 from adapters.slurm.nodetypes import load_node_type
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ("slurm", "typed", "hook")
+CONFIGS = ("slurm", "typed", "hook-pass", "hook")
 STRONG, WEAK = 18, 2
 
 # Per kind: the GPUs and the NICs of each of the four PCIe switch groups (groups 0-1 on NUMA 0), and
@@ -211,6 +214,9 @@ class RunResult:
     started_unplanned: int = 0  # started without a plan of the hook's (no room at submit, …)
     pairs_unplanned: int = 0
     off_switch_unplanned: int = 0
+    started_later: int = 0  # typed by the hook for a later start (no room at submit: later.py)
+    pairs_later: int = 0
+    off_switch_later: int = 0
     waits_s: list[float] = field(default_factory=list)  # start - submit, per started job
     submit_ms: list[float] = field(default_factory=list)
     answers: dict[str, int] = field(default_factory=dict)
@@ -231,6 +237,8 @@ class CountingAgent(Agent):
         self.counts[answer["action"]] += 1
         if answer.get("unpinned"):
             self.counts["apply: node left to Slurm"] += 1
+        if answer.get("later"):
+            self.counts["apply: typed for a later start"] += 1
         if answer["action"] != "apply":
             reason = re.sub(r"\d+", "N", answer.get("message", ""))[:110]
             self.why = getattr(self, "why", Counter())
@@ -305,7 +313,7 @@ def run(
         ),
     )
     cluster.write_files({"enabled": "no", "timeout": "2"})
-    server = SolverProcess(workdir / "solver.log") if config == "hook" else None
+    server = SolverProcess(workdir / "solver.log") if config.startswith("hook") else None
     os.environ["SLURM_CONF"] = str(cluster.conf)
     os.environ["PATH"] = cluster.env()["PATH"]
     result = RunResult(config=config, seed=seed, nodes=nodes, churn_s=churn_s)
@@ -317,7 +325,7 @@ def run(
             cluster.run("sbatch", "-o", "/dev/null", *args, "--wrap", "sleep 3000")
         _settle(cluster, 60)
         if server is not None:
-            agent = counting_agent(cluster, server.port)
+            agent = counting_agent(cluster, server.port, later_types=config == "hook")
             # The documented form: a unix socket, which job_submit.lua asks itself (luaposix) when
             # installed — no client process per submit (runs before session 10's end used TCP).
             running = serve_agent(agent, unix=workdir / "agent.sock")
@@ -436,7 +444,10 @@ def measure(
         if not job:
             continue
         if job["state"] != "RUNNING":
-            key = f"{'planned' if job['plan'] else 'unplanned'}:{job.get('reason', '')}"
+            kind = (
+                "planned" if job["plan"] else "later" if LATER_TAG in str(job.get("comment")) else "unplanned"
+            )
+            key = f"{kind}:{job.get('reason', '')}"
             result.pending_reasons[key] = result.pending_reasons.get(key, 0) + 1
             if submit.nodes > 1:
                 result.gangs_pending += 1
@@ -447,8 +458,10 @@ def measure(
                 result.gangs_fit_now += on_nodes
             continue
         result.started += 1
-        unplanned = not job["plan"]
+        later = LATER_TAG in str(job.get("comment", ""))
+        unplanned = not job["plan"] and not later
         result.started_unplanned += unplanned
+        result.started_later += later
         if (wait := _seconds_between(job.get("submitted"), job.get("started"))) is not None:
             result.waits_s.append(wait)
         alloc: dict[str, str] = job["alloc"]  # type: ignore[assignment]
@@ -468,6 +481,9 @@ def measure(
                 if unplanned:
                     result.pairs_unplanned += len(gpus)
                     result.off_switch_unplanned += off
+                if later:
+                    result.pairs_later += len(gpus)
+                    result.off_switch_later += off
             elif nics:
                 result.gpu_only_with_nics += 1
             if len(gpus) in (2, 4) and _straddles(node_type, gpus):
@@ -779,6 +795,8 @@ def render(results: list[RunResult], command: str) -> str:
             return f"{r.gangs_fit_now} / {r.gangs_pending}"
         if key == "unplanned":
             return f"{r.started_unplanned} ({r.off_switch_unplanned} / {r.pairs_unplanned})"
+        if key == "later":
+            return f"{r.started_later} ({r.off_switch_later} / {r.pairs_later})"
         if key == "waits":
             return f"{statistics.median(r.waits_s):.0f} / {max(r.waits_s):.0f}" if r.waits_s else "-"
         if key == "submit":
@@ -800,6 +818,7 @@ def render(results: list[RunResult], command: str) -> str:
     if any(r.churn_s for r in results):
         rows[1:1] = [
             ("started without a hook plan (their off-switch pairs / pairs)", "unplanned"),
+            ("started typed for a later start (their off-switch pairs / pairs)", "later"),
             ("wait from submit to start, s, median / max", "waits"),
         ]
     by_key = {(r.nodes, r.seed, r.config): r for r in results}
@@ -819,9 +838,12 @@ def render(results: list[RunResult], command: str) -> str:
             "",
             "Pending at the end: " + "; ".join(f"{c} {json.dumps(r.pending_reasons)}" for c, r in present),
         ]
-        hook = by_key.get((nodes, seed, "hook"))
-        if hook is not None:
-            out += ["", f"Hook answers: {json.dumps(hook.answers)}; not applied: {json.dumps(hook.reasons)}"]
+        for name in ("hook-pass", "hook"):
+            if (hook := by_key.get((nodes, seed, name))) is not None:
+                out += [
+                    "",
+                    f"{name} answers: {json.dumps(hook.answers)}; not applied: {json.dumps(hook.reasons)}",
+                ]
         examples = [e for _, r in present for e in r.env_wrong_examples[:2]]
         if examples:
             out += ["", "Environment mismatches: " + "; ".join(examples)]
@@ -864,6 +886,12 @@ def summary(results: list[RunResult]) -> str:
                 present,
                 "started without a hook plan: jobs / their off-switch pairs / pairs",
                 lambda r: (r.started_unplanned, r.off_switch_unplanned, r.pairs_unplanned),
+            ),
+            _summary_row(
+                runs,
+                present,
+                "started typed for later: jobs / their off-switch pairs / pairs",
+                lambda r: (r.started_later, r.off_switch_later, r.pairs_later),
             ),
             _summary_row(
                 runs, present, "GPU↔NIC pairs off-switch / asked", lambda r: (r.off_switch, r.pairs)

@@ -59,6 +59,7 @@ from adapters.slurm.inventory import (
     with_reservations,
 )
 from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description, untyped_model_request
+from adapters.slurm.later import later_comment, later_signature, waiting_demand
 from adapters.slurm.nodetypes import TopoDir
 from adapters.slurm.pending import (
     BACKFILL_RESOLUTION_S,
@@ -76,7 +77,7 @@ from adapters.slurm.pending import (
 )
 from adapters.slurm.place_client import peer_uid
 from adapters.slurm.place_client import render as render_lines
-from adapters.slurm.plan import NotEnforceable, ParsedPlan, SlurmPlan, to_slurm_plan
+from adapters.slurm.plan import NotEnforceable, ParsedPlan, Signature, SlurmPlan, to_slurm_plan, tres_per_node
 from adapters.slurm.scontrol import SlurmNode, parse_show_node, split_fields
 from adapters.slurm.topology_conf import SlurmTopology, parse_topology_conf, parse_topology_yaml
 from solver.answer.verify import verify
@@ -133,6 +134,9 @@ class AgentConfig:
     # A pending planned job about to be released (its plan went stale, or Slurm will not start it soon
     # there) is first planned again on nodes where its GRES types are free (Agent._replan).
     replan: bool = True
+    # A job with no room now is typed for a later start on a node Slurm chooses (adapters.slurm.later):
+    # each GPU behind its NIC's switch, a member inside one NVLink half. False: passed on untyped.
+    later_types: bool = True
     debug_dir: Path | None = None  # when set, every solve request is written there (for bug reports)
 
 
@@ -149,6 +153,7 @@ class _Snapshot:
     models: tuple[str, ...] = ()  # GPU models present
     features: frozenset[str] = frozenset()
     awaiting: tuple[str, ...] = ()  # eligible pending jobs backfill has not given a start yet
+    waiting: Counter[str] = field(default_factory=Counter)  # GPUs per GRES type of later-typed jobs
     # The inventory's nodes grouped alike, for choosing a submit's candidate nodes (candidates.py).
     index: NodeIndex | None = None
 
@@ -291,6 +296,8 @@ class Agent:
     _refining: dict[str, _Refining] = field(default_factory=dict)  # plan id → fast plan being refined
     _started: float = 0.0  # time.perf_counter() at the current request's arrival
     _passed_at: float = -1e18  # time.monotonic() of the last job passed to Slurm's queue unplanned
+    # Later-typed answers (plan id → when, GPUs per type) not yet in a snapshot's pending comments.
+    _later: dict[str, tuple[float, Counter[str]]] = field(default_factory=dict)
     refinements: list[dict[str, Any]] = field(default_factory=list)  # what became of each fast plan
     replans: list[dict[str, Any]] = field(default_factory=list)  # each re-plan tried (Agent._replan)
     _replans: Counter[str] = field(default_factory=Counter)  # by job id
@@ -368,6 +375,7 @@ class Agent:
             ),
             features=frozenset(f for n in nodes for f in n.features),
             awaiting=tuple(awaiting_backfill(kept, now, self.config.unpin_window_s)),
+            waiting=waiting_demand(job.comment for job in pending),
             index=NodeIndex(
                 inventory.inventory.nodes, {name: t.source for name, t in inventory.node_types.items()}
             )
@@ -888,10 +896,7 @@ class Agent:
                     "message": f"topoplace: this job can never fit this cluster: {reason}",
                 }
             checking = "" if never is not None else "; whether it can ever fit is checked for the next job"
-            return {
-                "action": "pass",
-                "message": f"topoplace: no room now ({reason}); left to Slurm's queue{checking}",
-            }
+            return self._later_answer(desc, spec, inventory, f"no room now ({reason})", checking)
         try:
             plan = to_slurm_plan(job, spec, inventory)
         except NotEnforceable as err:
@@ -899,6 +904,58 @@ class Agent:
         self.decisions[plan_id] = (result, plan)
         self._issued[plan_id] = _Issued(time.monotonic(), {p.node: (p.gpus, p.nics) for p in plan.nodes})
         return self._apply(desc, spec, plan, result, unpinned=self._unpin_why(spec, snapshot))
+
+    def _later_answer(
+        self, desc: dict[str, Any], spec: JobSpec, inventory: SlurmInventory, why: str, note: str = ""
+    ) -> dict[str, Any]:
+        """A job with no room now: typed for a later start on whichever node Slurm picks
+        (:mod:`adapters.slurm.later`), or passed on as submitted when no signature keeps it together
+        (or a GPU model is named: its type is the model's, the node feature rewrite keeps it)."""
+        signature = (
+            later_signature(spec, inventory, self._waiting())
+            if self.config.later_types and not spec.gpu_type
+            else None
+        )
+        if signature is None:
+            return {"action": "pass", "message": f"topoplace: {why}; left to Slurm's queue{note}"}
+        tres = tres_per_node(signature, spec)
+        tag = later_comment(spec.job.id, spec.nodes, signature)
+        comment = desc.get("comment")
+        fields: dict[str, Any] = {
+            "min_nodes": spec.nodes,
+            "max_nodes": spec.nodes,
+            "tres_per_node": tres,
+            "comment": f"{comment} {tag}" if isinstance(comment, str) and comment else tag,
+        }
+        for key in ("tres_per_job", "tres_per_task"):
+            if isinstance(desc.get(key), str) and desc[key]:
+                fields[key] = ""
+        self._later[spec.job.id] = (time.monotonic(), _gpus_by_type(signature, spec.nodes))
+        return {
+            "action": "apply",
+            "set": fields,
+            "setenv": {
+                "SLURM_GPUS_PER_NODE": _gpus_of(signature),
+                "SLURM_GPUS": "",
+                "SLURM_GPUS_PER_TASK": "",
+            },
+            "plan_id": spec.job.id,
+            "later": True,
+            "message": f"topoplace: {why}; typed {tres} for a later start on a node Slurm chooses{note}",
+        }
+
+    def _waiting(self) -> Counter[str]:
+        """GPUs per GRES type asked by later-typed jobs: those pending in the snapshot, and those
+        answered since it was read (kept until a snapshot ``grace_s`` newer shows them)."""
+        snapshot = self._snapshot
+        waiting = Counter(snapshot.waiting) if snapshot is not None else Counter()
+        taken = snapshot.taken if snapshot is not None else -1e18
+        for plan_id, (at, gpus) in list(self._later.items()):
+            if taken - at > self.config.grace_s:
+                del self._later[plan_id]
+            else:
+                waiting.update(gpus)
+        return waiting
 
     def _unpin_why(self, spec: JobSpec, snapshot: _Snapshot) -> str:
         """Why a one-node job is left unpinned (AgentConfig.unpin_window_s), or ""."""
@@ -925,10 +982,17 @@ class Agent:
         no room, Slurm's queue decides."""
         waited = round(self.config.answer_budget_s * 1000)
         job = fast.jobs[0]
-        if problems or not job.placed:
-            why = "; ".join(problems)[:300] if problems else (job.reason.message if job.reason else "")
-            if problems:
-                _log.warning("fast plan failed verification", plan_id=spec.job.id, problems=why)
+        if not problems and not job.placed:
+            why = job.reason.message if job.reason else ""
+            return self._later_answer(
+                desc,
+                spec,
+                inventory,
+                f"the solver had not answered within {waited} ms and the fast placer found no plan ({why})",
+            )
+        if problems:
+            why = "; ".join(problems)[:300]
+            _log.warning("fast plan failed verification", plan_id=spec.job.id, problems=why)
             return {
                 "action": "pass",
                 "message": f"topoplace: the solver had not answered within {waited} ms and the fast placer "
@@ -1114,7 +1178,7 @@ class Agent:
             if isinstance(desc.get(key), str) and desc[key]:
                 fields[key] = ""
         tier = result.jobs[0].locality_tier
-        gpus = ",".join(f"{gtype}:{count}" for name, gtype, count in plan.signature if name == "gpu")
+        gpus = _gpus_of(plan.signature)
         if unpinned:
             return {
                 "action": "apply",
@@ -1135,6 +1199,15 @@ class Agent:
             "message": f"topoplace: planned {plan.req_nodes} {plan.tres_per_node} (locality tier {tier}, "
             f"{result.status.name.lower()}{', devices rewritten to Slurm order' if plan.rewritten else ''})",
         }
+
+
+def _gpus_of(signature: Signature) -> str:
+    """``SLURM_GPUS_PER_NODE`` for steps of a job typed with ``signature`` (``sw2:1,sw3:1``)."""
+    return ",".join(f"{gtype}:{count}" for name, gtype, count in signature if name == "gpu")
+
+
+def _gpus_by_type(signature: Signature, members: int) -> Counter[str]:
+    return Counter({gtype: count * members for name, gtype, count in signature if name == "gpu"})
 
 
 def _plan_allocations(plans: list[ParsedPlan]) -> dict[str, list[Allocation]]:

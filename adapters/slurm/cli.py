@@ -85,6 +85,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "a one-node job keeps its switch-typed GRES but Slurm chooses its node (0: never; docs/slurm.md)",
     )
     agent.add_argument(
+        "--no-later-types",
+        dest="later_types",
+        action="store_false",
+        help="pass a job with no room now on untyped, instead of typing it per switch for a later "
+        "start on a node Slurm chooses (docs/slurm.md)",
+    )
+    agent.add_argument(
         "--answer-budget",
         type=float,
         default=30.0,
@@ -223,6 +230,7 @@ def run_agent(args: argparse.Namespace) -> int:
         release_after_s=args.release_after,
         unpin_window_s=max(0.0, args.unpin_window),
         answer_budget_s=max(0.0, args.answer_budget) / 1000,
+        later_types=args.later_types,
     )
     try:
         running = serve_agent(

@@ -380,8 +380,8 @@ PartitionName=gpu Nodes={hostlist} Default=YES MaxTime=INFINITE State=UP
 
 def parse_jobs(text: str) -> dict[str, dict[str, object]]:
     """The jobs of ``scontrol show job -d`` text: state, pending reason, submit and start time, and per
-    node the GRES it holds (``{"gn01": "gpu:sw0:2(IDX:0-1),nic:sw0:2(IDX:0-1)"}``), plus the comment's
-    plan text."""
+    node the GRES it holds (``{"gn01": "gpu:sw0:2(IDX:0-1),nic:sw0:2(IDX:0-1)"}``), the comment and
+    the plan text in it."""
     jobs: dict[str, dict[str, object]] = {}
     for block in re.split(r"\n\s*\n", text):
         job_id = re.search(r"JobId=(\d+)", block)
@@ -395,6 +395,7 @@ def parse_jobs(text: str) -> dict[str, dict[str, object]]:
         for hostlist, gres in re.findall(r"^\s+Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)", block, re.M):
             alloc.update(dict.fromkeys(expand(hostlist), gres))
         plan = re.search(r"topoplace/v1 id=\S+(?: \S+:gpu=\S*:nic=\S*)*", block)
+        comment = re.search(r"^\s+Comment=(.*)$", block, re.M)
         jobs[job_id.group(1)] = {
             "state": fields["JobState"],
             "reason": fields["Reason"],
@@ -402,5 +403,6 @@ def parse_jobs(text: str) -> dict[str, dict[str, object]]:
             "started": fields["StartTime"],
             "alloc": alloc,
             "plan": plan.group(0) if plan else "",
+            "comment": comment.group(1).strip() if comment else "",
         }
     return jobs

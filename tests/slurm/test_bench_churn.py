@@ -33,6 +33,7 @@ def test_parse_jobs_reads_state_times_allocation_and_plan(fixtures: Path) -> Non
     assert _seconds_between(first["submitted"], first["started"]) == 1.0
     assert set(second["alloc"]) == {"gn01", "gn02"}
     assert second["plan"] == "topoplace/v1 id=abc gn[01-02]:gpu=0,1:nic=mlx5_2,mlx5_3"
+    assert second["comment"] == "mine topoplace/v1 id=abc gn[01-02]:gpu=0,1:nic=mlx5_2,mlx5_3"
     assert _seconds_between("2026-12-04T07:18:54", "Unknown") is None
 
 

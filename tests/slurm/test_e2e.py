@@ -366,6 +366,46 @@ def test_a_gpu_model_request_is_planned_on_nodes_of_that_feature(harness: Harnes
     check_planned(harness, job_id, 1)
 
 
+def test_a_job_with_no_room_now_is_typed_for_later_and_starts_aligned_where_slurm_chooses(
+    harness: Harness,
+) -> None:
+    """A gang of 16 one-GPU members with a NIC each, while one of the 16 nodes is full: no room now.
+    Before session 27 it went to Slurm's queue untyped and, when it started, got Slurm's choice of GPU
+    and NIC (on the churn bench a quarter of such pairs off-switch). Now it is typed at submit for a
+    later start — one switch group's GPU and NIC, no node list — and once the node frees, Slurm starts
+    it with each GPU behind its NIC's switch, and the tasks see what Slurm gave."""
+    harness.cluster.run("scancel", "--user", "root")
+    deadline = time.monotonic() + 60
+    while harness.cluster.run("squeue", "-h", "-o", "%i").stdout.strip() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    harness.settle()
+    harness.cluster.write_hook_conf({"enabled": "no"})
+    try:
+        code, blocker, err, _ = harness.sbatch("-w", "gn16", "--gres=gpu:8", "-t", "60")
+        assert code == 0, err
+        harness.wait_running(blocker)
+    finally:
+        harness.cluster.write_hook_conf({"enabled": "yes"})
+    harness.agent.refresh()
+    code, job_id, err, _ = harness.sbatch("-N16", "--gpus-per-node=1", "--gres=nic:1", "-t", "10")
+    assert code == 0, err
+    job = harness.job(job_id)
+    assert job["JobState"] == "PENDING" and job["ReqNodeList"] == "(null)" and not job["Plan"], job
+    gpu_type = re.fullmatch(r"gres:gpu:(sw\d):1,gres:nic:(sw\d):1", str(job["TresPerNode"]))
+    assert gpu_type and gpu_type.group(1) == gpu_type.group(2), job
+    assert "topoplace/later id=" in str(job["Comment"]), job
+    harness.cluster.run("scancel", blocker)
+    job = harness.wait_running(job_id)
+    alloc = dict(job["alloc"])  # type: ignore[arg-type]
+    assert sorted(n for hl in alloc for n in expand(hl)) == [f"gn{i:02d}" for i in range(1, 17)]
+    for hostlist, gres in alloc.items():
+        for node in expand(hostlist):
+            (gpu,), (nic,) = harness.allocated(node, gres)
+            assert device_distance(harness.node_type.node, f"GPU{gpu}", nic) <= Distance.PXB, (node, gres)
+    check_environment(harness, job_id, 16, alloc)
+    harness.cluster.run("scancel", job_id)
+
+
 def test_service_down_fails_open_then_closed_by_configuration(harness: Harness) -> None:
     # Waiting for the solver (no answer budget, as the harness runs): with one, an answer not back
     # within 30 ms is the fast placer's plan instead (tests/slurm/test_fast_answer.py), and "service

@@ -1,0 +1,181 @@
+"""Switch types for a job that has to wait: no room for it now, typed at submit for a later start.
+
+Slurm 22.05 keeps the GRES types a job was submitted with (a pending job cannot be re-typed:
+docs/slurm.md), so the hook has one chance to steer a job, at submit. A job with no room then used to
+go to Slurm's queue untyped, and when it started, on a node and GPUs of Slurm's choosing, a GPU could
+sit behind another switch than its NIC and a 2- or 4-GPU member straddle a node's NVLink halves — on
+a cluster where jobs wait for room (the usual case) most jobs. Typed now, for a node nobody knows
+yet, each GPU stays behind its NIC's switch on *any* node Slurm chooses; the price is that the job
+waits for those switch groups rather than for any GPUs.
+
+The member's signature (GRES type → count, NICs typed as their GPUs) is chosen from every node the
+job may land on (GPUs enough, labels, not excluded):
+
+1. valid on all of them — each node has those types with as many devices;
+2. inside one strongest NVLink group (an NVLink half) on as many of them as possible, for 2+ GPUs;
+3. on as few switch groups as possible: each must be free on one node at once;
+4. the least pressed: the largest share, over the types used, of that type's GPUs in use now or
+   asked by jobs already waiting typed (:data:`LATER_TAG` in their comment), so waiting jobs spread
+   over the switch groups instead of queueing on the first.
+
+No signature (NIC counts other than one per GPU or none, a layout too wide to enumerate, no type
+common to all the nodes), or nothing to keep together (one GPU without NICs; whole nodes; GPUs
+without NICs where every node is one NVLink group): None, the job goes untyped as before.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from adapters.slurm.inventory import SlurmInventory
+from adapters.slurm.jobdesc import JobSpec
+from adapters.slurm.plan import Signature, format_signature
+from solver.domain.model import NicMode, Node
+
+LATER_TAG = "topoplace/later"
+MAX_TYPES = 10  # a node with more GPU switch groups is not enumerated (3^10 signatures)
+_LATER = re.compile(rf"{re.escape(LATER_TAG)} id=\S+ n=(\d+) (\S+)")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One node's devices as Slurm types them: GPUs and NICs per GRES type, and which types have all
+    their GPUs inside one strongest-NVLink group (type → that group's number)."""
+
+    gpus: Mapping[str, int]
+    nics: Mapping[str, int]
+    strong: Mapping[str, int]
+
+
+def layout(node: Node, type_of: Mapping[str, str]) -> Layout:
+    strongest = max((link.links for link in node.nvlinks), default=0)
+    parent = {g.id: g.id for g in node.gpus}
+
+    def root(gpu: str) -> str:
+        while parent[gpu] != gpu:
+            gpu = parent[gpu]
+        return gpu
+
+    for link in node.nvlinks:
+        if link.links == strongest and link.gpu_a in parent and link.gpu_b in parent:
+            parent[root(link.gpu_a)] = root(link.gpu_b)
+    roots: dict[str, set[str]] = {}
+    for gpu in node.gpus:
+        if gpu.id in type_of:
+            roots.setdefault(type_of[gpu.id], set()).add(root(gpu.id))
+    numbers = {r: i for i, r in enumerate(sorted({r for rs in roots.values() for r in rs}))}
+    return Layout(
+        gpus=Counter(type_of[g.id] for g in node.gpus if g.healthy and g.id in type_of),
+        nics=Counter(type_of[n.name] for n in node.nics if n.healthy and n.name in type_of),
+        strong={t: numbers[next(iter(rs))] for t, rs in roots.items() if len(rs) == 1 and strongest},
+    )
+
+
+def _candidates(shape: Layout, gpus: int) -> list[dict[str, int]]:
+    """Every way to take ``gpus`` GPUs from the layout's types (counts per type)."""
+    types = sorted(shape.gpus)
+    if len(types) > MAX_TYPES:
+        return []
+    out = []
+    for counts in itertools.product(*(range(shape.gpus[t] + 1) for t in types)):
+        if sum(counts) == gpus:
+            out.append({t: c for t, c in zip(types, counts, strict=True) if c})
+    return out
+
+
+def waiting_demand(comments: Iterable[str]) -> Counter[str]:
+    """GPUs per GRES type asked by jobs waiting with a later-start signature (their comments)."""
+    demand: Counter[str] = Counter()
+    for comment in comments:
+        for members, signature in _LATER.findall(comment):
+            for item in signature.split(","):
+                name, gtype, count = item.split(":")
+                if name == "gpu":
+                    demand[gtype] += int(members) * int(count)
+    return demand
+
+
+def later_comment(plan_id: str, members: int, signature: Signature) -> str:
+    return f"{LATER_TAG} id={plan_id} n={members} {format_signature(signature)}"
+
+
+def _eligible(inventory: SlurmInventory, spec: JobSpec) -> list[Node]:
+    member = spec.job.roles[0].member
+    models = member.gpu_models
+    return [
+        n
+        for n in inventory.inventory.nodes
+        if n.name not in spec.excluded
+        and n.name in inventory.device_maps
+        and all(n.labels.get(k) == v for k, v in member.node_selector.items())
+        and sum(1 for g in n.gpus if not models or any(m in g.model for m in models)) >= member.gpus
+    ]
+
+
+def later_signature(
+    spec: JobSpec, inventory: SlurmInventory, waiting: Mapping[str, int] = Counter()
+) -> Signature | None:
+    """The switch-typed signature of one member for a start on whichever node Slurm picks later, or
+    None (see the module's docstring)."""
+    member = spec.job.roles[0].member
+    nic_mode = member.nics.mode
+    with_nics = nic_mode == NicMode.PER_GPU or (
+        nic_mode == NicMode.PER_MEMBER and member.nics.count == member.gpus
+    )
+    if nic_mode == NicMode.PER_MEMBER and not with_nics and member.nics.count:
+        return None
+    if member.gpus < 2 and not with_nics:
+        return None
+    nodes = _eligible(inventory, spec)
+    if not nodes:
+        return None
+    weights: Counter[tuple[str, int]] = Counter()  # nodes per layout
+    memo: dict[tuple[str, int], Layout] = {}
+    used: Counter[str] = Counter()
+    capacity: Counter[str] = Counter()
+    for node in nodes:
+        device_map = inventory.device_maps[node.name]
+        source = inventory.node_types[node.name].source if node.name in inventory.node_types else node.name
+        key = (source, id(device_map))
+        if key not in memo:
+            memo[key] = layout(node, device_map.type_of)
+        weights[key] += 1
+        capacity.update(memo[key].gpus)
+        used.update(device_map.type_of.get(g, "") for a in node.allocations for g in a.gpus)
+
+    layouts = [(memo[key], weight) for key, weight in weights.items()]
+
+    def fits(counts: dict[str, int], shape: Layout) -> bool:
+        return all(
+            shape.gpus.get(t, 0) >= c and (not with_nics or shape.nics.get(t, 0) >= c)
+            for t, c in counts.items()
+        )
+
+    def score(counts: dict[str, int]) -> tuple[int, int, float, float, tuple[str, ...]]:
+        split = sum(
+            weight
+            for shape, weight in layouts
+            if member.gpus > 1 and len({shape.strong.get(t, -1 - i) for i, t in enumerate(counts)}) > 1
+        )
+        pressed = [(used[t] + waiting.get(t, 0)) / capacity[t] for t in counts]
+        return split, len(counts), max(pressed), sum(pressed), tuple(sorted(counts))
+
+    if all(
+        sum(s.gpus.values()) == member.gpus and (not with_nics or sum(s.nics.values()) == member.gpus)
+        for s, _ in layouts
+    ):
+        return None  # whole nodes: Slurm's choice is the node's every device, nothing to keep together
+    if not with_nics and all(len(set(s.strong.values())) <= 1 for s, _ in layouts):
+        return None  # GPUs alone, every node one NVLink group: any GPUs Slurm gives are as good
+    valid = [c for c in _candidates(layouts[0][0], member.gpus) if all(fits(c, s) for s, _ in layouts)]
+    if not valid:
+        return None
+    best = min(valid, key=score)
+    items = [("gpu", t, c) for t, c in best.items()]
+    if with_nics:
+        items += [("nic", t, c) for t, c in best.items()]
+    return tuple(sorted(items))

@@ -1,0 +1,126 @@
+"""A job with no room now is typed at submit for a later start on whichever node Slurm picks
+(adapters/slurm/later.py): aligned on every node it may land on, inside one NVLink half where the
+nodes allow, spread over the switch groups least pressed — and left untyped when there is nothing to
+keep together."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from adapters.slurm.agent import Agent
+from adapters.slurm.inventory import DeviceMap, SlurmInventory
+from adapters.slurm.jobdesc import job_from_description
+from adapters.slurm.later import LATER_TAG, later_comment, later_signature, waiting_demand
+from adapters.slurm.nodetypes import NodeType, switch_groups
+from bench.slurm_compare import halves_capture
+from solver.domain.model import Allocation, Inventory
+from solver.ingest.nvidia_smi import parse_topology
+
+
+def cluster(kinds: dict[str, str], used: dict[str, tuple[str, ...]] | None = None) -> SlurmInventory:
+    """Nodes of the bench's kinds (NVLink halves, 2 GPUs + 2 NICs a switch group), typed per group."""
+    nodes, maps, types = [], {}, {}
+    for name, kind in kinds.items():
+        node = parse_topology(halves_capture(kind), node=name)
+        node_type = NodeType(f"{kind}.txt", node, switch_groups(node))
+        maps[name] = DeviceMap(node_type.gpu_order(), node_type.nic_order(), node_type.group_of())
+        if used and name in used:
+            node = node.model_copy(update={"allocations": (Allocation(owner="x", gpus=used[name]),)})
+        nodes.append(node)
+        types[name] = node_type
+    return SlurmInventory(Inventory(nodes=tuple(nodes)), maps, types)
+
+
+def spec(tres: str, nodes: int = 1):
+    made = job_from_description({"min_nodes": nodes, "tres_per_node": tres}, plan_id="j", max_gpus_per_node=8)
+    assert made is not None
+    return made
+
+
+ALIGNED = {f"a{i}": "aligned" for i in range(4)}
+
+
+def test_one_gpu_and_its_nic_share_a_type_and_go_where_fewest_gpus_are_taken() -> None:
+    idle = later_signature(spec("gres:gpu:1,gres:nic:1"), cluster(ALIGNED))
+    assert idle == (("gpu", "sw0", 1), ("nic", "sw0", 1))
+    # sw0 and sw1 taken on every node (Slurm fills low indices first): the job waits for sw2
+    busy = cluster(ALIGNED, {name: ("GPU0", "GPU1", "GPU2") for name in ALIGNED})
+    assert later_signature(spec("gres:gpu:1,gres:nic:1"), busy) == (("gpu", "sw2", 1), ("nic", "sw2", 1))
+    # jobs already waiting on sw2 count as taken too: the next one waits for sw3
+    waiting = Counter({"sw2": 8})
+    assert later_signature(spec("gres:gpu:1,gres:nic:1"), busy, waiting) == (
+        ("gpu", "sw3", 1),
+        ("nic", "sw3", 1),
+    )
+
+
+def test_four_gpus_stay_inside_one_nvlink_half_of_the_nodes_they_may_land_on() -> None:
+    aligned = later_signature(spec("gres:gpu:4,gres:nic:4"), cluster(ALIGNED))
+    assert aligned is not None and {t for _, t, _ in aligned} == {"sw0", "sw1"}  # halves (0-3), (4-7)
+    crossed = later_signature(spec("gres:gpu:4"), cluster({"c0": "crossed", "c1": "crossed"}))
+    assert crossed == (("gpu", "sw0", 2), ("gpu", "sw2", 2))  # halves (0,1,4,5), (2,3,6,7)
+    # a mixed cluster: the half of most nodes (no signature is one half on both kinds)
+    mixed = later_signature(spec("gres:gpu:4"), cluster(ALIGNED | {"c0": "crossed"}))
+    assert mixed is not None and {t for _, t, _ in mixed} in ({"sw0", "sw1"}, {"sw2", "sw3"})
+    # two GPUs: one switch group, so one half on every kind
+    assert later_signature(spec("gres:gpu:2", nodes=2), cluster(ALIGNED | {"c0": "crossed"})) == (
+        ("gpu", "sw0", 2),
+    )
+
+
+def test_nothing_to_keep_together_is_left_untyped() -> None:
+    nodes = cluster(ALIGNED)
+    assert later_signature(spec("gres:gpu:1"), nodes) is None  # one GPU, no NIC
+    assert later_signature(spec("gres:gpu:8"), nodes) is None  # whole nodes
+    assert later_signature(spec("gres:gpu:8,gres:nic:8"), nodes) is None
+    assert later_signature(spec("gres:gpu:4,gres:nic:1"), nodes) is None  # one NIC for four GPUs
+    excluded = job_from_description(
+        {"tres_per_node": "gres:gpu:1,gres:nic:1", "exc_nodes": "a[0-3]"}, plan_id="j", max_gpus_per_node=8
+    )
+    assert excluded is not None and later_signature(excluded, nodes) is None  # no node left
+
+
+def test_waiting_jobs_are_read_back_from_their_comments() -> None:
+    signature = (("gpu", "sw1", 2), ("gpu", "sw2", 1), ("nic", "sw1", 2), ("nic", "sw2", 1))
+    tag = later_comment("abc", 3, signature)
+    assert tag == f"{LATER_TAG} id=abc n=3 gpu:sw1:2,gpu:sw2:1,nic:sw1:2,nic:sw2:1"
+    assert waiting_demand(["my words " + tag, "topoplace/v1 id=x gn01:gpu=0:nic=", ""]) == {
+        "sw1": 6,
+        "sw2": 3,
+    }
+
+
+@pytest.fixture
+def agent(tmp_path: Path, fixtures: Path) -> Agent:
+    from tests.slurm.test_hook import _agent_on, _fake_slurm
+
+    made = _agent_on(fixtures, *_fake_slurm(tmp_path, fixtures))
+    made.refresh()
+    return made
+
+
+@pytest.mark.needs_pipeline
+def test_the_agent_types_a_job_with_no_room_now_for_later_and_spreads_the_next_one(agent: Agent) -> None:
+    """On the captured cluster (gpu01 idle, gpu02 half used, gpu03 full, gpu04 down): once gpu01 is
+    planned, a 2-node gang has no room; it is typed for a later start, not pinned, and the next such
+    gang waits on other switch groups."""
+    assert agent.place({"tres_per_node": "gres:gpu:8"})["action"] == "apply"
+    gang = {"min_nodes": 2, "max_nodes": 2, "tres_per_node": "gres:gpu:2,gres:nic:2", "comment": "mine"}
+    first = agent.place(gang)
+    assert first["action"] == "apply" and first.get("later"), first
+    fields = first["set"]
+    assert "req_nodes" not in fields and fields["min_nodes"] == fields["max_nodes"] == 2
+    (gpu_type,) = {item.split(":")[2] for item in fields["tres_per_node"].split(",")}
+    assert fields["tres_per_node"] == f"gres:gpu:{gpu_type}:2,gres:nic:{gpu_type}:2"
+    assert (
+        fields["comment"] == f"mine {LATER_TAG} id={first['plan_id']} n=2 gpu:{gpu_type}:2,nic:{gpu_type}:2"
+    )
+    assert first["setenv"]["SLURM_GPUS_PER_NODE"] == f"{gpu_type}:2"
+    assert "no room now" in first["message"] and "later start" in first["message"]
+    second = agent.place(gang)
+    assert second.get("later") and gpu_type not in second["set"]["tres_per_node"], second
+    agent.config = agent.config.__class__(**{**agent.config.__dict__, "later_types": False})
+    assert agent.place(gang)["action"] == "pass"
