@@ -6,14 +6,11 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,6 +19,7 @@ from adapters.slurm.agent import Agent, AgentConfig, serve_agent
 from adapters.slurm.jobdesc import Unsupported, job_from_description
 from adapters.slurm.plan import NodePlan, parse_plan_comment, plan_comment
 from solver.domain.model import NicMode, Requirement, Scope
+from tests.slurm.conftest import agent_on, fake_slurm
 
 NO_VAL = 0xFFFFFFFE
 
@@ -129,51 +127,6 @@ def test_plan_comment_round_trip() -> None:
 
 
 # --------------------------------------------------------------------------- the agent, for real
-
-
-def _fake_slurm(tmp_path: Path, fixtures: Path) -> tuple[str, str]:
-    """scontrol/squeue stand-ins printing the captured node states and no pending job."""
-    scontrol = tmp_path / "scontrol"
-    scontrol.write_text(f"#!/bin/sh\ncat {fixtures / 'scontrol-show-node-d.txt'}\n")
-    squeue = tmp_path / "squeue"
-    squeue.write_text("#!/bin/sh\nexit 0\n")
-    for path in (scontrol, squeue):
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    return str(scontrol), str(squeue)
-
-
-def _agent_on(
-    fixtures: Path,
-    scontrol: str | Path,
-    squeue: str | Path,
-    solve_fn: Callable[..., Any] | None = None,
-    *,
-    topology: bool = True,
-    unpin_window_s: float = 0.0,
-) -> Agent:
-    """An agent on the captured cluster, reading Slurm through the given stand-ins, answering with
-    the solver's own plans (``answer_budget_s=0``; the budget: test_fast_answer.py) from
-    ``solve_fn`` (default: the pipeline in process). Not yet refreshed."""
-    from solver.solve import solve
-
-    config = AgentConfig(
-        solver="unused",
-        topo_dir=fixtures / "topo",
-        gres_conf=fixtures / "gres.conf",
-        topology=fixtures / "topology.conf" if topology else None,
-        scontrol=str(scontrol),
-        squeue=str(squeue),
-        answer_budget_s=0,
-        unpin_window_s=unpin_window_s,
-    )
-    return Agent(config, solve_fn=solve_fn or (lambda request, timeout: solve(request, deadline_s=timeout)))
-
-
-@pytest.fixture
-def agent(tmp_path: Path, fixtures: Path) -> Agent:
-    agent = _agent_on(fixtures, *_fake_slurm(tmp_path, fixtures))
-    agent.refresh()
-    return agent
 
 
 @pytest.mark.needs_pipeline
@@ -529,12 +482,12 @@ def test_agent_does_not_pin_a_job_to_nodes_promised_to_earlier_jobs(tmp_path: Pa
     """A job that would still run when an earlier pending job is due on a node is planned elsewhere;
     a job short enough to end before may use it, as backfill would let it."""
 
-    scontrol, _ = _fake_slurm(tmp_path, fixtures)
+    scontrol, _ = fake_slurm(tmp_path, fixtures)
     squeue = tmp_path / "squeue-promised"
     start = (datetime.now() + timedelta(minutes=30)).isoformat(timespec="seconds")
     squeue.write_text(f"#!/bin/sh\necho '9|{start}|Resources|{start}|gpu02|'\n")
     squeue.chmod(0o755)
-    agent = _agent_on(fixtures, scontrol, squeue, topology=False)
+    agent = agent_on(fixtures, scontrol, squeue, topology=False)
     agent.refresh()
 
     def node(**desc: object) -> str:
@@ -635,10 +588,10 @@ def test_a_one_node_job_is_not_pinned_while_an_earlier_job_waits_for_backfill(
     alone started it elsewhere. While such a job exists, a one-node job keeps its switch types but
     Slurm chooses the node; a gang stays pinned."""
 
-    scontrol, squeue = _fake_slurm(tmp_path, fixtures)
+    scontrol, squeue = fake_slurm(tmp_path, fixtures)
     just_now = datetime.now().isoformat(timespec="seconds")
     Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|N/A|(null)|'\n")
-    agent = _agent_on(fixtures, scontrol, squeue, unpin_window_s=30.0)
+    agent = agent_on(fixtures, scontrol, squeue, unpin_window_s=30.0)
     agent.refresh()
     one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2,gres:nic:2", "comment": "mine"})
     assert one["action"] == "apply" and one.get("unpinned"), one
@@ -665,10 +618,10 @@ def test_by_default_a_one_node_job_is_pinned_while_an_earlier_job_waits_for_back
     switch types split (`gpu:sw0:1,gpu:sw2:1`) fitting no node Slurm then chose. By default the plan
     pins its node (nodes backfill promised are closed to plans; a job Slurm will not start soon is
     planned again or released)."""
-    scontrol, squeue = _fake_slurm(tmp_path, fixtures)
+    scontrol, squeue = fake_slurm(tmp_path, fixtures)
     just_now = datetime.now().isoformat(timespec="seconds")
     Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|N/A|(null)|'\n")
-    agent = _agent_on(fixtures, scontrol, squeue, unpin_window_s=AgentConfig.unpin_window_s)
+    agent = agent_on(fixtures, scontrol, squeue, unpin_window_s=AgentConfig.unpin_window_s)
     agent.refresh()
     one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2,gres:nic:2"})
     assert one["action"] == "apply" and not one.get("unpinned"), one
@@ -716,7 +669,7 @@ def test_a_stale_plan_is_made_again_on_nodes_where_its_gres_types_are_free(
     holds are free, as a pending job cannot be re-typed; the node list and the comment are updated."""
 
     scontrol, squeue, updates = _slurm_with_a_planned_job(tmp_path, fixtures, tres)
-    agent = _agent_on(fixtures, scontrol, squeue)
+    agent = agent_on(fixtures, scontrol, squeue)
     agent.refresh()
     agent.wait_follow_up()  # re-plans run in the solve pool, on the read's node state
     (line,) = updates.read_text().splitlines()
@@ -754,7 +707,7 @@ def test_a_slow_re_plan_does_not_hold_up_the_refresh(tmp_path: Path, fixtures: P
         assert release.wait(30), "the test never released the solve"
         return solve(request, deadline_s=timeout)
 
-    agent = _agent_on(fixtures, scontrol, squeue, held_solve)
+    agent = agent_on(fixtures, scontrol, squeue, held_solve)
     agent.refresh()  # job 9's plan is stale: its re-plan waits in the pool for the held solve
     taken = agent._snapshot.taken if agent._snapshot else 0.0
     assert not agent.replans, "the re-plan ended while its solve was held"
@@ -790,10 +743,10 @@ def test_only_an_earlier_job_slurm_may_place_elsewhere_unpins_the_next_one(
     an 8-GPU job that never started; typed GRES alone started it. A job pinned to one node by a live
     plan can only be started on that node, whose devices its plan holds: it no longer unpins."""
 
-    scontrol, squeue = _fake_slurm(tmp_path, fixtures)
+    scontrol, squeue = fake_slurm(tmp_path, fixtures)
     just_now = datetime.now().isoformat(timespec="seconds")
     Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|None|N/A|(null)|{earlier}'\n")
-    agent = _agent_on(fixtures, scontrol, squeue, unpin_window_s=30.0)
+    agent = agent_on(fixtures, scontrol, squeue, unpin_window_s=30.0)
     agent.refresh()
     one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1"})
     assert one["action"] == "apply", one
@@ -820,7 +773,7 @@ def test_a_re_plan_does_not_take_devices_an_answer_planned_meanwhile(tmp_path: P
         assert release.wait(30), "the test never released the solve"
         return solve(request, deadline_s=timeout)
 
-    agent = _agent_on(fixtures, scontrol, squeue, held_solve)
+    agent = agent_on(fixtures, scontrol, squeue, held_solve)
     agent.refresh()  # job 9's plan is stale: its re-plan's solve is asked, and held
     assert asked.wait(30)
     # Meanwhile answers planned every device of gpu01 and gpu02 (what place() leaves in _issued).

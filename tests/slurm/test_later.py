@@ -6,7 +6,6 @@ keep together."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -91,15 +90,6 @@ def test_waiting_jobs_are_read_back_from_their_comments() -> None:
         "sw1": 6,
         "sw2": 3,
     }
-
-
-@pytest.fixture
-def agent(tmp_path: Path, fixtures: Path) -> Agent:
-    from tests.slurm.test_hook import _agent_on, _fake_slurm
-
-    made = _agent_on(fixtures, *_fake_slurm(tmp_path, fixtures))
-    made.refresh()
-    return made
 
 
 @pytest.mark.needs_pipeline
