@@ -369,41 +369,53 @@ def test_a_gpu_model_request_is_planned_on_nodes_of_that_feature(harness: Harnes
 def test_a_job_with_no_room_now_is_typed_for_later_and_starts_aligned_where_slurm_chooses(
     harness: Harness,
 ) -> None:
-    """A gang of 16 one-GPU members with a NIC each, while one of the 16 nodes is full: no room now.
-    Before session 27 it went to Slurm's queue untyped and, when it started, got Slurm's choice of GPU
-    and NIC (on the churn bench a quarter of such pairs off-switch). Now it is typed at submit for a
-    later start — one switch group's GPU and NIC, no node list — and once the node frees, Slurm starts
-    it with each GPU behind its NIC's switch, and the tasks see what Slurm gave."""
+    """Four GPUs held on each of the 16 nodes (Slurm's lowest indices: sw0 and sw1), then a job of 5
+    GPUs with a NIC each: no room now. Before session 27 it went to Slurm's queue untyped and, when
+    it started, got Slurm's choice of GPUs and NICs (on the churn bench a fifth of such pairs
+    off-switch). Now it is typed at submit for a later start — per switch group as many NICs as GPUs,
+    no node list — and once one node frees, Slurm starts it there with each GPU behind its NIC's
+    switch, and the tasks see what Slurm gave."""
     harness.cluster.run("scancel", "--user", "root")
     deadline = time.monotonic() + 60
     while harness.cluster.run("squeue", "-h", "-o", "%i").stdout.strip() and time.monotonic() < deadline:
         time.sleep(0.5)
     harness.settle()
+    blockers = {}
     harness.cluster.write_hook_conf({"enabled": "no"})
     try:
-        code, blocker, err, _ = harness.sbatch("-w", "gn16", "--gres=gpu:8", "-t", "60")
-        assert code == 0, err
-        harness.wait_running(blocker)
+        for i in range(1, 17):
+            code, blockers[f"gn{i:02d}"], err, _ = harness.sbatch(
+                "-w", f"gn{i:02d}", "--gres=gpu:4", "-t", "60"
+            )
+            assert code == 0, err
+        for blocker in blockers.values():
+            harness.wait_running(blocker)
     finally:
         harness.cluster.write_hook_conf({"enabled": "yes"})
     harness.agent.refresh()
-    code, job_id, err, _ = harness.sbatch("-N16", "--gpus-per-node=1", "--gres=nic:1", "-t", "10")
+    code, job_id, err, _ = harness.sbatch("--gpus-per-node=5", "--gres=nic:5", "-t", "10")
     assert code == 0, err
     job = harness.job(job_id)
     assert job["JobState"] == "PENDING" and job["ReqNodeList"] == "(null)" and not job["Plan"], job
-    gpu_type = re.fullmatch(r"gres:gpu:(sw\d):1,gres:nic:(sw\d):1", str(job["TresPerNode"]))
-    assert gpu_type and gpu_type.group(1) == gpu_type.group(2), job
+    asked: dict[str, dict[str, int]] = {"gpu": {}, "nic": {}}
+    for item in str(job["TresPerNode"]).split(","):
+        _, kind, gtype, count = item.split(":")
+        asked[kind][gtype] = int(count)
+    assert asked["gpu"] == asked["nic"] and sum(asked["gpu"].values()) == 5, job
     assert "topoplace/later id=" in str(job["Comment"]), job
-    harness.cluster.run("scancel", blocker)
+    harness.cluster.run("scancel", blockers["gn05"])
     job = harness.wait_running(job_id)
     alloc = dict(job["alloc"])  # type: ignore[arg-type]
-    assert sorted(n for hl in alloc for n in expand(hl)) == [f"gn{i:02d}" for i in range(1, 17)]
-    for hostlist, gres in alloc.items():
-        for node in expand(hostlist):
-            (gpu,), (nic,) = harness.allocated(node, gres)
-            assert device_distance(harness.node_type.node, f"GPU{gpu}", nic) <= Distance.PXB, (node, gres)
-    check_environment(harness, job_id, 16, alloc)
-    harness.cluster.run("scancel", job_id)
+    assert list(alloc) == ["gn05"], job
+    gpus, nics = harness.allocated("gn05", alloc["gn05"])
+    node = harness.node_type.node
+    assert len(gpus) == len(nics) == 5
+    free = list(nics)  # each GPU gets a NIC PXB or closer (one switch group), none shared
+    for gpu in gpus:
+        near = next(n for n in free if device_distance(node, f"GPU{gpu}", n) <= Distance.PXB)
+        free.remove(near)
+    check_environment(harness, job_id, 1, alloc)
+    harness.cluster.run("scancel", "--user", "root")
 
 
 def test_service_down_fails_open_then_closed_by_configuration(harness: Harness) -> None:
