@@ -9,9 +9,10 @@ by :func:`halves_capture`. Three configurations, same seed → same background a
 
 * ``slurm``  — Slurm alone: ``Gres=gpu:8,nic:8``, gres.conf with ``Cores=`` and ``Links=``, no types;
 * ``typed``  — GRES typed per switch group (``gpu:sw0:2,…``, the README's install step 2), no hook;
-* ``hook``   — typed GRES + job_submit.lua + agent + solver;
-* ``hook-pass`` — the same, but a job with no room at submit is passed on untyped (``--no-later-types``,
-  the hook before session 27), for side-by-side runs of that one rule.
+* ``hook``   — typed GRES + job_submit.lua + agent + solver (the agent's defaults);
+* ``hook-later`` — the same with ``--later-types``: a one-node job with a NIC per GPU and no room at
+  submit is typed for a later start (adapters/slurm/later.py). Session 27's runs, made before that
+  became opt-in, call the default ``hook-pass`` and this one ``hook``.
 
 The TaskProlog (``adapters/slurm/taskprolog.sh``) runs in all three. Background: Slurm places ~40 %
 of the GPUs itself (``-w node --gres=gpu:k``, hook off). Stream (:func:`job_stream`): 1–8-GPU jobs and
@@ -63,7 +64,7 @@ from adapters.slurm.later import LATER_TAG
 from adapters.slurm.nodetypes import load_node_type
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ("slurm", "typed", "hook-pass", "hook")
+CONFIGS = ("slurm", "typed", "hook", "hook-later")
 STRONG, WEAK = 18, 2
 
 # Per kind: the GPUs and the NICs of each of the four PCIe switch groups (groups 0-1 on NUMA 0), and
@@ -325,7 +326,7 @@ def run(
             cluster.run("sbatch", "-o", "/dev/null", *args, "--wrap", "sleep 3000")
         _settle(cluster, 60)
         if server is not None:
-            agent = counting_agent(cluster, server.port, later_types=config == "hook")
+            agent = counting_agent(cluster, server.port, later_types=config == "hook-later")
             # The documented form: a unix socket, which job_submit.lua asks itself (luaposix) when
             # installed — no client process per submit (runs before session 10's end used TCP).
             running = serve_agent(agent, unix=workdir / "agent.sock")
@@ -838,7 +839,7 @@ def render(results: list[RunResult], command: str) -> str:
             "",
             "Pending at the end: " + "; ".join(f"{c} {json.dumps(r.pending_reasons)}" for c, r in present),
         ]
-        for name in ("hook-pass", "hook"):
+        for name in ("hook", "hook-later"):
             if (hook := by_key.get((nodes, seed, name))) is not None:
                 out += [
                     "",

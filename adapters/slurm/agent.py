@@ -134,9 +134,11 @@ class AgentConfig:
     # A pending planned job about to be released (its plan went stale, or Slurm will not start it soon
     # there) is first planned again on nodes where its GRES types are free (Agent._replan).
     replan: bool = True
-    # A job with no room now is typed for a later start on a node Slurm chooses (adapters.slurm.later):
-    # each GPU behind its NIC's switch, a member inside one NVLink half. False: passed on untyped.
-    later_types: bool = True
+    # A one-node job with a NIC per GPU and no room now is typed for a later start on a node Slurm
+    # chooses (adapters.slurm.later): each GPU behind its NIC's switch. Off by default: on the churn
+    # bench (session 27) it left 12 of 749 pairs off-switch instead of 100 of 807, but started 316
+    # jobs in the window instead of 324 (bench/RESULTS-slurm.md). False: passed on untyped.
+    later_types: bool = False
     debug_dir: Path | None = None  # when set, every solve request is written there (for bug reports)
 
 

@@ -85,11 +85,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "a one-node job keeps its switch-typed GRES but Slurm chooses its node (0: never; docs/slurm.md)",
     )
     agent.add_argument(
-        "--no-later-types",
-        dest="later_types",
-        action="store_false",
-        help="pass a job with no room now on untyped, instead of typing it per switch for a later "
-        "start on a node Slurm chooses (docs/slurm.md)",
+        "--later-types",
+        action="store_true",
+        help="type a one-node job with a NIC per GPU and no room now per switch group, for a later "
+        "start on a node Slurm chooses: GPU/NIC pairs stay aligned, some jobs wait longer "
+        "(docs/slurm.md)",
     )
     agent.add_argument(
         "--answer-budget",

@@ -97,8 +97,10 @@ def test_the_agent_types_a_job_with_no_room_now_for_later_and_spreads_the_next_o
     """On the captured cluster (gpu01 idle, gpu02 with two GPUs held, gpu03 full, gpu04 down): once
     gpu01 is planned, no node has 7 GPUs free; a 7-GPU job is typed for a later start, not pinned,
     its lone GPU on the most used switch group, and what it waits for is counted for the next."""
-    assert agent.place({"tres_per_node": "gres:gpu:8"})["action"] == "apply"
     job = {"tres_per_node": "gres:gpu:7,gres:nic:7", "comment": "mine"}
+    assert agent.place({"tres_per_node": "gres:gpu:8"})["action"] == "apply"
+    assert agent.place(job)["action"] == "pass"  # off by default (session 27: fewer jobs started)
+    agent.config = dataclasses.replace(agent.config, later_types=True)
     first = agent.place(job)
     assert first["action"] == "apply" and first.get("later"), first
     fields = first["set"]
@@ -119,5 +121,3 @@ def test_the_agent_types_a_job_with_no_room_now_for_later_and_spreads_the_next_o
     assert agent._waiting() == counts["gpu"]
     second = agent.place(job)  # sw1, the most used, still gets the lone GPU: 8 of 8 beats 9 of 8
     assert second.get("later") and agent._waiting() == {t: 2 * c for t, c in counts["gpu"].items()}
-    agent.config = dataclasses.replace(agent.config, later_types=False)
-    assert agent.place(job)["action"] == "pass"
