@@ -59,7 +59,7 @@ from adapters.slurm.inventory import (
     with_reservations,
 )
 from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description, untyped_model_request
-from adapters.slurm.later import later_comment, later_signature, waiting_demand
+from adapters.slurm.later import gpus_by_type, later_comment, later_signature, waiting_demand
 from adapters.slurm.nodetypes import TopoDir
 from adapters.slurm.pending import (
     BACKFILL_RESOLUTION_S,
@@ -932,7 +932,7 @@ class Agent:
         for key in ("tres_per_job", "tres_per_task"):
             if isinstance(desc.get(key), str) and desc[key]:
                 fields[key] = ""
-        self._later[spec.job.id] = (time.monotonic(), _gpus_by_type(signature, spec.nodes))
+        self._later[spec.job.id] = (time.monotonic(), gpus_by_type(signature, spec.nodes))
         return {
             "action": "apply",
             "set": fields,
@@ -1206,10 +1206,6 @@ class Agent:
 def _gpus_of(signature: Signature) -> str:
     """``SLURM_GPUS_PER_NODE`` for steps of a job typed with ``signature`` (``sw2:1,sw3:1``)."""
     return ",".join(f"{gtype}:{count}" for name, gtype, count in signature if name == "gpu")
-
-
-def _gpus_by_type(signature: Signature, members: int) -> Counter[str]:
-    return Counter({gtype: count * members for name, gtype, count in signature if name == "gpu"})
 
 
 def _plan_allocations(plans: list[ParsedPlan]) -> dict[str, list[Allocation]]:

@@ -54,27 +54,33 @@ from solver.domain.model import (
 )
 
 
-def strong_groups(free: Free) -> list[frozenset[str]]:
+def strongest_nvlink_groups(node: Node) -> list[frozenset[str]]:
     """The node's GPUs joined by its strongest NVLinks (the most ``NV#``), as connected groups: on a
-    node whose two halves are joined by NV2 and each half by NV18, the two halves."""
+    node whose two halves are joined by NV2 and each half by NV18, the two halves; without NVLink,
+    each GPU alone."""
+    links = node.nvlinks
+    strongest = max((link.links for link in links), default=0)
+    parent = {g.id: g.id for g in node.gpus}
+
+    def root(gpu: str) -> str:
+        while parent[gpu] != gpu:
+            gpu = parent[gpu]
+        return gpu
+
+    for link in links:
+        if link.links == strongest and link.gpu_a in parent and link.gpu_b in parent:
+            parent[root(link.gpu_a)] = root(link.gpu_b)
+    by_root: dict[str, set[str]] = {}
+    for gpu in parent:
+        by_root.setdefault(root(gpu), set()).add(gpu)
+    return [frozenset(g) for g in by_root.values()]
+
+
+def strong_groups(free: Free) -> list[frozenset[str]]:
+    """:func:`strongest_nvlink_groups` of the free node, once per placement pass."""
     groups = free.memo.get("strong_groups")
     if groups is None:
-        links = free.node.nvlinks
-        strongest = max((link.links for link in links), default=0)
-        parent = {g.id: g.id for g in free.node.gpus}
-
-        def root(gpu: str) -> str:
-            while parent[gpu] != gpu:
-                gpu = parent[gpu]
-            return gpu
-
-        for link in links:
-            if link.links == strongest and link.gpu_a in parent and link.gpu_b in parent:
-                parent[root(link.gpu_a)] = root(link.gpu_b)
-        by_root: dict[str, set[str]] = {}
-        for gpu in parent:
-            by_root.setdefault(root(gpu), set()).add(gpu)
-        groups = free.memo["strong_groups"] = [frozenset(g) for g in by_root.values()]
+        groups = free.memo["strong_groups"] = strongest_nvlink_groups(free.node)
     return groups  # type: ignore[return-value]
 
 

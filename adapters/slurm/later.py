@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from adapters.slurm.fastplan import strongest_nvlink_groups
 from adapters.slurm.inventory import SlurmInventory
 from adapters.slurm.jobdesc import JobSpec
 from adapters.slurm.plan import Signature, format_signature
@@ -57,26 +58,15 @@ class Layout:
 
 
 def layout(node: Node, type_of: Mapping[str, str]) -> Layout:
-    strongest = max((link.links for link in node.nvlinks), default=0)
-    parent = {g.id: g.id for g in node.gpus}
-
-    def root(gpu: str) -> str:
-        while parent[gpu] != gpu:
-            gpu = parent[gpu]
-        return gpu
-
-    for link in node.nvlinks:
-        if link.links == strongest and link.gpu_a in parent and link.gpu_b in parent:
-            parent[root(link.gpu_a)] = root(link.gpu_b)
-    roots: dict[str, set[str]] = {}
+    group_of = {g: i for i, group in enumerate(strongest_nvlink_groups(node)) for g in group}
+    groups: dict[str, set[int]] = {}
     for gpu in node.gpus:
         if gpu.id in type_of:
-            roots.setdefault(type_of[gpu.id], set()).add(root(gpu.id))
-    numbers = {r: i for i, r in enumerate(sorted({r for rs in roots.values() for r in rs}))}
+            groups.setdefault(type_of[gpu.id], set()).add(group_of[gpu.id])
     return Layout(
         gpus=Counter(type_of[g.id] for g in node.gpus if g.healthy and g.id in type_of),
         nics=Counter(type_of[n.name] for n in node.nics if n.healthy and n.name in type_of),
-        strong={t: numbers[next(iter(rs))] for t, rs in roots.items() if len(rs) == 1 and strongest},
+        strong={t: next(iter(gs)) for t, gs in groups.items() if len(gs) == 1 and node.nvlinks},
     )
 
 
@@ -92,15 +82,21 @@ def _candidates(shape: Layout, gpus: int) -> list[dict[str, int]]:
     return out
 
 
+def gpus_by_type(signature: Signature, members: int) -> Counter[str]:
+    """GPUs per GRES type that ``members`` members of ``signature`` take."""
+    return Counter({gtype: count * members for name, gtype, count in signature if name == "gpu"})
+
+
 def waiting_demand(comments: Iterable[str]) -> Counter[str]:
-    """GPUs per GRES type asked by jobs waiting with a later-start signature (their comments)."""
+    """GPUs per GRES type asked by jobs waiting with a later-start signature (their comments). A
+    comment is the user's text too: an item that does not read as ``name:type:count`` is skipped,
+    never an error (this runs in the agent's refresh, which a raise would stop)."""
     demand: Counter[str] = Counter()
     for comment in comments:
-        for members, signature in _LATER.findall(comment):
-            for item in signature.split(","):
-                name, gtype, count = item.split(":")
-                if name == "gpu":
-                    demand[gtype] += int(members) * int(count)
+        for members, text in _LATER.findall(comment):
+            items = [item.split(":") for item in text.split(",")]
+            signature = tuple((p[0], p[1], int(p[2])) for p in items if len(p) == 3 and p[2].isdigit())
+            demand.update(gpus_by_type(signature, int(members)))
     return demand
 
 
@@ -109,15 +105,16 @@ def later_comment(plan_id: str, members: int, signature: Signature) -> str:
 
 
 def _eligible(inventory: SlurmInventory, spec: JobSpec) -> list[Node]:
+    """Nodes the job may land on. (A job naming a GPU model is not typed for later: the agent keeps
+    its model's node-feature rewrite, so models are not filtered here.)"""
     member = spec.job.roles[0].member
-    models = member.gpu_models
     return [
         n
         for n in inventory.inventory.nodes
         if n.name not in spec.excluded
         and n.name in inventory.device_maps
         and all(n.labels.get(k) == v for k, v in member.node_selector.items())
-        and sum(1 for g in n.gpus if not models or any(m in g.model for m in models)) >= member.gpus
+        and len(n.gpus) >= member.gpus
     ]
 
 

@@ -90,6 +90,9 @@ def test_waiting_jobs_are_read_back_from_their_comments() -> None:
         "sw1": 6,
         "sw2": 3,
     }
+    # a user's own text that looks like a tag is read as far as it makes sense, never an error
+    junk = [f"{LATER_TAG} id=me n=2 gpu:sw9:x,gpu:sw3:1,junk", f"{LATER_TAG} id=x n=1 :"]
+    assert waiting_demand(junk) == {"sw3": 2}
 
 
 @pytest.mark.needs_pipeline
