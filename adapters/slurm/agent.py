@@ -78,6 +78,7 @@ from adapters.slurm.pending import (
 from adapters.slurm.place_client import peer_uid
 from adapters.slurm.place_client import render as render_lines
 from adapters.slurm.plan import NotEnforceable, ParsedPlan, Signature, SlurmPlan, to_slurm_plan, tres_per_node
+from adapters.slurm.running import SQUEUE_RUNNING, RunningJobs, parse_running
 from adapters.slurm.scontrol import SlurmNode, parse_show_node, split_fields
 from adapters.slurm.topology_conf import SlurmTopology, parse_topology_conf, parse_topology_yaml
 from solver.answer.verify import verify
@@ -156,6 +157,8 @@ class _Snapshot:
     features: frozenset[str] = frozenset()
     awaiting: tuple[str, ...] = ()  # eligible pending jobs backfill has not given a start yet
     waiting: Counter[str] = field(default_factory=Counter)  # GPUs per GRES type of later-typed jobs
+    # Node → GPU GRES index → when the running job holding it ends (read only with later_types).
+    ends: dict[str, dict[int, float]] | None = None
     # The inventory's nodes grouped alike, for choosing a submit's candidate nodes (candidates.py).
     index: NodeIndex | None = None
 
@@ -300,6 +303,7 @@ class Agent:
     _passed_at: float = -1e18  # time.monotonic() of the last job passed to Slurm's queue unplanned
     # Later-typed answers (plan id → when, GPUs per type) not yet in a snapshot's pending comments.
     _later: dict[str, tuple[float, Counter[str]]] = field(default_factory=dict)
+    _running: RunningJobs = field(default_factory=RunningJobs)  # read only with later_types
     refinements: list[dict[str, Any]] = field(default_factory=list)  # what became of each fast plan
     replans: list[dict[str, Any]] = field(default_factory=list)  # each re-plan tried (Agent._replan)
     _replans: Counter[str] = field(default_factory=Counter)  # by job id
@@ -358,6 +362,7 @@ class Agent:
         # Submit time and pending reason first: a comment may hold anything, "|" included.
         pending = parse_pending(self._run([self.config.squeue, "-h", "-t", "PD", "-o", SQUEUE_FORMAT]))
         nodes = parse_show_node(self._run([self.config.scontrol, "-o", "show", "node", "-d"]))
+        ends = self._read_running() if self.config.later_types else None
         now = time.time()
         kept, work = self._follow_up_work(pending, now, nodes)
         held = held_plans(kept, nodes, now, self.config.plan_ttl_s)
@@ -378,6 +383,7 @@ class Agent:
             features=frozenset(f for n in nodes for f in n.features),
             awaiting=tuple(awaiting_backfill(kept, now, self.config.unpin_window_s)),
             waiting=waiting_demand(job.comment for job in pending),
+            ends=ends,
             index=NodeIndex(
                 inventory.inventory.nodes, {name: t.source for name, t in inventory.node_types.items()}
             )
@@ -387,6 +393,20 @@ class Agent:
         if work is not None:  # after the snapshot: the follow-up plans on this read
             down = frozenset(n.name for n in nodes if not n.schedulable)
             self._following = self._solves.submit(self._follow, work, down, kept)
+
+    def _read_running(self) -> dict[str, dict[int, float]]:
+        """When each GPU in use frees (:mod:`adapters.slurm.running`): the running jobs' ends each
+        read, a job's GPUs once (when first seen). A job that ended between the two reads has no
+        ``scontrol`` record; its GPUs count as held by no job read."""
+
+        def show(ids: list[str]) -> str:
+            try:
+                return self._run([self.config.scontrol, "-d", "show", "job", *ids])
+            except RuntimeError:
+                return ""
+
+        self._running.read(parse_running(self._run([self.config.squeue, *SQUEUE_RUNNING])), show)
+        return self._running.ends()
 
     def warm(self) -> None:
         """What the first submit would otherwise pay (~0.5 s on a loaded host): each node type's
@@ -914,7 +934,13 @@ class Agent:
         (:mod:`adapters.slurm.later`), or passed on as submitted when no signature keeps it together
         (or a GPU model is named: its type is the model's, the node feature rewrite keeps it)."""
         signature = (
-            later_signature(spec, inventory, self._waiting())
+            later_signature(
+                spec,
+                inventory,
+                self._waiting(),
+                self._snapshot.ends if self._snapshot is not None else None,
+                time.time(),
+            )
             if self.config.later_types and not spec.gpu_type
             else None
         )

@@ -14,9 +14,13 @@ job may land on (GPUs enough, labels, not excluded):
 1. valid on all of them — each node has those types with as many devices;
 2. inside one strongest NVLink group (an NVLink half) on as many of them as possible, for 2+ GPUs;
 3. on as few switch groups as possible: each must be free on one node at once;
-4. the least pressed: the largest share, over the types used, of that type's GPUs in use now, asked
-   by jobs already waiting typed (:data:`LATER_TAG` in their comment) or by this one, so waiting jobs
-   spread over the switch groups instead of queueing on the first.
+4. the soonest free, when the running jobs' ends are known (:mod:`adapters.slurm.running`): per type,
+   the time at which as many of its GPUs will have freed, over all those nodes, as jobs already
+   waiting typed for it (:data:`LATER_TAG` in their comment) ask plus this one — a group held by long
+   jobs is not chosen because it looks no busier now than one freeing in a minute;
+5. the least pressed: the largest share, over the types used, of that type's GPUs in use now, asked
+   by jobs already waiting typed or by this one, so waiting jobs spread over the switch groups
+   instead of queueing on the first.
 
 Only one-node jobs that ask one NIC per GPU are typed so. Typing every waiting job — GPU-only ones
 for their NVLink half, gangs too — was tried first on the churn bench (`bench.slurm_compare --churn
@@ -30,7 +34,9 @@ enumerate, no type common to all the nodes: None, the job goes as submitted.
 
 from __future__ import annotations
 
+import heapq
 import itertools
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -44,6 +50,12 @@ from solver.domain.model import NicMode, Node
 
 LATER_TAG = "topoplace/later"
 MAX_TYPES = 10  # a node with more GPU switch groups is not enumerated (3^10 signatures)
+# Slurm's EndTime is a job's time limit, not its real end: start estimates closer than this are the
+# same to the choice, and the pressure (rule 5) spreads such jobs over the groups.
+START_GRAIN_S = 30.0
+# A GPU in use by no job the agent has read (a pending plan's reservation, a job started since the
+# last read) is counted as freeing this far ahead.
+UNKNOWN_END_S = 300.0
 _LATER = re.compile(rf"{re.escape(LATER_TAG)} id=\S+ n=(\d+) (\S+)")
 
 
@@ -111,7 +123,8 @@ def _eligible(inventory: SlurmInventory, spec: JobSpec) -> list[Node]:
     return [
         n
         for n in inventory.inventory.nodes
-        if n.name not in spec.excluded
+        if n.schedulable  # down or drained: Slurm starts nothing there
+        and n.name not in spec.excluded
         and n.name in inventory.device_maps
         and all(n.labels.get(k) == v for k, v in member.node_selector.items())
         and len(n.gpus) >= member.gpus
@@ -119,10 +132,15 @@ def _eligible(inventory: SlurmInventory, spec: JobSpec) -> list[Node]:
 
 
 def later_signature(
-    spec: JobSpec, inventory: SlurmInventory, waiting: Mapping[str, int] = Counter()
+    spec: JobSpec,
+    inventory: SlurmInventory,
+    waiting: Mapping[str, int] = Counter(),
+    ends: Mapping[str, Mapping[int, float]] | None = None,
+    now: float = 0.0,
 ) -> Signature | None:
     """The switch-typed signature of one member for a start on whichever node Slurm picks later, or
-    None (see the module's docstring)."""
+    None (see the module's docstring). ``ends``: node → GPU GRES index → when its holder ends (epoch
+    seconds, :meth:`adapters.slurm.running.RunningJobs.ends`); without it rule 4 is skipped."""
     member = spec.job.roles[0].member
     nic_mode = member.nics.mode
     with_nics = nic_mode == NicMode.PER_GPU or (
@@ -139,6 +157,7 @@ def later_signature(
     memo: dict[tuple[str, int], Layout] = {}
     used: Counter[str] = Counter()
     capacity: Counter[str] = Counter()
+    frees: dict[str, dict[str, list[float]]] = {}  # node → type → seconds until each GPU is free
     for node in nodes:
         device_map = inventory.device_maps[node.name]
         source = inventory.node_types[node.name].source if node.name in inventory.node_types else node.name
@@ -147,7 +166,18 @@ def later_signature(
             memo[key] = layout(node, device_map.type_of)
         weights[key] += 1
         capacity.update(memo[key].gpus)
-        used.update(device_map.type_of.get(g, "") for a in node.allocations for g in a.gpus)
+        in_use = {g for a in node.allocations for g in a.gpus}
+        broken = {g.id for g in node.gpus if not g.healthy}
+        used.update(device_map.type_of.get(g, "") for g in in_use)
+        if ends is not None:
+            held, per_type = ends.get(node.name, {}), frees.setdefault(node.name, {})
+            for idx, gpu in enumerate(device_map.gpu_by_idx):
+                if gpu in broken:
+                    continue
+                end = held.get(idx, now + UNKNOWN_END_S) if gpu in in_use else now
+                per_type.setdefault(device_map.type_of.get(gpu, ""), []).append(max(0.0, end - now))
+            for times in per_type.values():
+                times.sort()
 
     layouts = [(memo[key], weight) for key, weight in weights.items()]
 
@@ -157,14 +187,35 @@ def later_signature(
             for t, c in counts.items()
         )
 
-    def score(counts: dict[str, int]) -> tuple[int, int, float, float, tuple[str, ...]]:
+    def start(counts: dict[str, int]) -> float:
+        """Grains until some node has these GPUs free for this job, after the jobs waiting for its
+        types: each node offers a slot each time another multiple of the counts has freed there, and
+        the jobs ahead (in this job's size) take the soonest slots. 0 without ends."""
+        if ends is None:
+            return 0
+        slots = []
+        for per_type in frees.values():
+            turn = 1
+            while all(turn * c <= len(per_type.get(t, ())) for t, c in counts.items()):
+                slots.append(max(per_type[t][turn * c - 1] for t, c in counts.items()))
+                turn += 1
+        ahead = max(math.ceil(waiting.get(t, 0) / c) for t, c in counts.items())
+        if ahead >= len(slots):
+            return math.inf
+        return math.ceil(heapq.nsmallest(ahead + 1, slots)[-1] / START_GRAIN_S)
+
+    def shape_cost(counts: dict[str, int]) -> tuple[int, int]:
+        """Rules 2 and 3: nodes where it straddles NVLink groups, switch groups it needs."""
         split = sum(
             weight
             for shape, weight in layouts
             if member.gpus > 1 and len({shape.strong.get(t, -1 - i) for i, t in enumerate(counts)}) > 1
         )
+        return split, len(counts)
+
+    def pressure(counts: dict[str, int]) -> tuple[float, float, tuple[str, ...]]:
         pressed = [(used[t] + waiting.get(t, 0) + c) / capacity[t] for t, c in counts.items()]
-        return split, len(counts), max(pressed), sum(pressed), tuple(sorted(counts))
+        return max(pressed), sum(pressed), tuple(sorted(counts))
 
     if all(
         sum(s.gpus.values()) == member.gpus and (not with_nics or sum(s.nics.values()) == member.gpus)
@@ -174,7 +225,9 @@ def later_signature(
     valid = [c for c in _candidates(layouts[0][0], member.gpus) if all(fits(c, s) for s, _ in layouts)]
     if not valid:
         return None
-    best = min(valid, key=score)
+    # Rule 4 only among the signatures that rules 2-3 keep: it is the costly one (a pass over nodes).
+    fewest = min(map(shape_cost, valid))
+    best = min((c for c in valid if shape_cost(c) == fewest), key=lambda c: (start(c), *pressure(c)))
     items = [("gpu", t, c) for t, c in best.items()]
     if with_nics:
         items += [("nic", t, c) for t, c in best.items()]

@@ -6,7 +6,10 @@ keep together."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections import Counter
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,7 @@ from adapters.slurm.nodetypes import NodeType, switch_groups
 from bench.slurm_compare import halves_capture
 from solver.domain.model import Allocation, Inventory
 from solver.ingest.nvidia_smi import parse_topology
+from tests.slurm.conftest import agent_on
 
 
 def cluster(kinds: dict[str, str], used: dict[str, tuple[str, ...]] | None = None) -> SlurmInventory:
@@ -55,6 +59,31 @@ def test_one_gpu_and_its_nic_share_a_type_and_go_where_fewest_gpus_are_taken() -
         ("gpu", "sw3", 1),
         ("nic", "sw3", 1),
     )
+
+
+def test_a_group_held_for_the_hour_is_not_chosen_over_one_that_frees_in_a_minute() -> None:
+    """Session 27's churn bench: typed jobs still pending at the end had been given sw0/sw1, which
+    the background held for good — in use now, they looked no busier than groups freeing soon."""
+    now = 1_000_000.0
+    # every node: one GPU of sw0 and of sw1 held by an hour-long job, sw2 and sw3 by short ones
+    busy = cluster(ALIGNED, {name: ("GPU0", "GPU2", "GPU4", "GPU5", "GPU6", "GPU7") for name in ALIGNED})
+    ends = {
+        name: {0: now + 3600, 2: now + 3600, 4: now + 60, 5: now + 60, 6: now + 90, 7: now + 90}
+        for name in ALIGNED
+    }
+    job = spec("gres:gpu:2,gres:nic:2")
+    # by use now alone: sw0 (half used) — where no node frees two GPUs within the hour
+    assert later_signature(job, busy) == (("gpu", "sw0", 2), ("nic", "sw0", 2))
+    # by when they free: sw2, free on every node in a minute
+    assert later_signature(job, busy, ends=ends, now=now) == (("gpu", "sw2", 2), ("nic", "sw2", 2))
+    # four 2-GPU jobs already wait for sw2 (one per node): the next one waits for sw3
+    assert later_signature(job, busy, Counter({"sw2": 8}), ends, now) == (
+        ("gpu", "sw3", 2),
+        ("nic", "sw3", 2),
+    )
+    # a GPU in use by no job read (a plan, a job just started) is not counted as free
+    unread = {name: {0: now + 3600, 2: now + 3600} for name in ALIGNED}
+    assert later_signature(job, busy, ends=unread, now=now) == (("gpu", "sw2", 2), ("nic", "sw2", 2))
 
 
 def test_four_gpus_stay_inside_one_nvlink_half_of_the_nodes_they_may_land_on() -> None:
@@ -124,3 +153,43 @@ def test_the_agent_types_a_job_with_no_room_now_for_later_and_spreads_the_next_o
     assert agent._waiting() == counts["gpu"]
     second = agent.place(job)  # sw1, the most used, still gets the lone GPU: 8 of 8 beats 9 of 8
     assert second.get("later") and agent._waiting() == {t: 2 * c for t, c in counts["gpu"].items()}
+
+
+@pytest.mark.needs_pipeline
+def test_the_agent_reads_when_running_jobs_end_and_types_a_waiting_job_for_the_soonest_group(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    """The captured cluster with its held GPUs given to running jobs (stand-ins print them as Slurm
+    does): gpu03's sw3 frees in two minutes, everything else in an hour or is planned. With
+    ``later_types`` the agent reads the running jobs in its refresh and a 2-GPU job with no room
+    waits for sw3; by use alone every group looks alike and it would wait for sw0."""
+    now = time.time()
+    soon, late = (datetime.fromtimestamp(now + s).isoformat(timespec="seconds") for s in (120, 7200))
+    held = {"11": ("gpu03", "0-5", late), "12": ("gpu03", "6-7", soon), "13": ("gpu02", "2-3", late)}
+    jobs = tmp_path / "jobs.txt"
+    jobs.write_text(
+        "".join(
+            f"JobId={i} JobName=wrap\n   JobState=RUNNING Reason=None\n"
+            f"     Nodes={node} CPU_IDs=0 Mem=0 GRES=gpu:sw0:0(IDX:),gpu:sw1:2(IDX:{idx})\n\n"
+            for i, (node, idx, _) in held.items()
+        )
+    )
+    running = tmp_path / "running.txt"
+    running.write_text("".join(f"{i}|{end}\n" for i, (_, _, end) in held.items()))
+    scontrol, squeue = tmp_path / "scontrol", tmp_path / "squeue"
+    nodes = fixtures / "scontrol-show-node-d.txt"
+    scontrol.write_text(f'#!/bin/sh\ncase "$*" in *"show job"*) cat {jobs};; *) cat {nodes};; esac\n')
+    squeue.write_text(f'#!/bin/sh\ncase "$*" in *"-t R"*) cat {running};; esac\nexit 0\n')
+    for path in (scontrol, squeue):
+        path.chmod(0o755)
+    agent = agent_on(fixtures, scontrol, squeue)
+    agent.config = dataclasses.replace(agent.config, later_types=True)
+    agent.refresh()
+    assert agent._snapshot is not None and agent._snapshot.ends == {
+        "gpu03": {i: (now + (120 if i > 5 else 7200)) // 1 for i in range(8)},
+        "gpu02": {2: (now + 7200) // 1, 3: (now + 7200) // 1},
+    }
+    assert agent.place({"tres_per_node": "gres:gpu:8"})["action"] == "apply"  # gpu01
+    assert agent.place({"tres_per_node": "gres:gpu:6"})["action"] == "apply"  # gpu02's free six
+    answer = agent.place({"tres_per_node": "gres:gpu:2,gres:nic:2"})
+    assert answer.get("later") and answer["set"]["tres_per_node"] == "gres:gpu:sw3:2,gres:nic:sw3:2", answer
