@@ -86,6 +86,7 @@ from solver.domain.errors import InvalidRequest
 from solver.domain.model import (
     Allocation,
     Inventory,
+    JobResult,
     Policy,
     Requirement,
     SolveRequest,
@@ -899,7 +900,7 @@ class Agent:
                 self._stage("fast", mark)
                 late = self._wait(result, "solve")
                 if not isinstance(late, SolveResult):
-                    return self._fast_answer(desc, spec, inventory, late, fast, problems)
+                    return self._fast_answer(desc, spec, inventory, request, late, fast, problems)
                 result = late
         except InvalidRequest as err:
             if all(p.path.startswith("jobs") for p in err.problems):  # the job itself, not the site
@@ -910,7 +911,7 @@ class Agent:
             raise
         job = result.jobs[0]
         if not job.placed:
-            reason = job.reason.message if job.reason else "not placed"
+            reason = _why_unplaced(request, inventory.inventory, job)
             never = self._never_fits(request, inventory.inventory, spec)
             if never:
                 return {
@@ -1000,6 +1001,7 @@ class Agent:
         desc: dict[str, Any],
         spec: JobSpec,
         inventory: SlurmInventory,
+        request: SolveRequest,
         solve: InFlight,
         fast: SolveResult,
         problems: Sequence[str],
@@ -1011,7 +1013,7 @@ class Agent:
         waited = round(self.config.answer_budget_s * 1000)
         job = fast.jobs[0]
         if not problems and not job.placed:
-            why = job.reason.message if job.reason else ""
+            why = _why_unplaced(request, inventory.inventory, job)
             return self._later_answer(
                 desc,
                 spec,
@@ -1227,6 +1229,16 @@ class Agent:
             "message": f"topoplace: planned {plan.req_nodes} {plan.tres_per_node} (locality tier {tier}, "
             f"{result.status.name.lower()}{', devices rewritten to Slurm order' if plan.rewritten else ''})",
         }
+
+
+def _why_unplaced(request: SolveRequest, inventory: Inventory, job: JobResult) -> str:
+    """The solver's reason, unless the request held no schedulable node while the cluster has some:
+    the candidates leave out the nodes closed to this job, so every one was excluded (``-x``) or
+    promised by backfill to a job queued ahead — not "the cluster has no schedulable node"."""
+    sent = request.inventory.nodes
+    if not any(n.schedulable for n in sent) and any(n.schedulable for n in inventory.nodes):
+        return "every node that could take it is excluded or promised by backfill to a job queued ahead"
+    return job.reason.message if job.reason else "not placed"
 
 
 def _gpus_of(signature: Signature) -> str:

@@ -171,6 +171,17 @@ def test_agent_answers_never_fits_pass_and_error(agent: Agent) -> None:
 
 
 @pytest.mark.needs_pipeline
+def test_a_job_every_schedulable_node_is_closed_to_is_not_told_the_cluster_has_none(agent: Agent) -> None:
+    """Nodes excluded by the job or promised by backfill to a job ahead are not sent to the solver,
+    which then saw no schedulable node and said so: 23 submits of the churn bench (session 28) read
+    "the cluster has no schedulable node" on a cluster of 64 running nodes."""
+    answer = agent.place({"tres_per_node": "gres:gpu:1", "exc_nodes": "gpu[01-03]"})  # gpu04 is down
+    assert answer["action"] == "pass", answer
+    assert "excluded or promised by backfill" in answer["message"], answer
+    assert "no schedulable node" not in answer["message"]
+
+
+@pytest.mark.needs_pipeline
 def test_fast_client_talks_to_the_agent_and_fails_closed_when_it_cannot(agent: Agent) -> None:
     running = serve_agent(agent)
     try:
