@@ -725,13 +725,7 @@ class Agent:
         """The solve request for one job: only the nodes worth sending (:func:`candidate_nodes`).
         Excluded nodes (``-x``) and nodes backfill has promised to an earlier pending job before this
         one would end are not planned on: pinned there, the job would wait for that job."""
-        promised = self._snapshot.promised if self._snapshot else {}
-        ends = time.time() + spec.time_limit_s if spec.time_limit_s is not None else float("inf")
-        closed = (
-            set(spec.excluded)
-            | promised_before(promised, ends, self._resolution_s or BACKFILL_RESOLUTION_S)
-            | also_closed
-        )
+        closed = set(spec.excluded) | self._promised_ahead(spec) | also_closed
         index = self._snapshot.index if self._snapshot else None
         if index is not None and index.type_keys == self._type_keys:
             nodes = index.candidates(inventory.nodes, Ask.of(spec.job), closed)
@@ -744,6 +738,12 @@ class Agent:
             jobs=(spec.job,),
             policy=policy,
         )
+
+    def _promised_ahead(self, spec: JobSpec) -> set[str]:
+        """Nodes backfill has promised to an earlier pending job that starts before this one would end."""
+        promised = self._snapshot.promised if self._snapshot else {}
+        ends = time.time() + spec.time_limit_s if spec.time_limit_s is not None else float("inf")
+        return promised_before(promised, ends, self._resolution_s or BACKFILL_RESOLUTION_S)
 
     def _hosts_at_most(self, inventory: Inventory, spec: JobSpec) -> int:
         """Nodes that could hold one member on an empty cluster (GPU count and labels only). Members
@@ -941,6 +941,7 @@ class Agent:
                 self._waiting(),
                 self._snapshot.ends if self._snapshot is not None else None,
                 time.time(),
+                frozenset(self._promised_ahead(spec)),
             )
             if self.config.later_types and not spec.gpu_type
             else None

@@ -137,10 +137,13 @@ def later_signature(
     waiting: Mapping[str, int] = Counter(),
     ends: Mapping[str, Mapping[int, float]] | None = None,
     now: float = 0.0,
+    promised: frozenset[str] = frozenset(),
 ) -> Signature | None:
     """The switch-typed signature of one member for a start on whichever node Slurm picks later, or
     None (see the module's docstring). ``ends``: node → GPU GRES index → when its holder ends (epoch
-    seconds, :meth:`adapters.slurm.running.RunningJobs.ends`); without it rule 4 is skipped."""
+    seconds, :meth:`adapters.slurm.running.RunningJobs.ends`); without it rule 4 is skipped.
+    ``promised``: nodes backfill has promised to a job ahead — their free GPUs are that job's, not
+    free for this one (counted as freeing in :data:`UNKNOWN_END_S`)."""
     member = spec.job.roles[0].member
     nic_mode = member.nics.mode
     with_nics = nic_mode == NicMode.PER_GPU or (
@@ -174,7 +177,8 @@ def later_signature(
             for idx, gpu in enumerate(device_map.gpu_by_idx):
                 if gpu in broken:
                     continue
-                end = held.get(idx, now + UNKNOWN_END_S) if gpu in in_use else now
+                taken = gpu in in_use or node.name in promised
+                end = held.get(idx, now + UNKNOWN_END_S) if taken else now
                 per_type.setdefault(device_map.type_of.get(gpu, ""), []).append(max(0.0, end - now))
             for times in per_type.values():
                 times.sort()

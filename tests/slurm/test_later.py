@@ -86,6 +86,25 @@ def test_a_group_held_for_the_hour_is_not_chosen_over_one_that_frees_in_a_minute
     assert later_signature(job, busy, ends=unread, now=now) == (("gpu", "sw2", 2), ("nic", "sw2", 2))
 
 
+def test_gpus_free_on_a_node_promised_to_a_job_ahead_are_not_counted_free() -> None:
+    """Churn bench seed 2 (session 28): a 2-GPU job typed for sw0, free then only on nodes backfill
+    had promised to whole-node jobs queued ahead, was the one job left pending that started untyped."""
+    now = 1_000_000.0
+    # a0: sw0 free, the rest held; elsewhere sw0 and sw1 held for the hour, sw2 and sw3 soon
+    used = {name: tuple(f"GPU{i}" for i in range(8)) for name in ALIGNED}
+    used["a0"] = tuple(f"GPU{i}" for i in range(2, 8))
+    busy = cluster(ALIGNED, used)
+    soon = {4: now + 60, 5: now + 60, 6: now + 90, 7: now + 90}
+    ends = {name: dict.fromkeys(range(4), now + 3600) | soon for name in ALIGNED}
+    job = spec("gres:gpu:2,gres:nic:2")
+    assert later_signature(job, busy, ends=ends, now=now) == (("gpu", "sw0", 2), ("nic", "sw0", 2))
+    promised = frozenset({"a0"})
+    assert later_signature(job, busy, ends=ends, now=now, promised=promised) == (
+        ("gpu", "sw2", 2),
+        ("nic", "sw2", 2),
+    )
+
+
 def test_four_gpus_stay_inside_one_nvlink_half_of_the_nodes_they_may_land_on() -> None:
     aligned = later_signature(spec("gres:gpu:4,gres:nic:4"), cluster(ALIGNED))
     assert aligned is not None and {t for _, t, _ in aligned} == {"sw0", "sw1"}  # halves (0-3), (4-7)
