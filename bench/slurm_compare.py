@@ -10,9 +10,12 @@ by :func:`halves_capture`. Three configurations, same seed → same background a
 * ``slurm``  — Slurm alone: ``Gres=gpu:8,nic:8``, gres.conf with ``Cores=`` and ``Links=``, no types;
 * ``typed``  — GRES typed per switch group (``gpu:sw0:2,…``, the README's install step 2), no hook;
 * ``hook``   — typed GRES + job_submit.lua + agent + solver (the agent's defaults);
-* ``hook-later`` — the same with ``--later-types``: a one-node job with a NIC per GPU and no room at
-  submit is typed for a later start (adapters/slurm/later.py). Session 27's runs, made before that
-  became opt-in, call the default ``hook-pass`` and this one ``hook``.
+* ``hook-later`` — the same with ``--later-types`` said explicitly: a one-node job with a NIC per GPU
+  and no room at submit is typed for a later start (adapters/slurm/later.py; the agent's default
+  since session 28, opt-in before);
+* ``hook-untyped`` — the same with ``--no-later-types``: such a job goes to Slurm's queue untyped
+  (the default before session 28). Session 27's raw files call this one ``hook-pass`` and
+  ``hook-later`` ``hook``.
 
 The TaskProlog (``adapters/slurm/taskprolog.sh``) runs in all three. Background: Slurm places ~40 %
 of the GPUs itself (``-w node --gres=gpu:k``, hook off). Stream (:func:`job_stream`): 1–8-GPU jobs and
@@ -64,7 +67,8 @@ from adapters.slurm.later import LATER_TAG
 from adapters.slurm.nodetypes import load_node_type
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ("slurm", "typed", "hook", "hook-later")
+CONFIGS = ("slurm", "typed", "hook", "hook-later", "hook-untyped")
+LATER_TYPES = {"hook-later": True, "hook-untyped": False}  # other hook configs: the agent's default
 STRONG, WEAK = 18, 2
 
 # Per kind: the GPUs and the NICs of each of the four PCIe switch groups (groups 0-1 on NUMA 0), and
@@ -326,7 +330,8 @@ def run(
             cluster.run("sbatch", "-o", "/dev/null", *args, "--wrap", "sleep 3000")
         _settle(cluster, 60)
         if server is not None:
-            agent = counting_agent(cluster, server.port, later_types=config == "hook-later")
+            later = {"later_types": LATER_TYPES[config]} if config in LATER_TYPES else {}
+            agent = counting_agent(cluster, server.port, **later)
             # The documented form: a unix socket, which job_submit.lua asks itself (luaposix) when
             # installed — no client process per submit (runs before session 10's end used TCP).
             running = serve_agent(agent, unix=workdir / "agent.sock")
@@ -839,7 +844,7 @@ def render(results: list[RunResult], command: str) -> str:
             "",
             "Pending at the end: " + "; ".join(f"{c} {json.dumps(r.pending_reasons)}" for c, r in present),
         ]
-        for name in ("hook", "hook-later"):
+        for name in ("hook", *LATER_TYPES):
             if (hook := by_key.get((nodes, seed, name))) is not None:
                 out += [
                     "",

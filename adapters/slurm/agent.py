@@ -137,10 +137,11 @@ class AgentConfig:
     # there) is first planned again on nodes where its GRES types are free (Agent._replan).
     replan: bool = True
     # A one-node job with a NIC per GPU and no room now is typed for a later start on a node Slurm
-    # chooses (adapters.slurm.later): each GPU behind its NIC's switch. Off by default: on the churn
-    # bench (session 27) it left 12 of 749 pairs off-switch instead of 100 of 807, but started 316
-    # jobs in the window instead of 324 (bench/RESULTS-slurm.md). False: passed on untyped.
-    later_types: bool = False
+    # chooses (adapters.slurm.later): each GPU behind its NIC's switch. On by default since session
+    # 28 chose the groups that free soonest: on the churn bench (64 nodes, seeds 1-3) 32 of 2,041
+    # pairs off-switch against 234 of 2,065 untyped, for 936 jobs started in the window against 940
+    # (bench/RESULTS-slurm.md). False: such a job goes to Slurm's queue untyped.
+    later_types: bool = True
     debug_dir: Path | None = None  # when set, every solve request is written there (for bug reports)
 
 

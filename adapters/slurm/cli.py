@@ -86,10 +86,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     agent.add_argument(
         "--later-types",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="type a one-node job with a NIC per GPU and no room now per switch group, for a later "
-        "start on a node Slurm chooses: GPU/NIC pairs stay aligned, some jobs wait longer "
-        "(docs/slurm.md)",
+        "start on a node Slurm chooses: GPU/NIC pairs stay aligned, a few jobs wait longer "
+        "(default: on; --no-later-types sends such a job to Slurm's queue untyped; docs/slurm.md)",
     )
     agent.add_argument(
         "--answer-budget",

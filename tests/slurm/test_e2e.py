@@ -395,7 +395,7 @@ def test_a_job_with_no_room_now_is_typed_for_later_and_starts_aligned_where_slur
         harness.cluster.write_hook_conf({"enabled": "yes"})
     harness.agent.refresh()
     default = harness.agent.config
-    harness.agent.config = dataclasses.replace(default, later_types=True)  # opt-in: docs/slurm.md
+    harness.agent.config = dataclasses.replace(default, later_types=True)  # the default; said here
     try:
         code, job_id, err, _ = harness.sbatch("--gpus-per-node=5", "--gres=nic:5", "-t", "10")
     finally:

@@ -403,7 +403,8 @@ def test_refresh_reads_pending_jobs_first_and_dates_the_snapshot_by_its_start(
     log.write_text("")
     started = clock.monotonic()
     agent.refresh()
-    assert log.read_text().split() == ["squeue", "scontrol"]
+    # then the running jobs' ends (squeue -t R, for the later-start choice: adapters/slurm/running.py)
+    assert log.read_text().split() == ["squeue", "scontrol", "squeue"]
     assert agent._snapshot is not None and agent._snapshot.taken - started < 0.5
 
 

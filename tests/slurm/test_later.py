@@ -150,7 +150,9 @@ def test_the_agent_types_a_job_with_no_room_now_for_later_and_spreads_the_next_o
     its lone GPU on the most used switch group, and what it waits for is counted for the next."""
     job = {"tres_per_node": "gres:gpu:7,gres:nic:7", "comment": "mine"}
     assert agent.place({"tres_per_node": "gres:gpu:8"})["action"] == "apply"
-    assert agent.place(job)["action"] == "pass"  # off by default (session 27: fewer jobs started)
+    assert agent.config.later_types  # the default since session 28
+    agent.config = dataclasses.replace(agent.config, later_types=False)
+    assert agent.place(job)["action"] == "pass"  # --no-later-types: left to Slurm's queue untyped
     agent.config = dataclasses.replace(agent.config, later_types=True)
     first = agent.place(job)
     assert first["action"] == "apply" and first.get("later"), first
