@@ -5,7 +5,7 @@ with cons_tres + topology/tree, one ``slurmd -N`` per node on loopback) of four 
 in two NVLink halves (NV18 inside a half, NV2 across) and 8 NICs, 2 GPUs + 2 NICs per PCIe switch
 group, which differ in how GPUs, NICs and halves meet (``BENCH_KINDS``: aligned, rotated NICs, reversed
 NICs, halves across the NUMA nodes). The captures are synthetic ``nvidia-smi topo -m`` text written
-by :func:`halves_capture`. Three configurations, same seed → same background and same job stream:
+by :func:`halves_capture`. The configurations (same seed → same background and same job stream):
 
 * ``slurm``  — Slurm alone: ``Gres=gpu:8,nic:8``, gres.conf with ``Cores=`` and ``Links=``, no types;
 * ``typed``  — GRES typed per switch group (``gpu:sw0:2,…``, the README's install step 2), no hook;
@@ -17,7 +17,7 @@ by :func:`halves_capture`. Three configurations, same seed → same background a
   (the default before session 28). Session 27's raw files call this one ``hook-pass`` and
   ``hook-later`` ``hook``.
 
-The TaskProlog (``adapters/slurm/taskprolog.sh``) runs in all three. Background: Slurm places ~40 %
+The TaskProlog (``adapters/slurm/taskprolog.sh``) runs in all of them. Background: Slurm places ~40 %
 of the GPUs itself (``-w node --gres=gpu:k``, hook off). Stream (:func:`job_stream`): 1–8-GPU jobs and
 2–4-node gangs, about a third GPU-only, the rest asking one NIC per GPU (``--gres=nic:k``).
 
