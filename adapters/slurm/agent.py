@@ -398,14 +398,16 @@ class Agent:
 
     def _read_running(self) -> dict[str, dict[int, float]]:
         """When each GPU in use frees (:mod:`adapters.slurm.running`): the running jobs' ends each
-        read, a job's GPUs once (when first seen). A job that ended between the two reads has no
-        ``scontrol`` record; its GPUs count as held by no job read."""
+        read, a job's GPUs once (when first seen). ``scontrol`` refuses a job that ended between the
+        two reads: then the one-job call fails, and the job, gone from the next ``squeue``, is never
+        asked again."""
 
-        def show(ids: list[str]) -> str:
+        def show(ids: list[str]) -> str | None:
             try:
                 return self._run([self.config.scontrol, "-d", "show", "job", *ids])
-            except RuntimeError:
-                return ""
+            except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+                _log.warning("running jobs not read", jobs=ids[:5], error=str(err)[:300])
+                return None
 
         self._running.read(parse_running(self._run([self.config.squeue, *SQUEUE_RUNNING])), show)
         return self._running.ends()

@@ -50,7 +50,7 @@ from adapters.slurm.gres import (
 from adapters.slurm.hostlist import HostlistError, expand
 from adapters.slurm.plancomment import ParsedPlan, parse_plan_comment
 
-_NODE_GRES = re.compile(r"^\s*Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)", re.MULTILINE)
+NODE_GRES = re.compile(r"^\s*Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)", re.MULTILINE)
 SYSFS_VERBS = Path("/sys/class/infiniband_verbs")
 
 
@@ -65,7 +65,7 @@ class Allocated:
 def node_gres(job_text: str, node: str) -> str | None:
     """The ``GRES=`` of ``node`` in ``scontrol show job -d`` output; None when the job has no line
     for it (not allocated there, or not started)."""
-    for hostlist, gres in _NODE_GRES.findall(job_text):
+    for hostlist, gres in NODE_GRES.findall(job_text):
         try:
             if node in expand(hostlist):
                 return gres

@@ -9,15 +9,16 @@ yet, each GPU stays behind its NIC's switch on *any* node Slurm chooses; the pri
 waits for those switch groups rather than for any GPUs.
 
 The member's signature (GRES type → count, NICs typed as their GPUs) is chosen from every node the
-job may land on (GPUs enough, labels, not excluded):
+job may land on (schedulable, GPUs enough, labels, not excluded):
 
 1. valid on all of them — each node has those types with as many devices;
 2. inside one strongest NVLink group (an NVLink half) on as many of them as possible, for 2+ GPUs;
 3. on as few switch groups as possible: each must be free on one node at once;
-4. the soonest free, when the running jobs' ends are known (:mod:`adapters.slurm.running`): per type,
-   the time at which as many of its GPUs will have freed, over all those nodes, as jobs already
-   waiting typed for it (:data:`LATER_TAG` in their comment) ask plus this one — a group held by long
-   jobs is not chosen because it looks no busier now than one freeing in a minute;
+4. the soonest free, when the running jobs' ends are known (:mod:`adapters.slurm.running`): the time
+   at which some node has the signature's GPUs free after the jobs already waiting typed for the
+   same groups (:data:`LATER_TAG` in their comment) — each node offers a slot each time another
+   multiple of the counts frees there, the jobs ahead take the soonest — so a group held by long jobs
+   is not chosen because it looks no busier now than one freeing in a minute;
 5. the least pressed: the largest share, over the types used, of that type's GPUs in use now, asked
    by jobs already waiting typed or by this one, so waiting jobs spread over the switch groups
    instead of queueing on the first.

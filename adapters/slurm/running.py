@@ -20,10 +20,10 @@ from datetime import datetime
 
 from adapters.slurm.gres import parse_gres_item, split_outside_parens
 from adapters.slurm.hostlist import HostlistError, expand
+from adapters.slurm.job_devices import NODE_GRES
 
 SQUEUE_RUNNING = ["-h", "-t", "R", "-o", "%i|%e"]  # id | EndTime
 BATCH_READ = 8  # more new jobs than this in one read: one ``scontrol show job`` of all jobs instead
-_NODE_GRES = re.compile(r"^\s+Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)", re.MULTILINE)
 _JOB_ID = re.compile(r"JobId=(\d+)")
 
 
@@ -51,7 +51,7 @@ def gpus_held(job_text: str) -> dict[str, dict[str, tuple[int, ...]]]:
         if not job_id:
             continue
         nodes: dict[str, tuple[int, ...]] = {}
-        for hostlist, gres in _NODE_GRES.findall(block):
+        for hostlist, gres in NODE_GRES.findall(block):
             indices: list[int] = []
             for text in split_outside_parens(gres):
                 try:
@@ -76,19 +76,20 @@ class RunningJobs:
     _held: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
     _ends: dict[str, float] = field(default_factory=dict)
 
-    def read(self, ends: Mapping[str, float], show: Callable[[list[str]], str]) -> None:
+    def read(self, ends: Mapping[str, float], show: Callable[[list[str]], str | None]) -> None:
         """Take one ``squeue`` read (``ends``); ``show(ids)`` returns ``scontrol -d show job`` text for
-        those ids, or for all jobs when given none."""
+        those ids (for all jobs when given none), or None when the call failed: those jobs are read
+        again next time. A job missing from the text (ended meanwhile) holds nothing."""
         for gone in self._held.keys() - ends.keys():
             del self._held[gone]
         new = [job_id for job_id in ends if job_id not in self._held]
-        if len(new) > BATCH_READ:
-            found = gpus_held(show([]))
-            for job_id in new:
-                self._held[job_id] = found.get(job_id, {})
-        else:
-            for job_id in new:
-                self._held[job_id] = gpus_held(show([job_id])).get(job_id, {})
+        batches: list[list[str]] = [[]] if len(new) > BATCH_READ else [[job_id] for job_id in new]
+        for ids in batches:
+            text = show(ids)
+            if text is not None:
+                found = gpus_held(text)
+                for job_id in ids or new:
+                    self._held[job_id] = found.get(job_id, {})
         self._ends = dict(ends)
 
     def ends(self) -> dict[str, dict[int, float]]:

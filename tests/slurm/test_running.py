@@ -59,3 +59,20 @@ def test_many_new_jobs_are_read_in_one_call_and_one_gone_meanwhile_holds_nothing
     assert calls == [[]]  # one read of all jobs
     ends = running.ends()
     assert "n0" not in ends and ends["n1"] == {0: 50.0} and len(ends) == BATCH_READ
+
+
+def test_jobs_whose_read_failed_are_read_again_not_taken_as_holding_nothing() -> None:
+    """A failed ``scontrol`` (slurmctld busy, a timeout) used to leave the new jobs recorded with no
+    GPUs for good: their GPUs then counted as held by no job read."""
+    answers: list[str | None] = [None, job("1", "n1", "0-1")]
+    calls: list[list[str]] = []
+
+    def show(ids: list[str]) -> str | None:
+        calls.append(ids)
+        return answers.pop(0)
+
+    running = RunningJobs()
+    running.read({"1": 100.0}, show)
+    assert running.ends() == {}
+    running.read({"1": 100.0}, show)
+    assert calls == [["1"], ["1"]] and running.ends() == {"n1": {0: 100.0, 1: 100.0}}
