@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import random
@@ -626,6 +627,7 @@ def hook_cost(
     submits: int | None = None,
     client_kind: str = "python",
     budget_ms: float | None = None,
+    config: str = "hook",
 ) -> dict[str, Any]:
     """The hook's path without slurmctld: the stdlib client (``python3 -I -S place_client.py``, as
     job_submit.lua runs it) → the agent on a unix socket → the gRPC solver, for the bench's job stream
@@ -636,7 +638,11 @@ def hook_cost(
     ``client_kind`` "lua": job_submit.lua itself in one long-lived Lua 5.1 interpreter (as slurmctld
     keeps it), talking to the agent's socket through luaposix; the time is slurm_job_submit's own.
     ``budget_ms``: the agent's answer budget (0: wait for the solver, as before session 11; None:
-    the agent's default)."""
+    the agent's default). ``config``: a hook configuration of :data:`CONFIGS` (``hook-untyped``: no
+    later-start typing). The whole stream (``submits`` None) fills the cluster, so its last third
+    finds no room and takes the later-start path (later.py); its answers are counted apart.
+    No job runs here: the running jobs' read (``squeue -t R``) finds none, so every GPU in use counts
+    as freeing in ``later.UNKNOWN_END_S`` — the same walk over the nodes, ends or not."""
     paths = _write_captures(workdir / "captures")
     spec = ClusterSpec(
         nodes=nodes, nodes_per_leaf=8, leaves_per_spine=2, captures=tuple(paths), type_run=max(1, nodes // 64)
@@ -661,17 +667,22 @@ def hook_cost(
     pending.write_text("")
     scontrol, squeue = workdir / "scontrol", workdir / "squeue"
     scontrol.write_text(f"#!/bin/sh\ncat {show}\n")
-    squeue.write_text(f"#!/bin/sh\ncat {pending}\n")
+    # squeue -t R (the running jobs' read): none; any other squeue: the pending jobs.
+    squeue.write_text(f'#!/bin/sh\ncase " $* " in *" -t R "*) exit 0;; esac\ncat {pending}\n')
     for script in (scontrol, squeue):
         script.chmod(0o755)
     server = SolverProcess(workdir / "solver.log")
     budget = {} if budget_ms is None else {"answer_budget_s": budget_ms / 1000}
-    agent = counting_agent(cluster, server.port, scontrol=str(scontrol), squeue=str(squeue), **budget)
+    later = {"later_types": LATER_TYPES[config]} if config in LATER_TYPES else {}
+    stubs = {"scontrol": str(scontrol), "squeue": str(squeue)}
+    agent = counting_agent(cluster, server.port, **stubs, **budget, **later)
     running = serve_agent(agent, unix=workdir / "agent.sock")
     client = ROOT / "adapters" / "slurm" / "place_client.py"
     out: dict[str, Any] = {
         "nodes": nodes,
         "seed": seed,
+        "config": config,
+        "later_types": agent.config.later_types,
         "client": client_kind,
         "budget_ms": agent.config.answer_budget_s * 1000,
         "client_ms": [],
@@ -750,24 +761,33 @@ def hook_cost(
 def render_cost(runs: list[dict[str, Any]]) -> str:
     def pct(values: list[float], q: float) -> float:
         ordered = sorted(values)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else math.nan
 
     out = [
-        "| nodes | client | budget ms | submits | hook ms median / p99 | agent ms median / p99 "
-        "| fast plans | agent stages, median ms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| nodes | config | client | budget ms | submits | hook ms median / p99 | agent ms median / p99 "
+        "| no room now: submits, hook ms median / p99 (typed for later) | fast plans "
+        "| agent stages, median ms |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         keys = sorted({k for st in r["stages"] for k in st})
         stages = ", ".join(
             f"{k} {statistics.median([st.get(k, 0.0) for st in r['stages']]):.1f}" for k in keys
         )
+        # The answers that found no room (the later-start path when on, left to Slurm's queue when off).
+        no_room = [ms for ms, m in zip(r["client_ms"], r["messages"], strict=True) if "no room now" in m]
+        typed = sum("for a later start" in m for m in r["messages"])
+        later = (
+            f"{len(no_room)}, {statistics.median(no_room):.0f} / {pct(no_room, 0.99):.0f} ({typed})"
+            if no_room
+            else "0"
+        )
         out.append(
-            f"| {r['nodes']} | {r.get('client', 'python')} | {r.get('budget_ms', 0):g} | "
-            f"{len(r['client_ms'])} | "
+            f"| {r['nodes']} | {r.get('config', 'hook')} | {r.get('client', 'python')} | "
+            f"{r.get('budget_ms', 0):g} | {len(r['client_ms'])} | "
             f"{statistics.median(r['client_ms']):.0f} / "
             f"{pct(r['client_ms'], 0.99):.0f} | {statistics.median(r['agent_ms']):.0f} / "
-            f"{pct(r['agent_ms'], 0.99):.0f} | {r.get('fast', 0)} | {stages} |"
+            f"{pct(r['agent_ms'], 0.99):.0f} | {later} | {r.get('fast', 0)} | {stages} |"
         )
     return "\n".join(out)
 
@@ -973,11 +993,14 @@ def main() -> int:
     if args.hook_cost:
         costs = []
         for nodes in args.nodes:
-            runs = ((s, k, b) for s in args.seeds for k in args.client for b in args.budget_ms)
-            for seed, kind, budget in runs:
+            hooks = [c for c in args.configs if c.startswith("hook")] or ["hook"]
+            runs = (
+                (s, c, k, b) for s in args.seeds for c in hooks for k in args.client for b in args.budget_ms
+            )
+            for seed, config, kind, budget in runs:
                 workdir = Path(tempfile.mkdtemp(prefix="slurm-hook-cost-"))
                 try:
-                    costs.append(hook_cost(nodes, seed, workdir, args.submits, kind, budget))
+                    costs.append(hook_cost(nodes, seed, workdir, args.submits, kind, budget, config))
                 finally:
                     shutil.rmtree(workdir, ignore_errors=True)
                 print(json.dumps(costs[-1] | {"stages": None, "messages": None}), flush=True)
