@@ -59,7 +59,7 @@ from adapters.slurm.inventory import (
     with_reservations,
 )
 from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description, untyped_model_request
-from adapters.slurm.later import gpus_by_type, later_comment, later_signature, waiting_demand
+from adapters.slurm.later import NodeViews, gpus_by_type, later_comment, later_signature, waiting_demand
 from adapters.slurm.nodetypes import TopoDir
 from adapters.slurm.pending import (
     BACKFILL_RESOLUTION_S,
@@ -306,6 +306,7 @@ class Agent:
     # Later-typed answers (plan id → when, GPUs per type) not yet in a snapshot's pending comments.
     _later: dict[str, tuple[float, Counter[str]]] = field(default_factory=dict)
     _running: RunningJobs = field(default_factory=RunningJobs)  # read only with later_types
+    _views: NodeViews = field(default_factory=NodeViews)  # later_types: each node's free times, kept
     refinements: list[dict[str, Any]] = field(default_factory=list)  # what became of each fast plan
     replans: list[dict[str, Any]] = field(default_factory=list)  # each re-plan tried (Agent._replan)
     _replans: Counter[str] = field(default_factory=Counter)  # by job id
@@ -392,6 +393,8 @@ class Agent:
             if inventory
             else None,
         )
+        if ends is not None and inventory:
+            self._views.warm(inventory, ends, now)
         if work is not None:  # after the snapshot: the follow-up plans on this read
             down = frozenset(n.name for n in nodes if not n.schedulable)
             self._following = self._solves.submit(self._follow, work, down, kept)
@@ -945,6 +948,7 @@ class Agent:
                 self._snapshot.ends if self._snapshot is not None else None,
                 time.time(),
                 frozenset(self._promised_ahead(spec)),
+                self._views,
             )
             if self.config.later_types and not spec.gpu_type
             else None

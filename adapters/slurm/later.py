@@ -41,10 +41,10 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from adapters.slurm.fastplan import strongest_nvlink_groups
-from adapters.slurm.inventory import SlurmInventory
+from adapters.slurm.inventory import DeviceMap, SlurmInventory
 from adapters.slurm.jobdesc import JobSpec
 from adapters.slurm.plan import Signature, format_signature
 from solver.domain.model import NicMode, Node
@@ -132,6 +132,97 @@ def _eligible(inventory: SlurmInventory, spec: JobSpec) -> list[Node]:
     ]
 
 
+@dataclass(frozen=True)
+class NodeView:
+    """One node as rules 2-5 see it: its layout, GPUs in use per type, and when each GPU of a type
+    frees (epoch seconds, soonest first; ``-inf``: free now)."""
+
+    layout: Layout
+    used: Counter[str]
+    frees: Mapping[str, tuple[float, ...]]
+    _slots: dict[tuple[tuple[str, int], ...], tuple[float, ...]] = field(default_factory=dict, compare=False)
+
+    def slots(self, counts: tuple[tuple[str, int], ...]) -> tuple[float, ...]:
+        """When this node can start one more member of ``counts`` (type → GPUs), each time another
+        multiple of the counts has freed here, soonest first."""
+        kept = self._slots.get(counts)
+        if kept is None:
+            out, turn = [], 1
+            while all(turn * c <= len(self.frees.get(t, ())) for t, c in counts):
+                out.append(max(self.frees[t][turn * c - 1] for t, c in counts))
+                turn += 1
+            kept = self._slots[counts] = tuple(out)
+        return kept
+
+
+@dataclass
+class NodeViews:
+    """Each node's :class:`NodeView`, kept from submit to submit. Deriving them is a pass over every
+    GPU of every node the job may land on — 120-150 ms a submit at 1,024 nodes (session 29's
+    ``bench.slurm_compare --hook-cost``), in the hook's 50 ms. The agent's nodes stay the same
+    objects from read to read while unchanged (:mod:`adapters.slurm.inventory` caches them), so a
+    view is made again only when its node object, its device map, its running jobs' ends or a
+    backfill promise changed. (The agent's refresh thread and its submits may both make views: a
+    race makes one twice, each whole.)"""
+
+    _views: dict[str, tuple[Node, DeviceMap, Mapping[int, float] | None, bool, NodeView]] = field(
+        default_factory=dict
+    )
+    # (the node's devices, their types) → layout: nodes of one kind share it, so a kind's NVLink
+    # groups are found once, not once per node, and rules 2-3 look at each kind once. By value (a
+    # node's device tuples are new whenever the node is read changed), so it holds one per kind.
+    _layouts: dict[tuple[object, ...], Layout] = field(default_factory=dict)
+
+    def warm(self, inventory: SlurmInventory, ends: Mapping[str, Mapping[int, float]], now: float) -> None:
+        """Make every node's view ahead of the submits (the agent's refresh thread, after a read):
+        a submit then re-derives only the nodes its own plans changed since."""
+        for node in inventory.inventory.nodes:
+            if node.name in inventory.device_maps:
+                self.view(node, inventory.device_maps[node.name], ends.get(node.name, {}), False, now)
+
+    def _layout(self, node: Node, device_map: DeviceMap) -> Layout:
+        key = (node.gpus, node.nics, node.nvlinks, tuple(device_map.type_of.items()))
+        kept = self._layouts.get(key)
+        if kept is None:
+            kept = self._layouts[key] = layout(node, device_map.type_of)
+        return kept
+
+    def view(
+        self, node: Node, device_map: DeviceMap, held: Mapping[int, float] | None, promised: bool, now: float
+    ) -> NodeView:
+        """``held``: GRES index → when its job ends (None: the ends were not read; rule 4 is then
+        skipped). A GPU in use by no job read frees :data:`UNKNOWN_END_S` after the view was made."""
+        kept = self._views.get(node.name)
+        if (
+            kept is not None
+            and kept[0] is node
+            and kept[1] is device_map
+            and kept[3] == promised
+            and (kept[2] is held or kept[2] == held)
+        ):
+            return kept[4]
+        shape = self._layout(node, device_map)
+        in_use = {g for a in node.allocations for g in a.gpus}
+        broken = {g.id for g in node.gpus if not g.healthy}
+        frees: dict[str, list[float]] = {}
+        for idx, gpu in enumerate(device_map.gpu_by_idx):
+            if gpu in broken:
+                continue
+            unknown = now + UNKNOWN_END_S
+            if gpu not in in_use and not promised:
+                end = -math.inf  # free now
+            else:
+                end = unknown if held is None else held.get(idx, unknown)
+            frees.setdefault(device_map.type_of.get(gpu, ""), []).append(end)
+        made = NodeView(
+            layout=shape,
+            used=Counter(device_map.type_of.get(g, "") for g in in_use),
+            frees={t: tuple(sorted(times)) for t, times in frees.items()},
+        )
+        self._views[node.name] = (node, device_map, held, promised, made)
+        return made
+
+
 def later_signature(
     spec: JobSpec,
     inventory: SlurmInventory,
@@ -139,12 +230,14 @@ def later_signature(
     ends: Mapping[str, Mapping[int, float]] | None = None,
     now: float = 0.0,
     promised: frozenset[str] = frozenset(),
+    views: NodeViews | None = None,
 ) -> Signature | None:
     """The switch-typed signature of one member for a start on whichever node Slurm picks later, or
     None (see the module's docstring). ``ends``: node → GPU GRES index → when its holder ends (epoch
     seconds, :meth:`adapters.slurm.running.RunningJobs.ends`); without it rule 4 is skipped.
     ``promised``: nodes backfill has promised to a job ahead — their free GPUs are that job's, not
-    free for this one (counted as freeing in :data:`UNKNOWN_END_S`)."""
+    free for this one (counted as freeing in :data:`UNKNOWN_END_S`). ``views``: kept between calls
+    (the agent's), else made for this one."""
     member = spec.job.roles[0].member
     nic_mode = member.nics.mode
     with_nics = nic_mode == NicMode.PER_GPU or (
@@ -157,34 +250,30 @@ def later_signature(
     nodes = _eligible(inventory, spec)
     if not nodes:
         return None
-    weights: Counter[tuple[str, int]] = Counter()  # nodes per layout
-    memo: dict[tuple[str, int], Layout] = {}
-    used: Counter[str] = Counter()
-    capacity: Counter[str] = Counter()
-    frees: dict[str, dict[str, list[float]]] = {}  # node → type → seconds until each GPU is free
-    for node in nodes:
-        device_map = inventory.device_maps[node.name]
-        source = inventory.node_types[node.name].source if node.name in inventory.node_types else node.name
-        key = (source, id(device_map))
-        if key not in memo:
-            memo[key] = layout(node, device_map.type_of)
-        weights[key] += 1
-        capacity.update(memo[key].gpus)
-        in_use = {g for a in node.allocations for g in a.gpus}
-        broken = {g.id for g in node.gpus if not g.healthy}
-        used.update(device_map.type_of.get(g, "") for g in in_use)
-        if ends is not None:
-            held, per_type = ends.get(node.name, {}), frees.setdefault(node.name, {})
-            for idx, gpu in enumerate(device_map.gpu_by_idx):
-                if gpu in broken:
-                    continue
-                taken = gpu in in_use or node.name in promised
-                end = held.get(idx, now + UNKNOWN_END_S) if taken else now
-                per_type.setdefault(device_map.type_of.get(gpu, ""), []).append(max(0.0, end - now))
-            for times in per_type.values():
-                times.sort()
+    views = views if views is not None else NodeViews()
+    seen = [
+        views.view(
+            node,
+            inventory.device_maps[node.name],
+            ends.get(node.name, {}) if ends is not None else None,
+            node.name in promised,
+            now,
+        )
+        for node in nodes
+    ]
+    weights: Counter[int] = Counter(id(v.layout) for v in seen)  # nodes per layout
+    by_id = {id(v.layout): v.layout for v in seen}
+    layouts = [(by_id[key], weight) for key, weight in weights.items()]
+    used: dict[str, int] = {}  # GPUs in use per type, summed for the types a candidate asks
 
-    layouts = [(memo[key], weight) for key, weight in weights.items()]
+    def in_use(gtype: str) -> int:
+        if gtype not in used:
+            used[gtype] = sum(v.used.get(gtype, 0) for v in seen)
+        return used[gtype]
+
+    capacity: Counter[str] = Counter()
+    for shape, weight in layouts:
+        capacity.update({t: c * weight for t, c in shape.gpus.items()})
 
     def fits(counts: dict[str, int], shape: Layout) -> bool:
         return all(
@@ -198,16 +287,12 @@ def later_signature(
         the jobs ahead (in this job's size) take the soonest slots. 0 without ends."""
         if ends is None:
             return 0
-        slots = []
-        for per_type in frees.values():
-            turn = 1
-            while all(turn * c <= len(per_type.get(t, ())) for t, c in counts.items()):
-                slots.append(max(per_type[t][turn * c - 1] for t, c in counts.items()))
-                turn += 1
+        key = tuple(sorted(counts.items()))
         ahead = max(math.ceil(waiting.get(t, 0) / c) for t, c in counts.items())
-        if ahead >= len(slots):
+        soonest = heapq.nsmallest(ahead + 1, itertools.chain.from_iterable(v.slots(key) for v in seen))
+        if ahead >= len(soonest):
             return math.inf
-        return math.ceil(heapq.nsmallest(ahead + 1, slots)[-1] / START_GRAIN_S)
+        return math.ceil(max(0.0, soonest[-1] - now) / START_GRAIN_S)
 
     def shape_cost(counts: dict[str, int]) -> tuple[int, int]:
         """Rules 2 and 3: nodes where it straddles NVLink groups, switch groups it needs."""
@@ -219,7 +304,7 @@ def later_signature(
         return split, len(counts)
 
     def pressure(counts: dict[str, int]) -> tuple[float, float, tuple[str, ...]]:
-        pressed = [(used[t] + waiting.get(t, 0) + c) / capacity[t] for t, c in counts.items()]
+        pressed = [(in_use(t) + waiting.get(t, 0) + c) / capacity[t] for t, c in counts.items()]
         return max(pressed), sum(pressed), tuple(sorted(counts))
 
     if all(

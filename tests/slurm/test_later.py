@@ -12,11 +12,13 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from adapters.slurm.agent import Agent
 from adapters.slurm.inventory import DeviceMap, SlurmInventory
 from adapters.slurm.jobdesc import job_from_description
-from adapters.slurm.later import LATER_TAG, later_comment, later_signature, waiting_demand
+from adapters.slurm.later import LATER_TAG, NodeViews, later_comment, later_signature, waiting_demand
 from adapters.slurm.nodetypes import NodeType, switch_groups
 from bench.slurm_compare import halves_capture
 from solver.domain.model import Allocation, Inventory
@@ -103,6 +105,61 @@ def test_gpus_free_on_a_node_promised_to_a_job_ahead_are_not_counted_free() -> N
         ("gpu", "sw2", 2),
         ("nic", "sw2", 2),
     )
+    # the same with the views kept from one submit to the next (the agent's): a0 promised since
+    views = NodeViews()
+    assert later_signature(job, busy, ends=ends, now=now, views=views)[0] == ("gpu", "sw0", 2)
+    assert later_signature(job, busy, ends=ends, now=now, promised=promised, views=views)[0] == (
+        "gpu",
+        "sw2",
+        2,
+    )
+
+
+KINDS = ("aligned", "crossed", "rotated", "reversed")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(("allocate", "ends", "promise", "none")),
+            st.integers(0, 5),  # node
+            st.lists(st.integers(0, 7), max_size=8),  # GPUs (allocate) or indices (ends)
+            st.integers(0, 4000),  # seconds (ends)
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    tres=st.sampled_from(("gres:gpu:1,gres:nic:1", "gres:gpu:2,gres:nic:2", "gres:gpu:4,gres:nic:4")),
+)
+def test_views_kept_from_submit_to_submit_give_what_fresh_views_give(steps, tres) -> None:
+    """Session 29: the nodes' views are kept between submits (120-150 ms a submit at 1,024 nodes
+    when made afresh); a node changed since — its allocations, its jobs' ends, a backfill promise —
+    must be seen changed, so each answer is the one views made for it alone would give."""
+    now = 1_000_000.0
+    names = [f"n{i}" for i in range(6)]
+    # every node busy but for one GPU, its jobs ending over the hour: rule 4 (when they free) decides
+    base = cluster(
+        {name: KINDS[i % 4] for i, name in enumerate(names)},
+        {name: tuple(f"GPU{g}" for g in range(8) if g != i) for i, name in enumerate(names)},
+    )
+    nodes = {n.name: n for n in base.inventory.nodes}
+    ends = {name: {idx: now + 600 * ((idx + i) % 6) for idx in range(8)} for i, name in enumerate(names)}
+    promised: set[str] = set()
+    views = NodeViews()
+    job = spec(tres)
+    for action, i, values, seconds in steps:
+        name = names[i]
+        if action == "allocate":
+            gpus = tuple(sorted({f"GPU{g}" for g in values}))
+            nodes[name] = nodes[name].model_copy(update={"allocations": (Allocation(owner="x", gpus=gpus),)})
+        elif action == "ends":
+            ends[name] = {idx: now + seconds for idx in values}  # a new dict, as each read makes
+        elif action == "promise":
+            promised ^= {name}
+        inventory = SlurmInventory(Inventory(nodes=tuple(nodes.values())), base.device_maps, base.node_types)
+        args = (job, inventory, Counter({"sw1": 2}), ends, now, frozenset(promised))
+        assert later_signature(*args, views=views) == later_signature(*args)
 
 
 def test_four_gpus_stay_inside_one_nvlink_half_of_the_nodes_they_may_land_on() -> None:
