@@ -940,6 +940,7 @@ class Agent:
         """A job with no room now: typed for a later start on whichever node Slurm picks
         (:mod:`adapters.slurm.later`), or passed on as submitted when no signature keeps it together
         (or a GPU model is named: its type is the model's, the node feature rewrite keeps it)."""
+        mark = time.perf_counter()
         signature = (
             later_signature(
                 spec,
@@ -953,6 +954,7 @@ class Agent:
             if self.config.later_types and not spec.gpu_type
             else None
         )
+        self._stage("later", mark)
         if signature is None:
             return {"action": "pass", "message": f"topoplace: {why}; left to Slurm's queue{note}"}
         tres = tres_per_node(signature, spec)
