@@ -15,7 +15,9 @@ by :func:`halves_capture`. The configurations (same seed → same background and
   since session 28, opt-in before);
 * ``hook-untyped`` — the same with ``--no-later-types``: such a job goes to Slurm's queue untyped
   (the default before session 28). Session 27's raw files call this one ``hook-pass`` and
-  ``hook-later`` ``hook``.
+  ``hook-later`` ``hook``;
+* ``hook-later-gangs`` — gangs with a NIC per GPU and no room at submit typed for later too
+  (``AgentConfig.later_gangs``, session 29's trial).
 
 The TaskProlog (``adapters/slurm/taskprolog.sh``) runs in all of them. Background: Slurm places ~40 %
 of the GPUs itself (``-w node --gres=gpu:k``, hook off). Stream (:func:`job_stream`): 1–8-GPU jobs and
@@ -68,8 +70,13 @@ from adapters.slurm.later import LATER_TAG
 from adapters.slurm.nodetypes import load_node_type
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ("slurm", "typed", "hook", "hook-later", "hook-untyped")
-LATER_TYPES = {"hook-later": True, "hook-untyped": False}  # other hook configs: the agent's default
+CONFIGS = ("slurm", "typed", "hook", "hook-later", "hook-untyped", "hook-later-gangs")
+# The agent's later-start settings per hook configuration (others: the agent's defaults).
+LATER_TYPES: dict[str, dict[str, bool]] = {
+    "hook-later": {"later_types": True},
+    "hook-untyped": {"later_types": False},
+    "hook-later-gangs": {"later_types": True, "later_gangs": True},
+}
 STRONG, WEAK = 18, 2
 
 # Per kind: the GPUs and the NICs of each of the four PCIe switch groups (groups 0-1 on NUMA 0), and
@@ -331,7 +338,7 @@ def run(
             cluster.run("sbatch", "-o", "/dev/null", *args, "--wrap", "sleep 3000")
         _settle(cluster, 60)
         if server is not None:
-            later = {"later_types": LATER_TYPES[config]} if config in LATER_TYPES else {}
+            later = LATER_TYPES.get(config, {})
             agent = counting_agent(cluster, server.port, **later)
             # The documented form: a unix socket, which job_submit.lua asks itself (luaposix) when
             # installed — no client process per submit (runs before session 10's end used TCP).
@@ -673,7 +680,7 @@ def hook_cost(
         script.chmod(0o755)
     server = SolverProcess(workdir / "solver.log")
     budget = {} if budget_ms is None else {"answer_budget_s": budget_ms / 1000}
-    later = {"later_types": LATER_TYPES[config]} if config in LATER_TYPES else {}
+    later = LATER_TYPES.get(config, {})
     stubs = {"scontrol": str(scontrol), "squeue": str(squeue)}
     agent = counting_agent(cluster, server.port, **stubs, **budget, **later)
     running = serve_agent(agent, unix=workdir / "agent.sock")

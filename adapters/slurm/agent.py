@@ -142,6 +142,8 @@ class AgentConfig:
     # pairs off-switch against 234 of 2,065 untyped, for 936 jobs started in the window against 940
     # (bench/RESULTS-slurm.md). False: such a job goes to Slurm's queue untyped.
     later_types: bool = True
+    # With later_types: a gang (several nodes, a NIC per GPU) is typed for a later start too.
+    later_gangs: bool = False
     debug_dir: Path | None = None  # when set, every solve request is written there (for bug reports)
 
 
@@ -950,6 +952,7 @@ class Agent:
                 time.time(),
                 frozenset(self._promised_ahead(spec)),
                 self._views,
+                gangs=self.config.later_gangs,
             )
             if self.config.later_types and not spec.gpu_type
             else None

@@ -231,13 +231,15 @@ def later_signature(
     now: float = 0.0,
     promised: frozenset[str] = frozenset(),
     views: NodeViews | None = None,
+    gangs: bool = False,
 ) -> Signature | None:
     """The switch-typed signature of one member for a start on whichever node Slurm picks later, or
     None (see the module's docstring). ``ends``: node → GPU GRES index → when its holder ends (epoch
     seconds, :meth:`adapters.slurm.running.RunningJobs.ends`); without it rule 4 is skipped.
     ``promised``: nodes backfill has promised to a job ahead — their free GPUs are that job's, not
     free for this one (counted as freeing in :data:`UNKNOWN_END_S`). ``views``: kept between calls
-    (the agent's), else made for this one."""
+    (the agent's), else made for this one. ``gangs``: a job of several nodes is typed too (its
+    members on distinct nodes, each with the signature)."""
     member = spec.job.roles[0].member
     nic_mode = member.nics.mode
     with_nics = nic_mode == NicMode.PER_GPU or (
@@ -245,7 +247,7 @@ def later_signature(
     )
     if nic_mode == NicMode.PER_MEMBER and not with_nics and member.nics.count:
         return None
-    if not with_nics or spec.nodes > 1:
+    if not with_nics or (spec.nodes > 1 and not gangs):
         return None  # see the module's docstring: measured to cost more starts than it kept together
     nodes = _eligible(inventory, spec)
     if not nodes:
@@ -289,8 +291,12 @@ def later_signature(
             return 0
         key = tuple(sorted(counts.items()))
         ahead = max(math.ceil(waiting.get(t, 0) / c) for t, c in counts.items())
-        soonest = heapq.nsmallest(ahead + 1, itertools.chain.from_iterable(v.slots(key) for v in seen))
-        if ahead >= len(soonest):
+        if spec.nodes == 1:
+            slots = itertools.chain.from_iterable(v.slots(key) for v in seen)
+        else:  # a gang: one member a node, so a node's first slot only
+            slots = (v.slots(key)[0] for v in seen if v.slots(key))
+        soonest = heapq.nsmallest(ahead + spec.nodes, slots)
+        if ahead + spec.nodes > len(soonest):
             return math.inf
         return math.ceil(max(0.0, soonest[-1] - now) / START_GRAIN_S)
 

@@ -162,6 +162,22 @@ def test_views_kept_from_submit_to_submit_give_what_fresh_views_give(steps, tres
         assert later_signature(*args, views=views) == later_signature(*args)
 
 
+def test_a_gang_typed_for_later_waits_for_groups_free_on_as_many_nodes_as_it_has_members() -> None:
+    """Session 29's trial (``AgentConfig.later_gangs``): each member on its own node, so a group
+    freeing soon on one node only is not soon for a 2-node gang."""
+    now = 1_000_000.0
+    busy = cluster(ALIGNED, {name: tuple(f"GPU{i}" for i in range(8)) for name in ALIGNED})
+    hour = dict.fromkeys(range(8), now + 3600)
+    ends = {name: dict(hour) for name in ALIGNED}
+    ends["a0"].update({0: now + 60, 1: now + 60})  # sw0 frees in a minute on a0 alone
+    for name in ("a1", "a2"):
+        ends[name].update({2: now + 120, 3: now + 120})  # sw1 in two minutes on a1 and a2
+    one, gang = spec("gres:gpu:2,gres:nic:2"), spec("gres:gpu:2,gres:nic:2", nodes=2)
+    assert later_signature(one, busy, ends=ends, now=now)[0] == ("gpu", "sw0", 2)
+    assert later_signature(gang, busy, ends=ends, now=now) is None  # gangs stay untyped by default
+    assert later_signature(gang, busy, ends=ends, now=now, gangs=True)[0] == ("gpu", "sw1", 2)
+
+
 def test_four_gpus_stay_inside_one_nvlink_half_of_the_nodes_they_may_land_on() -> None:
     aligned = later_signature(spec("gres:gpu:4,gres:nic:4"), cluster(ALIGNED))
     assert aligned is not None and {t for _, t, _ in aligned} == {"sw0", "sw1"}  # halves (0-3), (4-7)
