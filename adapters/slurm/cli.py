@@ -93,6 +93,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "(default: on; --no-later-types sends such a job to Slurm's queue untyped; docs/slurm.md)",
     )
     agent.add_argument(
+        "--later-gangs",
+        action="store_true",
+        help="with --later-types, type a gang with no room now too (its members on distinct nodes): "
+        "no GPU/NIC pair off its switch, about one job fewer started in a 7-minute window "
+        "(bench/RESULTS-slurm.md, session 29)",
+    )
+    agent.add_argument(
         "--answer-budget",
         type=float,
         default=30.0,
@@ -232,6 +239,7 @@ def run_agent(args: argparse.Namespace) -> int:
         unpin_window_s=max(0.0, args.unpin_window),
         answer_budget_s=max(0.0, args.answer_budget) / 1000,
         later_types=args.later_types,
+        later_gangs=args.later_gangs,
     )
     try:
         running = serve_agent(

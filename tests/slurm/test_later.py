@@ -247,6 +247,13 @@ def test_the_agent_types_a_job_with_no_room_now_for_later_and_spreads_the_next_o
     assert agent._waiting() == counts["gpu"]
     second = agent.place(job)  # sw1, the most used, still gets the lone GPU: 8 of 8 beats 9 of 8
     assert second.get("later") and agent._waiting() == {t: 2 * c for t, c in counts["gpu"].items()}
+    # a gang with no room now: left untyped, unless --later-gangs
+    gang = {"min_nodes": 2, "tres_per_node": "gres:gpu:4,gres:nic:4"}
+    assert agent.place(gang)["action"] == "pass"
+    agent.config = dataclasses.replace(agent.config, later_gangs=True)
+    typed = agent.place(gang)
+    assert typed.get("later") and typed["set"]["min_nodes"] == typed["set"]["max_nodes"] == 2, typed
+    assert f"id={typed['plan_id']} n=2 " in typed["set"]["comment"]
 
 
 @pytest.mark.needs_pipeline
