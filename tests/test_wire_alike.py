@@ -289,3 +289,15 @@ def test_bad_devices_are_named_as_before_on_every_node_that_has_them() -> None:
         Problem(path="inventory.nodes[2].name", message="must not be empty"),
         Problem(path="inventory.nodes[2].gpus[1].memory_mib", message="must be at least 0, got -1"),
     )
+
+
+def test_a_reading_charges_nodes_alike_their_own_conversion() -> None:
+    """Nodes never seen but built alike are charged their own (cheaper) conversion in the reading's
+    pace, so a reading that converts them at that price reads its pace as 1, not as a fast spell."""
+    reading = wire.Reading(
+        until=float("inf"), convert_s_per_hit=0.01, convert_s_per_miss=1.0, convert_s_per_alike=0.25
+    )
+    reading.misses, reading.alike = 100, 90
+    assert reading.predicted_s(120) == 10 * 1.0 + 90 * 0.25 + 20 * 0.01
+    reading.started = 0.0
+    assert reading.pace(120, now=2 * reading.predicted_s(120)) == 2.0
