@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from solver.domain.errors import InvalidRequest, Problem
-from solver.domain.model import Node, SolveRequest
+from solver.domain.model import Allocation, Node, SolveRequest
 from solver.domain.nodekey import DEVICES
 from solver.domain.validate import validate
 from solver.service import wire
@@ -26,12 +26,9 @@ from topoplace.v1 import placement_pb2
 
 # --------------------------------------------------------------------------- random wire nodes
 
-# Few names, so that devices repeat (nodes built alike), references dangle, ids clash; and numbers
-# out of range, empty ids and unknown enum numbers, so that some nodes are refused.
-GPU_IDS = ("GPU0", "GPU1", "GPU2", "")
-NIC_NAMES = ("mlx5_0", "mlx5_1", "")
-SWITCHES = ("hb0", "pex0", "pex1", "")
-optional_int = st.sampled_from((None, -1, 0, 1))
+# Few names, so that devices repeat (nodes built alike), references dangle, ids clash; and, in a
+# kind of devices drawn bad, numbers out of range, empty ids and unknown enum numbers, so that some
+# nodes are refused for their devices (most kinds are good: only good devices are shared).
 optional_bool = st.sampled_from((None, False, True))
 
 
@@ -40,51 +37,64 @@ def message(cls: Any, **fields: Any) -> Any:
     return cls(**{k: v for k, v in fields.items() if v is not None})
 
 
-gpus = st.builds(
-    message,
-    st.just(placement_pb2.Gpu),
-    id=st.sampled_from(GPU_IDS),
-    index=st.sampled_from((-1, 0, 1, 3)),
-    # Per GPU: the naming field the devices' key leaves out and each node puts back.
-    uuid=st.sampled_from(("", "GPU-a", "GPU-b", " GPU-c ")),
-    model=st.sampled_from(("", "H100")),
-    memory_mib=st.sampled_from((-5, 0, 81920)),
-    numa=optional_int,
-    pcie_switch=st.sampled_from(SWITCHES),
-    healthy=optional_bool,
-)
-nics = st.builds(
-    message,
-    st.just(placement_pb2.Nic),
-    name=st.sampled_from(NIC_NAMES),
-    numa=optional_int,
-    pcie_switch=st.sampled_from(SWITCHES),
-    bandwidth_gbps=st.sampled_from((-1, 0, 400)),
-    rdma=optional_bool,
-    rail=optional_int,
-    healthy=optional_bool,
-)
-switches = st.builds(
-    message,
-    st.just(placement_pb2.PcieSwitch),
-    id=st.sampled_from(SWITCHES),
-    parent=st.sampled_from(SWITCHES),
-    kind=st.sampled_from((0, 1, 2, 9)),  # 9: no such SwitchKind
-    numa=optional_int,
-)
-numas = st.builds(
-    message,
-    st.just(placement_pb2.NumaNode),
-    id=st.sampled_from((-1, 0, 1)),
-    cpu_milli=st.sampled_from((-1, 0, 64000)),
-)
-nvlinks = st.builds(
-    message,
-    st.just(placement_pb2.NvLink),
-    gpu_a=st.sampled_from(GPU_IDS),
-    gpu_b=st.sampled_from(GPU_IDS),
-    links=st.sampled_from((-1, 0, 1, 18)),
-)
+def device_items(bad: bool) -> dict[str, st.SearchStrategy[Any]]:
+    """A strategy per device field of a node, for its items; with ``bad``, wrong values too."""
+
+    def pick(good: tuple[Any, ...], wrong: tuple[Any, ...]) -> st.SearchStrategy[Any]:
+        return st.sampled_from(good + wrong if bad else good)
+
+    gpu_ids, switches = pick(("GPU0", "GPU1", "GPU2"), ("",)), pick(("hb0", "pex0", "pex1"), ("",))
+    numa = pick((None, 0, 1), (-1,))
+    return {
+        "numa_nodes": st.builds(
+            message,
+            st.just(placement_pb2.NumaNode),
+            id=pick((0, 1), (-1,)),
+            cpu_milli=pick((0, 64000), (-1,)),
+        ),
+        "gpus": st.builds(
+            message,
+            st.just(placement_pb2.Gpu),
+            id=gpu_ids,
+            index=pick((0, 1, 3), (-1,)),
+            # Per GPU: the naming field the devices' key leaves out and each node puts back.
+            uuid=st.sampled_from(("", "GPU-a", "GPU-b", " GPU-c ")),
+            model=st.sampled_from(("", "H100")),
+            memory_mib=pick((0, 81920), (-5,)),
+            numa=numa,
+            pcie_switch=switches,
+            healthy=optional_bool,
+        ),
+        "nics": st.builds(
+            message,
+            st.just(placement_pb2.Nic),
+            name=pick(("mlx5_0", "mlx5_1"), ("",)),
+            numa=numa,
+            pcie_switch=switches,
+            bandwidth_gbps=pick((0, 400), (-1,)),
+            rdma=optional_bool,
+            rail=numa,
+            healthy=optional_bool,
+        ),
+        "pcie_switches": st.builds(
+            message,
+            st.just(placement_pb2.PcieSwitch),
+            id=switches,
+            parent=switches,
+            kind=pick((0, 1, 2), (9,)),  # 9: no such SwitchKind
+            numa=numa,
+        ),
+        "nvlinks": st.builds(
+            message,
+            st.just(placement_pb2.NvLink),
+            gpu_a=gpu_ids,
+            gpu_b=gpu_ids,
+            links=pick((0, 1, 18), (-1,)),
+        ),
+    }
+
+
+GOOD, BAD = device_items(bad=False), device_items(bad=True)
 shares = st.builds(
     message,
     st.just(placement_pb2.GpuShare),
@@ -108,24 +118,13 @@ allocations = st.builds(
 )
 
 
-DEVICE_ITEMS = {
-    "numa_nodes": numas,
-    "gpus": gpus,
-    "nics": nics,
-    "pcie_switches": switches,
-    "nvlinks": nvlinks,
-}
-
-
 @st.composite
 def devices(draw: st.DrawFn) -> placement_pb2.Node:
-    """A node's devices, nothing else: what nodes built alike share."""
+    """A node's devices, nothing else: what nodes built alike share; one kind in four may be bad."""
+    items = BAD if draw(st.integers(0, 3)) == 0 else GOOD
+    sizes = {"numa_nodes": 2, "gpus": 3, "nics": 2, "pcie_switches": 3, "nvlinks": 2}
     return placement_pb2.Node(
-        numa_nodes=draw(st.lists(numas, max_size=2)),
-        gpus=draw(st.lists(gpus, max_size=3)),
-        nics=draw(st.lists(nics, max_size=2)),
-        pcie_switches=draw(st.lists(switches, max_size=3)),
-        nvlinks=draw(st.lists(nvlinks, max_size=2)),
+        **{name: draw(st.lists(items[name], max_size=most)) for name, most in sizes.items()}
     )
 
 
@@ -163,7 +162,7 @@ def near_twin(draw: st.DrawFn, hardware: placement_pb2.Node) -> placement_pb2.No
     name = draw(st.sampled_from(held))
     items = getattr(twin, name)
     item = items[draw(st.integers(0, len(items) - 1))]
-    other = draw(DEVICE_ITEMS[name])
+    other = draw(draw(st.sampled_from((GOOD, BAD)))[name])
     field = item.DESCRIPTOR.fields_by_name[draw(st.sampled_from(sorted(item.DESCRIPTOR.fields_by_name)))]
     if field.has_presence and not other.HasField(field.name):
         item.ClearField(field.name)
@@ -238,37 +237,33 @@ def test_a_request_of_nodes_alike_reads_and_validates_as_before(nodes: list[plac
 
 
 def test_twins_share_their_devices_but_not_their_names_uuids_or_allocations() -> None:
-    """Two nodes alike but for their names, GPU UUIDs and allocations: the second is made from the
-    first's devices (the very objects, where nothing names them), and each keeps its own."""
-    base = kit.node("a", kit.SMALL)
-    twin = base.model_copy(
-        update={
-            "name": "b",
-            "gpus": tuple(g.model_copy(update={"uuid": f"GPU-b-{g.id}"}) for g in base.gpus),
-            "allocations": (kit.allocation("job-b", [base.gpus[0].id]),),
-        }
-    )
-    first = base.model_copy(
-        update={"gpus": tuple(g.model_copy(update={"uuid": f"GPU-a-{g.id}"}) for g in base.gpus)}
-    )
+    """Nodes alike but for their names, GPU UUIDs and allocations: the first is converted whole, the
+    second converts their devices for both, the third is made from them (the very objects, where
+    nothing names them), and each keeps its own names, UUIDs and allocations."""
+    base = kit.node("n", kit.SMALL)
+
+    def twin(name: str, allocations: tuple[Allocation, ...] = ()) -> Node:
+        gpus = tuple(g.model_copy(update={"uuid": f"GPU-{name}-{g.id}"}) for g in base.gpus)
+        return base.model_copy(update={"name": name, "gpus": gpus, "allocations": allocations})
+
+    sent = [twin("a"), twin("b", (kit.allocation("job-b", [base.gpus[0].id]),)), twin("c")]
     wire.NODE_CACHE.clear()
     wire.DEVICES_CACHE.clear()
     reading = wire.Reading(until=float("inf"))
-    a, b = (wire._node_from_proto(wire.to_proto(n, placement_pb2.Node), reading) for n in (first, twin))
-    assert (reading.misses, reading.alike) == (2, 1)
-    assert a == first and b == twin
-    assert a.name == "a" and b.name == "b"
-    assert [g.uuid for g in a.gpus] == [f"GPU-a-{g.id}" for g in base.gpus]
-    assert [g.uuid for g in b.gpus] == [f"GPU-b-{g.id}" for g in base.gpus]
-    assert a.allocations == () and b.allocations == twin.allocations
-    assert a.nics and all(x is y for x, y in zip(a.nics, b.nics, strict=True))  # shared, unnamed
-    # A node differing in one device field is not its twin: its own devices, its own values.
-    sick = twin.model_copy(
-        update={"name": "c", "gpus": (twin.gpus[0].model_copy(update={"healthy": False}), *twin.gpus[1:])}
-    )
-    c = wire._node_from_proto(wire.to_proto(sick, placement_pb2.Node), reading)
+    a, b, c = (wire._node_from_proto(wire.to_proto(n, placement_pb2.Node), reading) for n in sent)
     assert (reading.misses, reading.alike) == (3, 1)
-    assert c == sick and not c.gpus[0].healthy and b.gpus[0].healthy
+    assert [a, b, c] == sent
+    for got, name in zip((a, b, c), "abc", strict=True):
+        assert got.name == name and [g.uuid for g in got.gpus] == [f"GPU-{name}-{g.id}" for g in base.gpus]
+    assert b.allocations == sent[1].allocations and a.allocations == c.allocations == ()
+    assert b.nics and all(x is y for x, y in zip(b.nics, c.nics, strict=True))  # shared, unnamed
+    assert all(x is not y for x, y in zip(b.gpus, c.gpus, strict=True))  # named: their own
+    # A node differing in one device field is not their twin: its own devices, its own values.
+    gpus = (sent[2].gpus[0].model_copy(update={"healthy": False}), *sent[2].gpus[1:])
+    sick = sent[2].model_copy(update={"name": "d", "gpus": gpus})
+    d = wire._node_from_proto(wire.to_proto(sick, placement_pb2.Node), reading)
+    assert (reading.misses, reading.alike) == (4, 1)
+    assert d == sick and not d.gpus[0].healthy and c.gpus[0].healthy
 
 
 def test_bad_devices_are_named_as_before_on_every_node_that_has_them() -> None:
