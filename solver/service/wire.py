@@ -372,9 +372,10 @@ def _alike() -> _Alike | None:
 
 
 def _alike_node(msg: placement_pb2.Node, reading: Reading | None = None) -> Node | None:
-    """``msg`` as a Node made from the devices of a node built alike (converted now if none was),
-    or None when its devices fail their validation: the plain path then names the problems.
-    :class:`InvalidRequest` for a problem in its other fields."""
+    """``msg`` as a Node made from the devices of a node built alike (validated now if they are
+    seen for the second time), or None for the plain path: devices seen for the first time, or
+    failing their validation (the plain path then names the problems). :class:`InvalidRequest`
+    for a problem in its other fields."""
     alike = _alike()
     if alike is None:
         return None
