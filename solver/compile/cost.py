@@ -66,6 +66,11 @@ SMALL_BUILD_S = 0.1
 # normalised) and taken at its fast end. :class:`Pace` scales them by what the process measures.
 CONVERT_S_PER_NODE = 3e-4  # the wire's node into the domain's (solver.service.wire): pydantic
 WARM_CONVERT_S_PER_NODE = 1.5e-5  # the same node found in the wire's node cache (its bytes hashed)
+# A node never seen whose devices were converted for a node built alike (the wire's DEVICES_CACHE):
+# its own fields and its GPUs' UUIDs validated. First cold call of a fresh process, 16,384 nodes of
+# bench.quality, server's collector regime (session 29, load ~2): 119-140 us a node where the plain
+# conversion took 292-302 (CONVERT_S_PER_NODE's 3e-4); taken at its fast end, as that one.
+ALIKE_CONVERT_S_PER_NODE = 1.2e-4
 VALIDATE_S_PER_NODE = 1.2e-4  # solver.domain.validate, cold
 NORMALISE_S_PER_NODE = 2.5e-4  # solver.reduce.normalise's shape of a node, cold
 

@@ -33,9 +33,13 @@ NAMING: dict[type[BaseModel], frozenset[str]] = {
     Gpu: frozenset({"uuid"}),
     Allocation: frozenset({"owner", "labels"}),
 }
+# A node's devices: the fields that say what machine it is (with its scalars), as opposed to what
+# runs on it (``allocations``). The wire layer shares their conversion between nodes built alike
+# (solver.service.wire), less the devices' own NAMING fields.
+DEVICES = ("numa_nodes", "gpus", "nics", "pcie_switches", "nvlinks")
 # Fields holding models, turned into keys of their own (the rest are hashable values).
 _NESTED = {
-    Node: frozenset({"numa_nodes", "gpus", "nics", "pcie_switches", "nvlinks", "allocations"}),
+    Node: frozenset({*DEVICES, "allocations"}),
     Allocation: frozenset({"gpu_shares"}),
 }
 

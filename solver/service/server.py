@@ -162,7 +162,12 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
     def _converted_and_solved(
         self, request: placement_pb2.SolveRequest, request_id: str, call: Call
     ) -> SolveResult:
-        from solver.compile.cost import CONVERT_S_PER_NODE, PACE, WARM_CONVERT_S_PER_NODE
+        from solver.compile.cost import (
+            ALIKE_CONVERT_S_PER_NODE,
+            CONVERT_S_PER_NODE,
+            PACE,
+            WARM_CONVERT_S_PER_NODE,
+        )
         from solver.fallback import PLACING_SHARE, after_reading_s_per_node, answer_s
         from solver.service.partial import answer_from_nodes_read
 
@@ -181,15 +186,18 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
                 after_s_per_miss=per_miss,
                 convert_s_per_hit=WARM_CONVERT_S_PER_NODE * pace,
                 convert_s_per_miss=CONVERT_S_PER_NODE * pace,
+                convert_s_per_alike=ALIKE_CONVERT_S_PER_NODE * pace,
                 started=started,
             )
         domain = wire.request_from_proto(request, reading)
         converted_s = call.converted_s = time.perf_counter() - started
         self._metrics.stage_seconds.labels(stage="convert").observe(converted_s)
         if reading is not None:
-            read = len(domain.inventory.nodes)
-            predicted = CONVERT_S_PER_NODE * reading.misses + WARM_CONVERT_S_PER_NODE * (
-                read - reading.misses
+            read, fresh = len(domain.inventory.nodes), reading.misses - reading.alike
+            predicted = (
+                CONVERT_S_PER_NODE * fresh
+                + ALIKE_CONVERT_S_PER_NODE * reading.alike
+                + WARM_CONVERT_S_PER_NODE * (read - reading.misses)
             )
             PACE.observe(predicted, converted_s)
         update: dict[str, object] = {}
