@@ -23,12 +23,16 @@ job may land on (schedulable, GPUs enough, labels, not excluded):
    by jobs already waiting typed or by this one, so waiting jobs spread over the switch groups
    instead of queueing on the first.
 
-Only one-node jobs that ask one NIC per GPU are typed so. Typing every waiting job — GPU-only ones
-for their NVLink half, gangs too — was tried first on the churn bench (`bench.slurm_compare --churn
-420`, 64 nodes, seed 1, session 27): 0 of 689 pairs off-switch, but 304 jobs started in the window
-against 324 untyped, 8 gangs left pending with enough GPUs free in total, and no fewer NVLink halves
-straddled (32 of 171 against 24 of 180): a gang typed so waits until the same groups are free on all
-its nodes at once, and a GPU-only job gains only what the NVLink preference gives. Also left untyped:
+By default only one-node jobs that ask one NIC per GPU are typed so; gangs too with ``gangs``
+(``--later-gangs``), their start being when as many nodes as they have members each offer a slot.
+Typing every waiting job — GPU-only ones for their NVLink half, gangs too — was tried first on the
+churn bench (`bench.slurm_compare --churn 420`, 64 nodes, seed 1, session 27, before rule 4): 0 of
+689 pairs off-switch, but 304 jobs started in the window against 324 untyped, 8 gangs left pending
+with enough GPUs free in total, and no fewer NVLink halves straddled (32 of 171 against 24 of 180):
+a gang typed so waits until the same groups are free on all its nodes at once, and a GPU-only job
+gains only what the NVLink preference gives. With rule 4, gangs typed (session 29, seeds 1-3) cost
+about one job more in the window than one-node jobs alone, for 0 pairs off-switch instead of the
+gangs' 32 (bench/RESULTS-slurm.md "Session 29"). Also left untyped:
 whole nodes (nothing to keep together), a NIC count other than one per GPU, a layout too wide to
 enumerate, no type common to all the nodes: None, the job goes as submitted.
 """
