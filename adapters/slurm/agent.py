@@ -47,7 +47,7 @@ from typing import Any
 import structlog
 
 from adapters.connections import QuietClients
-from adapters.slurm.candidates import Ask, NodeIndex, candidate_nodes, hosts_at_most
+from adapters.slurm.candidates import Ask, NodeIndex, candidate_nodes, empty_candidates, hosts_at_most
 from adapters.slurm.fastplan import FAST_PLACER_S, fast_place
 from adapters.slurm.fastwire import SolveCall
 from adapters.slurm.gres import GresConf, parse_gres_conf
@@ -776,8 +776,9 @@ class Agent:
         cached = self._never_fits_cache.get(shape)
         if cached is not None:
             return cached
-        empty = [n.model_copy(update={"allocations": (), "schedulable": True}) for n in inventory.nodes]
-        nodes = candidate_nodes(empty, spec.job, set(), self._type_keys)
+        mark = time.perf_counter()
+        nodes = empty_candidates(inventory.nodes, spec.job, self._type_keys)
+        self._stage("never_fits", mark)
         again = self._solve_within(
             request.model_copy(update={"inventory": request.inventory.model_copy(update={"nodes": nodes})}),
             stage="never_fits",
@@ -842,9 +843,7 @@ class Agent:
         snapshot = self._snapshot
         if snapshot is None:
             return
-        features = {f for n in snapshot.nodes for f in n.features}
-        models = tuple(self._models)
-        fields, note = untyped_model_request(desc, features, models)
+        fields, note = untyped_model_request(desc, snapshot.features, tuple(self._models))
         if fields:
             answer["set"] = {**answer.get("set", {}), **fields}
         if note:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -269,7 +270,7 @@ _TRES_FIELDS = ("tres_per_node", "tres_per_job", "tres_per_task")
 
 
 def untyped_model_request(
-    desc: dict[str, Any], features: set[str], models: tuple[str, ...]
+    desc: dict[str, Any], features: AbstractSet[str], models: tuple[str, ...]
 ) -> tuple[dict[str, str], str]:
     """Fields that keep a ``--gres=gpu:<model>:N`` (or ``--gpus=<model>:N``) script working once GRES
     are typed per PCIe switch, for a job topoplace does not plan: the GPUs untyped (``gpu:N``, which

@@ -8,7 +8,16 @@ from collections.abc import Sequence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.slurm.candidates import EXPLAINING_NODES, Ask, NodeIndex, gang_leaves, hosts_at_most, node_facts
+from adapters.slurm.candidates import (
+    EXPLAINING_NODES,
+    Ask,
+    NodeIndex,
+    candidate_nodes,
+    empty_candidates,
+    gang_leaves,
+    hosts_at_most,
+    node_facts,
+)
 from solver.domain.model import Job, Locality, NicMode, Node, Requirement
 from tests import kit
 
@@ -117,6 +126,21 @@ def test_the_index_of_a_read_chooses_what_walking_every_node_chooses(
     assert index.hosts_at_most(member.gpus, member.node_selector) == hosts_at_most(
         now, member.gpus, member.node_selector
     )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(reads())
+def test_the_empty_cluster_is_asked_on_the_nodes_every_node_emptied_would_give(
+    case: tuple[list[Node], list[Node], Job, set[str], dict[str, str]],
+) -> None:
+    """The agent's "can this job ever fit?" question: only the nodes alike when empty that selection
+    would keep are copied empty; the solver is sent what copying every node gave."""
+    _, now, job, _, type_keys = case
+    emptied = [n.model_copy(update={"allocations": (), "schedulable": True}) for n in now]
+    expected = candidate_nodes(emptied, job, (), type_keys)
+    chosen = empty_candidates(now, job, type_keys)
+    assert [(n.name, n.schedulable) for n in chosen] == [(n.name, n.schedulable) for n in expected]
+    assert all(not n.allocations for n in chosen)
 
 
 def test_nodes_not_of_the_read_are_indexed_afresh() -> None:

@@ -333,7 +333,7 @@ def test_agent_passes_model_requests_on_as_untyped_gpus(agent: Agent) -> None:
     snapshot = agent._snapshot
     assert snapshot is not None
     nodes = [dataclasses.replace(n, features=("h100",)) for n in snapshot.nodes]
-    agent._snapshot = dataclasses.replace(snapshot, nodes=nodes)
+    agent._snapshot = dataclasses.replace(snapshot, nodes=nodes, features=frozenset({"h100"}))
     answer = agent.place(desc)
     assert answer["action"] == "pass"
     assert answer["set"] == {"tres_per_node": "gres:gpu:1", "features": "h100"}, answer
