@@ -365,7 +365,7 @@ def cancel_points_cold(at_s: list[float], nodes: int, pods: int) -> list[tuple[f
     message = wire.request_to_proto(base.model_copy(update={"jobs": jobs, "policy": Policy(time_limit_s=5)}))
 
     def run(at: float | None) -> tuple[float, float, str]:
-        wire.NODE_CACHE.clear()  # cold: nothing converted or computed for these nodes yet
+        wire.forget_nodes()  # cold: nothing converted or computed for these nodes yet
         NODE_MEMOS.lru.clear()
         cancel, tripped = Cancel(), [0.0]
 

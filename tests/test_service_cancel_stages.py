@@ -247,7 +247,7 @@ def server() -> Iterator[RunningServer]:
 def cold() -> None:
     """Forget every converted and per-node value: each call below converts, validates and
     normalises its 2,048 nodes from scratch, as a scheduler's first call does."""
-    wire.NODE_CACHE.clear()
+    wire.forget_nodes()
     NODE_MEMOS.lru.clear()
 
 

@@ -36,7 +36,7 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -47,7 +47,14 @@ from typing import Any
 import structlog
 
 from adapters.connections import QuietClients
-from adapters.slurm.candidates import Ask, NodeIndex, candidate_nodes, empty_candidates, hosts_at_most
+from adapters.slurm.candidates import (
+    Ask,
+    NodeIndex,
+    candidate_nodes,
+    empty_candidates,
+    hosts_at_most,
+    room_for_members,
+)
 from adapters.slurm.fastplan import FAST_PLACER_S, fast_place
 from adapters.slurm.fastwire import SolveCall
 from adapters.slurm.gres import GresConf, parse_gres_conf
@@ -304,6 +311,7 @@ class Agent:
     )
     _refining: dict[str, _Refining] = field(default_factory=dict)  # plan id → fast plan being refined
     _started: float = 0.0  # time.perf_counter() at the current request's arrival
+    _ahead: tuple[str, Signature | None] | None = None  # the current job's later-start type, chosen early
     _passed_at: float = -1e18  # time.monotonic() of the last job passed to Slurm's queue unplanned
     # Later-typed answers (plan id → when, GPUs per type) not yet in a snapshot's pending comments.
     _later: dict[str, tuple[float, Counter[str]]] = field(default_factory=dict)
@@ -696,15 +704,22 @@ class Agent:
         return max(0.0, self._started + self.config.answer_budget_s - time.perf_counter())
 
     def _solve_within(
-        self, request: SolveRequest, stage: str = "solve", share: float = 1.0
+        self,
+        request: SolveRequest,
+        stage: str = "solve",
+        share: float = 1.0,
+        meanwhile: Callable[[], None] | None = None,
     ) -> InFlight | SolveResult:
         """The solver's answer if it comes within ``share`` of the budget left, else the call still
-        in flight. Timed as ``<stage>`` (the wait)."""
+        in flight. Timed as ``<stage>`` (the wait). ``meanwhile`` runs once the call is sent, before
+        the wait (its own stages are its own)."""
         mark = time.perf_counter()
         left = self._budget_left()
         if left is None:
             result = self._call_solver(request)
             self._stage(stage, mark)
+            if meanwhile is not None:
+                meanwhile()
             return result
         call: InFlight
         if self.solve_fn is not None:
@@ -715,6 +730,8 @@ class Agent:
             message = request_message(request, self._type_keys)
             call = SolveCall(self.config.solver, message, self.config.time_limit_s + 1.0)
         self._stage(stage, mark)
+        if meanwhile is not None:
+            meanwhile()
         return self._wait(call, stage, share)
 
     def _wait(self, call: InFlight, stage: str, share: float = 1.0) -> InFlight | SolveResult:
@@ -806,6 +823,7 @@ class Agent:
             with self._lock:
                 self._started = started
                 self._stages = {}
+                self._ahead = None
                 answer = self._place_locked(desc, plan_id)
         except Unsupported as err:
             answer = {"action": "pass", "message": f"topoplace: not planned: {err}"}
@@ -892,7 +910,9 @@ class Agent:
 
             (self.config.debug_dir / f"{plan_id}.request.json").write_text(dump_request_json(request))
         try:
-            result = self._solve_within(request, share=FAST_HEAD_START)
+            result = self._solve_within(
+                request, share=FAST_HEAD_START, meanwhile=self._later_ahead(spec, inventory, request)
+            )
             if not isinstance(result, SolveResult):
                 # The fast plan is made while the solver works, not after the budget ran out: a
                 # fast answer then costs the budget, not the budget plus the fast placer (at 1,024
@@ -935,12 +955,25 @@ class Agent:
         self._issued[plan_id] = _Issued(time.monotonic(), {p.node: (p.gpus, p.nics) for p in plan.nodes})
         return self._apply(desc, spec, plan, result, unpinned=self._unpin_why(spec, snapshot))
 
-    def _later_answer(
-        self, desc: dict[str, Any], spec: JobSpec, inventory: SlurmInventory, why: str, note: str = ""
-    ) -> dict[str, Any]:
-        """A job with no room now: typed for a later start on whichever node Slurm picks
-        (:mod:`adapters.slurm.later`), or passed on as submitted when no signature keeps it together
-        (or a GPU model is named: its type is the model's, the node feature rewrite keeps it)."""
+    def _later_ahead(
+        self, spec: JobSpec, inventory: SlurmInventory, request: SolveRequest
+    ) -> Callable[[], None] | None:
+        """When no node sent can take one member now — a plan needs one per member, so the answer
+        will be "no room now" — the later-start type, chosen while the solver works rather than
+        after it answers: at 1,024 nodes it was the slowest part of those answers, 10-40 ms after
+        the solve on a loaded host (bench/RESULTS-slurm.md, session 30). None: the solve decides."""
+        if not self.config.later_types:
+            return None
+        if room_for_members(request.inventory.nodes, Ask.of(spec.job)) >= spec.nodes:
+            return None
+
+        def choose() -> None:
+            self._ahead = (spec.job.id, self._later_signature(spec, inventory))
+
+        return choose
+
+    def _later_signature(self, spec: JobSpec, inventory: SlurmInventory) -> Signature | None:
+        """The later-start type of :mod:`adapters.slurm.later` for this job (timed as ``later``)."""
         mark = time.perf_counter()
         signature = (
             later_signature(
@@ -957,6 +990,19 @@ class Agent:
             else None
         )
         self._stage("later", mark)
+        return signature
+
+    def _later_answer(
+        self, desc: dict[str, Any], spec: JobSpec, inventory: SlurmInventory, why: str, note: str = ""
+    ) -> dict[str, Any]:
+        """A job with no room now: typed for a later start on whichever node Slurm picks
+        (:mod:`adapters.slurm.later`), or passed on as submitted when no signature keeps it together
+        (or a GPU model is named: its type is the model's, the node feature rewrite keeps it)."""
+        ahead = self._ahead
+        if ahead is not None and ahead[0] == spec.job.id:
+            signature = ahead[1]
+        else:
+            signature = self._later_signature(spec, inventory)
         if signature is None:
             return {"action": "pass", "message": f"topoplace: {why}; left to Slurm's queue{note}"}
         tres = tres_per_node(signature, spec)

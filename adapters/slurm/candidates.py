@@ -217,6 +217,12 @@ class NodeIndex:
         return tuple(sent)
 
 
+def room_for_members(nodes: Iterable[Node], ask: Ask) -> int:
+    """Nodes of ``nodes`` that can take one member now (schedulable, free GPUs, NICs, CPU, memory
+    and labels enough): a plan needs one per member, so fewer than ``ask.replicas`` means no plan."""
+    return sum(1 for n in nodes if n.schedulable and _Alike.of(n, "", node_facts(n)).fits(ask))
+
+
 def hosts_at_most(nodes: Iterable[Node], gpus: int, selector: Mapping[str, str]) -> int:
     """Nodes with at least ``gpus`` GPUs and the labels of ``selector``, whatever runs on them: how
     many members of distinct nodes an empty cluster could hold at most. GPU counts and labels do

@@ -325,6 +325,13 @@ class _Alike:
     items: dict[str, TypeAdapter[Any]]  # a device field's items, as Node's field validates them
 
 
+def forget_nodes() -> None:
+    """Forget every node converted here and the devices kept for nodes built alike: the next call
+    converts cold, as a scheduler's first call does (benchmarks and tests of the cold path)."""
+    NODE_CACHE.clear()
+    DEVICES_CACHE.clear()
+
+
 def _plain_validation(model: type[BaseModel]) -> bool:
     """Whether ``model`` validates each field alone: no validator that could read another field."""
     decorators = model.__pydantic_decorators__

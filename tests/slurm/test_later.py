@@ -10,6 +10,8 @@ import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
+from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -254,6 +256,34 @@ def test_the_agent_types_a_job_with_no_room_now_for_later_and_spreads_the_next_o
     typed = agent.place(gang)
     assert typed.get("later") and typed["set"]["min_nodes"] == typed["set"]["max_nodes"] == 2, typed
     assert f"id={typed['plan_id']} n=2 " in typed["set"]["comment"]
+
+
+@pytest.mark.needs_pipeline
+def test_a_job_no_node_can_take_now_is_typed_for_later_while_the_solver_works(agent: Agent) -> None:
+    """Once gpu01 is planned no node sent can take a 7-GPU member, so the answer will be "no room
+    now": its later-start type is chosen before the solver answers, not after (after, it added 10-40
+    ms to those answers at 1,024 nodes on a loaded host). A job some node can take: nothing ahead."""
+    assert agent.place({"tres_per_node": "gres:gpu:8"})["action"] == "apply"
+    # The solver runs beside the answer only under a budget (the fixture waits for it): a long one.
+    agent.config = dataclasses.replace(agent.config, answer_budget_s=5.0)
+    solve = agent.solve_fn
+    assert solve is not None
+    seen: list[object] = []
+
+    def watched(request: Any, timeout_s: float) -> Any:
+        waited = time.monotonic() + 10
+        while agent._ahead is None and time.monotonic() < waited:
+            time.sleep(0.001)
+        seen.append(agent._ahead)
+        return solve(request, timeout_s)
+
+    agent.solve_fn = watched
+    answer = agent.place({"tres_per_node": "gres:gpu:7,gres:nic:7"})
+    assert answer.get("later") and "no room now" in answer["message"], answer
+    assert seen[0] == (answer["plan_id"], ANY) and "later" in answer["stages_ms"], (seen, answer)
+    agent.solve_fn = solve
+    assert agent.place({"tres_per_node": "gres:gpu:1,gres:nic:1"})["action"] == "apply"
+    assert agent._ahead is None
 
 
 @pytest.mark.needs_pipeline
