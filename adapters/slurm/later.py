@@ -176,6 +176,10 @@ class NodeViews:
     # groups are found once, not once per node, and rules 2-3 look at each kind once. By value (a
     # node's device tuples are new whenever the node is read changed), so it holds one per kind.
     _layouts: dict[tuple[object, ...], Layout] = field(default_factory=dict)
+    # Node name → (its device tuples and device map, their layout): a node changed by a plan or a
+    # read keeps its device tuples (a copy with other allocations), and hashing every device of it
+    # again was most of re-making its view (session 30 profile). Held, so identity is safe.
+    _layout_of: dict[str, tuple[object, object, object, DeviceMap, Layout]] = field(default_factory=dict)
 
     def warm(self, inventory: SlurmInventory, ends: Mapping[str, Mapping[int, float]], now: float) -> None:
         """Make every node's view ahead of the submits (the agent's refresh thread, after a read):
@@ -185,10 +189,20 @@ class NodeViews:
                 self.view(node, inventory.device_maps[node.name], ends.get(node.name, {}), False, now)
 
     def _layout(self, node: Node, device_map: DeviceMap) -> Layout:
+        same = self._layout_of.get(node.name)
+        if (
+            same is not None
+            and same[0] is node.gpus
+            and same[1] is node.nics
+            and same[2] is node.nvlinks
+            and same[3] is device_map
+        ):
+            return same[4]
         key = (node.gpus, node.nics, node.nvlinks, tuple(device_map.type_of.items()))
         kept = self._layouts.get(key)
         if kept is None:
             kept = self._layouts[key] = layout(node, device_map.type_of)
+        self._layout_of[node.name] = (node.gpus, node.nics, node.nvlinks, device_map, kept)
         return kept
 
     def view(

@@ -124,7 +124,7 @@ KINDS = ("aligned", "crossed", "rotated", "reversed")
 @given(
     steps=st.lists(
         st.tuples(
-            st.sampled_from(("allocate", "ends", "promise", "none")),
+            st.sampled_from(("allocate", "ends", "promise", "rekind", "none")),
             st.integers(0, 5),  # node
             st.lists(st.integers(0, 7), max_size=8),  # GPUs (allocate) or indices (ends)
             st.integers(0, 4000),  # seconds (ends)
@@ -137,7 +137,8 @@ KINDS = ("aligned", "crossed", "rotated", "reversed")
 def test_views_kept_from_submit_to_submit_give_what_fresh_views_give(steps, tres) -> None:
     """Session 29: the nodes' views are kept between submits (120-150 ms a submit at 1,024 nodes
     when made afresh); a node changed since — its allocations, its jobs' ends, a backfill promise —
-    must be seen changed, so each answer is the one views made for it alone would give."""
+    must be seen changed, so each answer is the one views made for it alone would give. Also a node
+    read again as another kind under its name (other devices, another device map): its layout too."""
     now = 1_000_000.0
     names = [f"n{i}" for i in range(6)]
     # every node busy but for one GPU, its jobs ending over the hour: rule 4 (when they free) decides
@@ -147,6 +148,8 @@ def test_views_kept_from_submit_to_submit_give_what_fresh_views_give(steps, tres
     )
     nodes = {n.name: n for n in base.inventory.nodes}
     ends = {name: {idx: now + 600 * ((idx + i) % 6) for idx in range(8)} for i, name in enumerate(names)}
+    maps = dict(base.device_maps)
+    kind = {name: i % 4 for i, name in enumerate(names)}
     promised: set[str] = set()
     views = NodeViews()
     job = spec(tres)
@@ -159,7 +162,12 @@ def test_views_kept_from_submit_to_submit_give_what_fresh_views_give(steps, tres
             ends[name] = {idx: now + seconds for idx in values}  # a new dict, as each read makes
         elif action == "promise":
             promised ^= {name}
-        inventory = SlurmInventory(Inventory(nodes=tuple(nodes.values())), base.device_maps, base.node_types)
+        elif action == "rekind":
+            kind[name] = (kind[name] + 1) % 4
+            other = cluster({name: KINDS[kind[name]]})
+            nodes[name] = other.inventory.nodes[0].model_copy(update={"allocations": nodes[name].allocations})
+            maps[name] = other.device_maps[name]
+        inventory = SlurmInventory(Inventory(nodes=tuple(nodes.values())), maps, base.node_types)
         args = (job, inventory, Counter({"sw1": 2}), ends, now, frozenset(promised))
         assert later_signature(*args, views=views) == later_signature(*args)
 
