@@ -992,10 +992,12 @@ def main() -> int:
     parser.add_argument("--summarise", type=Path, nargs="+", help="only render these --json files")
     args = parser.parse_args()
     if args.summarise:
-        loaded = [
-            RunResult(**json.loads(line)) for path in args.summarise for line in path.read_text().splitlines()
-        ]
-        print(summary(loaded))
+        rows = [json.loads(line) for path in args.summarise for line in path.read_text().splitlines()]
+        costs = [row for row in rows if "client_ms" in row]  # --hook-cost runs
+        if costs:
+            print(render_cost(costs))
+        if runs := [RunResult(**row) for row in rows if "client_ms" not in row]:
+            print(summary(runs))
         return 0
     if args.hook_cost:
         costs = []
