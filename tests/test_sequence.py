@@ -126,7 +126,8 @@ def test_the_result_says_what_it_can_prove() -> None:
     assert left.job_id == "b" and "LARGEST_FIRST" in left.reason.message
     assert result.metrics.gpus_used_after == 4 and [jr.job_id for jr in result.jobs] == ["a", "b", "c"]
     stages = [t.stage for t in result.timings]
-    assert stages[:4] == ["validate", "steps", "explain", "verify"] and "step.solve" in stages
+    # Each step is one pod under the default tiers: the enumerator's (solver.search.single).
+    assert stages[:4] == ["validate", "steps", "explain", "verify"] and "step.single" in stages
 
 
 def test_an_exclusive_job_placed_first_keeps_its_node() -> None:

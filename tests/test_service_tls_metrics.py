@@ -235,7 +235,11 @@ def test_metrics_count_calls_stages_sheds_gap_and_jobs(start_server: Callable[..
     running = start_server(metrics_port=0, limits=ServiceLimits(max_jobs=2))
     assert running.metrics_server is not None
     target = f"127.0.0.1:{running.port}"
-    solve_remote(target, request())  # type: ignore[arg-type]
+    # Two members: the model's way, so its stages are counted (one pod is answered by enumeration).
+    gang = kit.request(
+        kit.cluster(2), [kit.job("a", 2, members=2, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)]
+    )
+    solve_remote(target, gang)
     too_many = kit.request(
         kit.cluster(2),
         [kit.job(f"j{i}", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED) for i in range(3)],

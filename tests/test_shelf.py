@@ -18,7 +18,15 @@ from solver.compile import shelf
 from solver.compile.objective import holds_in
 from solver.domain import cancel as cancellation
 from solver.domain.cancel import Cancel, Cancelled, cancelling
-from solver.domain.model import Allocation, ObjectiveTier, Policy, SolveRequest, SolveResult, SolveStatus
+from solver.domain.model import (
+    Allocation,
+    ObjectiveTier,
+    Packing,
+    Policy,
+    SolveRequest,
+    SolveResult,
+    SolveStatus,
+)
 from solver.domain.validate import validate
 from solver.reduce.chain import problem_of, rewrite
 from solver.reduce.normalise import Normalised
@@ -80,6 +88,26 @@ def test_anything_that_shapes_the_model_builds_it_anew() -> None:
         result = solve(changed)
         assert "compile" in stages(result)
         assert result.status == SolveStatus.OPTIMAL
+
+
+def test_a_model_built_beside_a_larger_node_is_not_reused_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The packing tier measures a node's free capacity against the inventory's largest node, which
+    a node no class holds (here one with too few free GPUs for the job) still sets. Reused without
+    it, the model answered with the larger node's packing value: -2934 where a fresh model says
+    -3875 (found by tests/test_single_step.py's differential test of the hook's requests)."""
+    monkeypatch.setattr(solver.solve, "enumerable", lambda _: False)  # one pod: the model's way
+    pod = kit.job("pod", 3)
+    node = kit.node("n0", kit.DISTANCE_TREE, leaf="", used_gpus=[1])
+    larger = kit.node("n1", kit.HGX, leaf="", used_gpus=range(7))  # 1 GPU free: no class of its own
+    beside = kit.request([node, larger], [pod], packing=Packing.BINPACK, workers=1)
+    alone = kit.request([node], [pod], packing=Packing.BINPACK, workers=1)
+    shelf.clear()
+    fresh = tier_values(solve(alone))
+    shelf.clear()
+    assert tier_values(solve(beside)) != fresh  # the larger node does change the packing values
+    after = solve(alone)
+    assert "compile" in stages(after)
+    assert tier_values(after) == fresh
 
 
 def test_a_kept_model_holds_no_tier_at_a_value() -> None:

@@ -15,7 +15,9 @@ from solver.answer.measures import cluster_metrics
 from solver.answer.verify import verify
 from solver.domain.model import (
     Allocation,
+    Distance,
     GpuShare,
+    Locality,
     NicMode,
     ObjectiveTier,
     Packing,
@@ -26,6 +28,7 @@ from solver.domain.model import (
 )
 from solver.domain.validate import validate
 from solver.reduce.chain import rewrite
+from solver.reduce.normalise import has_preferences
 from solver.search.single import choose, enumerable
 from tests import kit
 
@@ -206,19 +209,12 @@ def test_a_share_lands_on_the_gpu_the_model_gives_it(monkeypatch: pytest.MonkeyP
     [
         kit.request([kit.node("n0", kit.SMALL)], [kit.job("pod", 1, 2)], objective=REPLAY),  # two members
         kit.request([kit.node("n0", kit.SMALL)], [kit.job("a", 1), kit.job("b", 1)], objective=REPLAY),
-        kit.request([kit.node("n0", kit.SMALL)], [kit.job("pod", 1)]),  # the default tiers: topology
-        kit.request(
-            [kit.node("n0", kit.SMALL)],
-            [kit.job("pod", 1, nics=NicMode.PER_GPU, align=Requirement.PREFERRED)],
-            objective=REPLAY,
-        ),
         kit.request([kit.node("n0", kit.SMALL)], [kit.job("pod", 1, exclusive=True)], objective=REPLAY),
+        # the topology tier's other parts: a job's locality, its NVLink domain
         kit.request(
-            [kit.node("n0", kit.SMALL)],
-            [kit.job("pod", 1)],
-            objective=(*REPLAY, ObjectiveTier.PACKING),
-            packing=Packing.BINPACK,
+            [kit.node("n0", kit.SMALL)], [kit.job("pod", 1, locality=Locality(mode=Requirement.PREFERRED))]
         ),
+        kit.request([kit.node("n0", kit.SMALL)], [kit.job("pod", 1, nvlink_domain=Requirement.PREFERRED)]),
     ],
 )
 def test_a_step_the_enumerator_cannot_value_goes_the_models_way(request_: SolveRequest) -> None:
@@ -230,6 +226,71 @@ def test_a_one_pod_replay_step_is_enumerable() -> None:
         [kit.node("n0", kit.SMALL)], [kit.job("pod", 1)], objective=REPLAY_FILL, packing=Packing.FILL
     )
     assert enumerable(rewrite(request))
+
+
+@st.composite
+def hook_pods(draw: st.DrawFn) -> SolveRequest:
+    """What the Slurm hook asks at each submit (session 30): one member, maybe a NIC per GPU, its
+    alignment, NUMA and NVLink rules PREFERRED, REQUIRED or none, the default tiers (topology: the
+    member's preferences) under binpack, spread or fill, on a few nodes of servers whose NICs pair
+    with GPUs by switch (some rotated or crossed), NVLink in pairs or all-to-all, partly held."""
+    nodes = []
+    for i in range(draw(st.integers(1, 4))):
+        hardware = draw(st.sampled_from((kit.HGX, kit.SMALL, kit.DISTANCE_TREE_CROSSED)))
+        gpus = hardware.gpus
+        nodes.append(
+            kit.node(
+                f"n{i}",
+                hardware,
+                leaf="",  # no fabric
+                nvlink=draw(st.sampled_from(("all", "pairs", "none"))),
+                used_gpus=draw(st.lists(st.integers(0, gpus - 1), max_size=gpus - 1, unique=True)),
+                used_nics=draw(st.lists(st.integers(0, hardware.nics - 1), max_size=2, unique=True)),
+            )
+        )
+    rule = st.sampled_from((Requirement.NONE, Requirement.PREFERRED, Requirement.REQUIRED))
+    pod = kit.job(
+        "pod",
+        draw(st.integers(1, 4)),
+        nics=draw(st.sampled_from((NicMode.NONE, NicMode.PER_GPU))),
+        align=draw(rule),
+        distance=draw(st.sampled_from((Distance.PIX, Distance.PXB))),
+        numa=draw(st.sampled_from((Requirement.NONE, Requirement.PREFERRED))),
+        nvlink=draw(rule),
+        priority=draw(st.integers(0, 2)),
+    )
+    return kit.request(
+        nodes,
+        [pod],
+        packing=draw(st.sampled_from((Packing.BINPACK, Packing.SPREAD, Packing.FILL))),
+        workers=1,
+        time_limit_s=5.0,
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hook_pods())
+def test_the_hooks_one_member_request_is_valued_as_the_model_values_it(request: SolveRequest) -> None:
+    """The enumerator answers the hook's request (topology: the member's PREFERRED rules; binpack or
+    spread): every tier at the model's value, placed where the model places, verified. No node
+    order is given, so of nodes every tier values alike the model may take another: tier values,
+    not nodes, are compared."""
+    assume(not validate(request))
+    assert enumerable(rewrite(request))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(pipeline, "enumerable", lambda _: False)
+        model = pipeline.solve(request)
+    answer = pipeline.solve(request)
+    member = request.jobs[0].roles[0].member
+    event(
+        f"placed {model.jobs[0].placed}, preferences {has_preferences(member)}, {request.policy.packing.name}"
+    )
+    if not model.jobs[0].placed:
+        assert answer.plan_source != "single" and not answer.jobs[0].placed
+        return
+    assert answer.plan_source == "single" and model.status.name == "OPTIMAL"
+    assert tier_values(answer) == tier_values(model)
+    assert violations(request, answer) == ()
 
 
 @pytest.mark.parametrize("jobs", [[kit.job("a", 1), kit.job("b", 1)], [kit.job("pod", 1, 2)]])

@@ -253,8 +253,9 @@ def test_random_batches_are_verified_and_optimal_against_brute_force(req) -> Non
 # --------------------------------------------------------------------------- nodes no member fits
 
 
-def test_nodes_no_member_fits_stay_out_of_the_model() -> None:
+def test_nodes_no_member_fits_stay_out_of_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
     # n1 has 2 GPUs left of 4, n2 all 4: a 4-GPU member fits only n2, so only n2 is a candidate.
+    monkeypatch.setattr(solver.solve, "enumerable", lambda _: False)  # one pod: the model's way
     busy = kit.node("n1", kit.SMALL, nics=0)
     busy = busy.model_copy(update={"allocations": (Allocation(owner="old", gpus=("GPU0", "GPU1")),)})
     free = kit.node("n2", kit.SMALL, nics=0)
@@ -277,7 +278,8 @@ def test_a_relaxation_is_found_on_nodes_no_member_fits_as_asked() -> None:
     assert result.jobs[0].reason.relaxation == "accept any GPU model"
 
 
-def test_a_lone_member_opens_one_configuration_per_node_class() -> None:
+def test_a_lone_member_opens_one_configuration_per_node_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(solver.solve, "enumerable", lambda _: False)  # one pod: the model's way
     # A small CPU-only pod fits an 8-GPU, 96-core node dozens of times over; the batch has one, so
     # configurations holding more are never used and are not built (the empty one and one member).
     node = kit.node("n1", kit.SMALL, switches=4, gpus=8, nics=0).model_copy(update={"cpu_milli": 96_000})

@@ -285,7 +285,7 @@ def packing(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> T
     scale = _largest_node(problem)
     terms, upper = [], 0
     for cls in problem.classes:
-        cost = _touch_cost(cls.shape, scale)
+        cost = touch_cost(cls.shape, scale)
         terms.extend((cost, x[cls.index, k]) for k in range(len(configs[cls.index])) if (cls.index, k) in x)
         upper += cost * cls.count
     if policy.packing == Packing.SPREAD:
@@ -377,7 +377,9 @@ def largest_node(nodes: Sequence[Node]) -> tuple[int, int, int]:
 
 
 @lru_cache(maxsize=65_536)
-def _touch_cost(node: NodeShape, scale: tuple[int, int, int]) -> int:
+def touch_cost(node: NodeShape, scale: tuple[int, int, int]) -> int:
+    """What placing anything on a node of this shape costs the packing tier (binpack minimises the
+    sum over the nodes touched, spread maximises it); ``scale``: :func:`largest_node`."""
     gpus, cpu, memory = scale
     cost = PACKING_UNIT
     gpu_free = sum(g.milli for g in node.gpus)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import structlog
 
 from solver.compile import Compiled
-from solver.compile.objective import holds_in, release_holds
+from solver.compile.objective import holds_in, largest_node, release_holds
 from solver.domain.cancel import Cancel, Cancelled, cancelling, check
 from solver.domain.model import Policy
 from solver.reduce.normalise import Normalised
@@ -51,9 +51,12 @@ _kept: _Kept | None = None
 def same_model(a: Normalised, pa: Policy, b: Normalised, pb: Policy) -> bool:
     """Whether compiling ``a`` under ``pa`` builds the model compiling ``b`` under ``pb`` builds:
     the node classes (shape, leaf, NVLink domain, nodes), the roles, shapes and conflicts, the jobs,
-    the fabric's switches and every policy field the model reads. Nodes unchanged since the last
-    request are the same objects (``solver.service.wire`` converts a node's bytes once), so the
-    usual comparison is by identity."""
+    the fabric's switches, every policy field the model reads, and the inventory's largest node —
+    the packing tier's ruler, which a node no class holds (it can take no role) still sets: without
+    it, a model built beside a larger node answered with that node's packing values (found by the
+    enumerator's differential test, session 30). Nodes unchanged since the last request are the
+    same objects (``solver.service.wire`` converts a node's bytes once), so the usual comparison is
+    by identity."""
     ra, rb = a.request, b.request
     return (
         _model_fields(pa) == _model_fields(pb)
@@ -66,6 +69,7 @@ def same_model(a: Normalised, pa: Policy, b: Normalised, pb: Policy) -> bool:
         and ra.jobs == rb.jobs
         and ra.inventory.switches == rb.inventory.switches
         and all(ca is cb or ca == cb for ca, cb in zip(a.classes, b.classes, strict=True))
+        and largest_node(ra.inventory.nodes) == largest_node(rb.inventory.nodes)
     )
 
 

@@ -5,13 +5,17 @@ normalising the whole inventory, building a CP-SAT model and searching it cost ~
 greedy twin takes well under one (issue 25). For one member the model's choice is a choice of one
 (node class, configuration): every node that could host it is tried once, valued on the policy's
 tiers with the very functions the model's tiers are built from (node shapes, configurations,
-fragmentation deltas, FILL's terms, node ranks), and the best kept — placed first, then the tiers in
-the policy's order, then the lowest node rank. Devices come from decode's own ``placement``, so the
-member lands where the model's plan would put it.
+fragmentation deltas, FILL's terms, binpack's touch cost, the configurations that meet the member's
+PREFERRED rules, node ranks), and the best kept — placed first, then the tiers in the policy's order,
+then the lowest node rank. Devices come from decode's own ``placement``, so the member lands where
+the model's plan would put it (of placements equal on every tier, the model may pick another).
 
-Only a step whose every rule is one of those is answered here (:func:`enumerable`); anything else
-— locality, rails, preferences, separation, another tier — goes the model's way, unchanged, as does
-a pod no node can take now (its reason is the model path's explanation).
+The Slurm hook asks one such request a submit — one member, a NIC per GPU and NVLink PREFERRED,
+binpack, the default tiers — and the model path cost it 8-12 ms a submit at 1,024 nodes, most of the
+hook's 30 ms answer budget (session 30). Only a step whose every rule is one of those is answered
+here (:func:`enumerable`); anything else — locality, rails, separation, another tier — goes the
+model's way, unchanged, as does a pod no node can take now (its reason is the model path's
+explanation).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from solver.compile.objective import (
     member_work,
     priority_levels,
     priority_weight,
+    touch_cost,
 )
 from solver.domain.cancel import checked
 from solver.domain.fragmentation import profile
@@ -35,6 +40,7 @@ from solver.domain.model import (
     Node,
     ObjectiveTier,
     Packing,
+    Policy,
     Requirement,
     SolveRequest,
     TierValue,
@@ -43,9 +49,16 @@ from solver.reduce.intranode import Configuration, Slot, configurations_for
 from solver.reduce.normalise import ConcreteNode, NodeShape, has_preferences, node_ranks, schedulable_shapes
 from solver.reduce.policy import chooses_share_gpu, spreads_shares
 
-# The tiers whose value for one pod on one node the enumerator knows (FILL packing only).
+# The tiers whose value for one pod on one node the enumerator knows (TOPOLOGY: the member's
+# PREFERRED rules only; a job or role locality, NVLink domain or rails goes the model's way).
 ENUMERABLE_TIERS = frozenset(
-    {ObjectiveTier.PLACED_WORK, ObjectiveTier.FRAGMENTATION, ObjectiveTier.PACKING, ObjectiveTier.NODE_ORDER}
+    {
+        ObjectiveTier.PLACED_WORK,
+        ObjectiveTier.TOPOLOGY,
+        ObjectiveTier.FRAGMENTATION,
+        ObjectiveTier.PACKING,
+        ObjectiveTier.NODE_ORDER,
+    }
 )
 
 
@@ -69,8 +82,6 @@ def enumerable(request: SolveRequest) -> bool:
     policy = request.policy
     if not set(policy.objective) <= ENUMERABLE_TIERS:
         return False
-    if ObjectiveTier.PACKING in policy.objective and policy.packing != Packing.FILL:
-        return False
     unruled = (Requirement.NONE,)
     return (
         job.locality.mode in unruled
@@ -80,7 +91,6 @@ def enumerable(request: SolveRequest) -> bool:
         and not job.role_affinity
         and not job.anti_affinity
         and not job.exclusive_nodes
-        and not has_preferences(role.member)
     )
 
 
@@ -97,12 +107,19 @@ class Single:
     classes: int  # node classes that could take the pod
 
 
-# The parts of each tier the enumerator values, by name, as the model names them.
-PARTS = {
-    ObjectiveTier.FRAGMENTATION: ("fragmentation",),
-    ObjectiveTier.PACKING: ("packing.fill_gpus", "packing.cpu_spare"),
-    ObjectiveTier.NODE_ORDER: ("node_order",),
-}
+def parts(tier: ObjectiveTier, policy: Policy) -> tuple[str, ...]:
+    """The parts of a tier other than placed work the enumerator values, as the model names them."""
+    if tier == ObjectiveTier.PACKING:
+        return {
+            Packing.FILL: ("packing.fill_gpus", "packing.cpu_spare"),
+            Packing.BINPACK: ("packing.binpack",),
+            Packing.SPREAD: ("packing.spread",),
+        }[policy.packing]
+    return {
+        ObjectiveTier.TOPOLOGY: ("topology.preferences",),
+        ObjectiveTier.FRAGMENTATION: ("fragmentation",),
+        ObjectiveTier.NODE_ORDER: ("node_order",),
+    }[tier]
 
 
 def none_placed(request: SolveRequest) -> tuple[TierValue, ...]:
@@ -112,7 +129,7 @@ def none_placed(request: SolveRequest) -> tuple[TierValue, ...]:
     return tuple(
         _proven(tier, name, 0)
         for tier in request.policy.objective
-        for name in (names if tier == ObjectiveTier.PLACED_WORK else PARTS[tier])
+        for name in (names if tier == ObjectiveTier.PLACED_WORK else parts(tier, request.policy))
     )
 
 
@@ -126,8 +143,13 @@ def choose(request: SolveRequest) -> Single | None:
     shapes = (member,)
     workload = profile(policy.workload, shapes)
     tiers = tuple(policy.objective)
-    filling = ObjectiveTier.PACKING in tiers
+    filling = ObjectiveTier.PACKING in tiers and policy.packing == Packing.FILL
+    touching = ObjectiveTier.PACKING in tiers and not filling
     valued = ObjectiveTier.FRAGMENTATION in tiers
+    # A member that meets its PREFERRED rules counts its work (the model's topology.preferences).
+    preferring = member_work(member) if has_preferences(member) else 0
+    if touching:
+        scale = largest_node(request.inventory.nodes)
     if filling:
         cpu_per_milli = cpu_per_gpu_milli_of(policy, [(1, member)])
         largest_cpu = largest_node(request.inventory.nodes)[1]
@@ -142,8 +164,13 @@ def choose(request: SolveRequest) -> Single | None:
         for k in hosting.placing:
             values: dict[str, int] = {}
             for tier in tiers:
-                if tier == ObjectiveTier.FRAGMENTATION:
+                if tier == ObjectiveTier.TOPOLOGY:
+                    values["topology.preferences"] = preferring * configs[k].strict[0]
+                elif tier == ObjectiveTier.FRAGMENTATION:
                     values["fragmentation"] = -deltas[k]
+                elif tier == ObjectiveTier.PACKING and touching:
+                    cost = touch_cost(shape, scale)
+                    values[parts(tier, policy)[0]] = cost if policy.packing == Packing.SPREAD else -cost
                 elif tier == ObjectiveTier.PACKING:
                     gpu_cost, cpu_spare = fill_values(
                         shape, total, configs[k], uses_gpu, cpu_per_milli, largest_cpu
@@ -170,7 +197,7 @@ def choose(request: SolveRequest) -> Single | None:
                     work = member_work(member) if job.priority in levels else 0
                 objectives.append(_proven(tier, name, work))
         else:
-            objectives.extend(_proven(tier, name, values[name]) for name in PARTS[tier])
+            objectives.extend(_proven(tier, name, values[name]) for name in parts(tier, policy))
     return Single(node, shape, concrete, slot, tuple(objectives), classes)
 
 
