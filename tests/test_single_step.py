@@ -14,6 +14,7 @@ import solver.solve as pipeline
 from solver.answer.measures import cluster_metrics
 from solver.answer.verify import verify
 from solver.domain.model import (
+    DEFAULT_TIERS,
     Allocation,
     Distance,
     GpuShare,
@@ -230,10 +231,11 @@ def test_a_one_pod_replay_step_is_enumerable() -> None:
 
 @st.composite
 def hook_pods(draw: st.DrawFn) -> SolveRequest:
-    """What the Slurm hook asks at each submit (session 30): one member, maybe a NIC per GPU, its
-    alignment, NUMA and NVLink rules PREFERRED, REQUIRED or none, the default tiers (topology: the
-    member's preferences) under binpack, spread or fill, on a few nodes of servers whose NICs pair
-    with GPUs by switch (some rotated or crossed), NVLink in pairs or all-to-all, partly held."""
+    """What the Slurm hook asks at each submit (session 30), or Volcano for a one-pod session: one
+    member, maybe a NIC per GPU, its alignment, NUMA and NVLink rules PREFERRED, REQUIRED or none,
+    the default tiers (topology: the member's preferences) under binpack, spread or fill, maybe
+    then a preferred node order, on a few nodes of servers whose NICs pair with GPUs by switch
+    (some rotated or crossed), NVLink in pairs or all-to-all or none, partly held."""
     nodes = []
     for i in range(draw(st.integers(1, 4))):
         hardware = draw(st.sampled_from((kit.HGX, kit.SMALL, kit.DISTANCE_TREE_CROSSED)))
@@ -259,12 +261,22 @@ def hook_pods(draw: st.DrawFn) -> SolveRequest:
         nvlink=draw(rule),
         priority=draw(st.integers(0, 2)),
     )
+    # Volcano's preferred node affinity: the default tiers, then nodes in a preferred order.
+    ordered = draw(st.booleans())
     return kit.request(
         nodes,
         [pod],
         packing=draw(st.sampled_from((Packing.BINPACK, Packing.SPREAD, Packing.FILL))),
         workers=1,
         time_limit_s=5.0,
+        **(
+            {
+                "objective": (*DEFAULT_TIERS, ObjectiveTier.NODE_ORDER),
+                "node_order": tuple(draw(st.permutations([n.name for n in nodes]))),
+            }
+            if ordered
+            else {}
+        ),
     )
 
 
