@@ -73,8 +73,9 @@ def one_pod(request: SolveRequest) -> bool:
 
 def enumerable(request: SolveRequest) -> bool:
     """Whether ``request`` (rewritten: policy chains applied) is one pod under rules the
-    enumerator values exactly: no rule of place, of separation or of preference, and the policy's
-    tiers among :data:`ENUMERABLE_TIERS`."""
+    enumerator values exactly: no rule of place (job or role locality, NVLink domain, rails) or of
+    separation, and the policy's tiers among :data:`ENUMERABLE_TIERS`. The member's own rules,
+    REQUIRED or PREFERRED, are its configurations' (``Configuration.strict``)."""
     if not one_pod(request):
         return False
     job = request.jobs[0]
