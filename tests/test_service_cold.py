@@ -72,8 +72,10 @@ def test_a_cold_1024_node_call_with_a_short_deadline_is_answered_in_time_and_ver
     try:
         with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
             stub = placement_pb2_grpc.PlacementStub(channel)
-            # The pipeline imported (OR-Tools) by a small call first: not what this test measures.
-            stub.Solve(wire.request_to_proto(kit.request(kit.cluster(2), [kit.job("j", 1)])), timeout=60)
+            # The pipeline imported (OR-Tools) by a small call first: not what this test measures. Two
+            # jobs, so the model's path runs (one pod is answered by enumeration: search/single.py).
+            small = kit.request(kit.cluster(2), [kit.job("j", 1), kit.job("k", 1)])
+            stub.Solve(wire.request_to_proto(small), timeout=60)
             response = stub.Solve(wire.request_to_proto(request), timeout=0.8)
     finally:
         running.stop(grace_s=None)
