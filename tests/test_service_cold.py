@@ -47,10 +47,17 @@ def fresh_pace() -> Iterator[None]:
 
 
 def unseen(request: SolveRequest) -> SolveRequest:
-    """``request`` with node names this process has never seen: new wire bytes (the server's node
-    cache misses) and new node objects (every per-node memo misses), so the call is cold."""
+    """``request`` with node names and node kinds this process has never seen: new wire bytes (the
+    server's node cache misses), new node objects, and a CPU count of this call's own, so that no
+    memo kept by a node's content (its kind's validation and shape: solver.domain.nodekey) holds
+    them either — an earlier test's nodes of the same generator made the call warm, read whole in
+    time and searched. The devices kept for nodes built alike are forgotten by the test itself."""
     tag = uuid.uuid4().hex[:8]
-    nodes = tuple(n.model_copy(update={"name": f"{tag}-{n.name}"}) for n in request.inventory.nodes)
+    extra = 1 + int(tag, 16) % 997  # milli-CPUs: a kind no earlier call sent
+    nodes = tuple(
+        n.model_copy(update={"name": f"{tag}-{n.name}", "cpu_milli": n.cpu_milli + extra})
+        for n in request.inventory.nodes
+    )
     inventory = request.inventory.model_copy(update={"nodes": nodes})
     return request.model_copy(update={"inventory": inventory})
 
@@ -67,6 +74,9 @@ def test_a_cold_1024_node_call_with_a_short_deadline_is_answered_in_time_and_ver
 ) -> None:
     """Before: converting, validating and normalising 1,024 new nodes (about 1 s) ran before any
     estimate, and the deadline stopped the call with nothing answered (DEADLINE_EXCEEDED)."""
+    # Cold in devices too: nodes built like ones an earlier test sent would otherwise convert from
+    # the devices kept for them (wire.DEVICES_CACHE).
+    wire.forget_nodes()
     request = unseen(hgx_1024)
     running = serve("127.0.0.1", 0)
     try:
@@ -81,18 +91,21 @@ def test_a_cold_1024_node_call_with_a_short_deadline_is_answered_in_time_and_ver
         running.stop(grace_s=None)
     result = wire.result_from_proto(response)
     assert result.status == SolveStatus.FEASIBLE
-    assert result.plan_source.startswith("unsearched:first-fit")
+    # Usually the nodes read by then, placed first fit; a process whose pace and caches let it read
+    # all 1,024 in time (CI saw it after the other cold-path tests) answers from the floor or the
+    # search instead. Either way: in time (gRPC enforces the deadline) and verified.
+    assert result.plan_source.startswith(("unsearched:first-fit", "floor:", "search")), result.plan_source
     assert any(job.placed for job in result.jobs)
     # Verified on the whole inventory, not only on the nodes read: the metrics are counted again
     # over all of them (the answer's own are the nodes read, as its plan_source says).
     whole = result.model_copy(update={"metrics": cluster_metrics(apply_policy_chains(request), result.jobs)})
     assert not verify(apply_policy_chains(request), whole)
+    first_fit = result.plan_source.startswith("unsearched:first-fit")
     for job in result.jobs:
         if not job.placed:
-            assert job.reason is not None and job.reason.code in (
-                ReasonCode.TIME_LIMIT,
-                ReasonCode.NO_NODE_FITS,
-            )
+            assert job.reason is not None
+            if first_fit:  # out of time, or no node read could take it
+                assert job.reason.code in (ReasonCode.TIME_LIMIT, ReasonCode.NO_NODE_FITS)
 
 
 def test_reading_stops_where_the_answer_would_no_longer_fit(hgx_1024: SolveRequest) -> None:
