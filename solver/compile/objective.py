@@ -16,7 +16,7 @@ from solver.compile.locality import Locality
 from solver.compile.order import OrderVars, order_terms
 from solver.domain.cancel import checked
 from solver.domain.fragmentation import FreeCapacity, Profile, profile, score_loss
-from solver.domain.model import Job, MemberShape, Node, ObjectiveTier, Packing, Policy, PriorityMode
+from solver.domain.model import Job, MemberShape, ObjectiveTier, Packing, Policy, PriorityMode
 from solver.reduce.intranode import Configuration, free_after
 from solver.reduce.normalise import NodeShape, Normalised, has_preferences
 
@@ -282,7 +282,7 @@ def packing(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> T
     best fit in every dimension, so partly used nodes fill first, whole nodes stay whole, and a
     small pod goes to a small node rather than taking CPU a large node's large pods will need.
     Spread: the opposite."""
-    scale = _largest_node(problem)
+    scale = problem.largest
     terms, upper = [], 0
     for cls in problem.classes:
         cost = touch_cost(cls.shape, scale)
@@ -305,7 +305,7 @@ def fill(problem: Normalised, policy: Policy, configs: Configs, x: Vars) -> list
     FGD's random node rank on seeds 42-51 but level on 52-61: no gain shown (bench/RESULTS-replay.md)."""
     cpu_per_milli = cpu_per_gpu_milli(problem, policy)
     uses_gpu = tuple(m.gpus > 0 or m.gpu_share is not None for m in problem.shapes)
-    largest_cpu = _largest_node(problem)[1]
+    largest_cpu = problem.largest[1]
     gpu_terms: Terms = []
     cpu_terms: Terms = []
     cpu_upper = 0
@@ -363,23 +363,10 @@ def cpu_per_gpu_milli_of(policy: Policy, members: Sequence[tuple[int, MemberShap
     return sum(p * cpu for p, cpu, milli in shapes if milli > 1) / gpu if gpu else 0.0
 
 
-def _largest_node(problem: Normalised) -> tuple[int, int, int]:
-    """The inventory's largest GPU count (in milli), CPU and memory: the packing tier's rulers."""
-    return largest_node(problem.request.inventory.nodes)
-
-
-def largest_node(nodes: Sequence[Node]) -> tuple[int, int, int]:
-    """:func:`_largest_node` of these nodes."""
-    gpus = cpu = memory = 0
-    for n in nodes:
-        gpus, cpu, memory = max(gpus, len(n.gpus)), max(cpu, n.cpu_milli), max(memory, n.memory_mib)
-    return 1000 * gpus, cpu, memory
-
-
 @lru_cache(maxsize=65_536)
 def touch_cost(node: NodeShape, scale: tuple[int, int, int]) -> int:
     """What placing anything on a node of this shape costs the packing tier (binpack minimises the
-    sum over the nodes touched, spread maximises it); ``scale``: :func:`largest_node`."""
+    sum over the nodes touched, spread maximises it); ``scale``: ``Normalised.largest``."""
     gpus, cpu, memory = scale
     cost = PACKING_UNIT
     gpu_free = sum(g.milli for g in node.gpus)

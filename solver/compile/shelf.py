@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import structlog
 
 from solver.compile import Compiled
-from solver.compile.objective import holds_in, largest_node, release_holds
+from solver.compile.objective import holds_in, release_holds
 from solver.domain.cancel import Cancel, Cancelled, cancelling, check
 from solver.domain.model import Policy
 from solver.reduce.normalise import Normalised
@@ -69,7 +69,7 @@ def same_model(a: Normalised, pa: Policy, b: Normalised, pb: Policy) -> bool:
         and ra.jobs == rb.jobs
         and ra.inventory.switches == rb.inventory.switches
         and all(ca is cb or ca == cb for ca, cb in zip(a.classes, b.classes, strict=True))
-        and largest_node(ra.inventory.nodes) == largest_node(rb.inventory.nodes)
+        and a.largest == b.largest
     )
 
 

@@ -186,6 +186,15 @@ class RoleRef:
         return self.role.minimum
 
 
+def largest_node(nodes: Sequence[Node]) -> tuple[int, int, int]:
+    """The largest GPU count (in milli), CPU and memory of ``nodes``: what the packing tier measures a
+    node's free capacity against."""
+    gpus = cpu = memory = 0
+    for n in nodes:
+        gpus, cpu, memory = max(gpus, len(n.gpus)), max(cpu, n.cpu_milli), max(memory, n.memory_mib)
+    return 1000 * gpus, cpu, memory
+
+
 @dataclass(frozen=True)
 class Normalised:
     request: SolveRequest
@@ -203,6 +212,13 @@ class Normalised:
     # Per job, the batch positions of the jobs it stands for (``solver.reduce.pools``: a pool of pods
     # stands for several); empty when nothing was pooled.
     pooled_from: tuple[tuple[int, ...], ...] = ()
+
+    @cached_property
+    def largest(self) -> tuple[int, int, int]:
+        """The inventory's largest node (:func:`largest_node`): the packing tier's rulers, measured
+        once per problem — compile reads them, and the model shelf compares them on every request
+        that could reuse a model (15 ms a pass at 16,384 nodes)."""
+        return largest_node(self.request.inventory.nodes)
 
     @cached_property
     def pools(self) -> frozenset[int]:

@@ -28,7 +28,6 @@ from solver.compile.objective import (
     cpu_per_gpu_milli_of,
     fill_values,
     fragmentation_deltas,
-    largest_node,
     member_work,
     priority_levels,
     priority_weight,
@@ -46,7 +45,14 @@ from solver.domain.model import (
     TierValue,
 )
 from solver.reduce.intranode import Configuration, Slot, configurations_for
-from solver.reduce.normalise import ConcreteNode, NodeShape, has_preferences, node_ranks, schedulable_shapes
+from solver.reduce.normalise import (
+    ConcreteNode,
+    NodeShape,
+    has_preferences,
+    largest_node,
+    node_ranks,
+    schedulable_shapes,
+)
 from solver.reduce.policy import chooses_share_gpu, spreads_shares
 
 # The tiers whose value for one pod on one node the enumerator knows (TOPOLOGY: the member's
