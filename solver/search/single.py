@@ -155,11 +155,14 @@ def choose(request: SolveRequest) -> Single | None:
     valued = ObjectiveTier.FRAGMENTATION in tiers
     # A member that meets its PREFERRED rules counts its work (the model's topology.preferences).
     preferring = member_work(member) if has_preferences(member) else 0
+    if touching or filling:
+        scale = largest_node(request.inventory.nodes)  # the packing tier's rulers
     if touching:
-        scale = largest_node(request.inventory.nodes)
+        touched = parts(ObjectiveTier.PACKING, policy)[0]  # binpack minimises, spread maximises
+        sign = 1 if policy.packing == Packing.SPREAD else -1
     if filling:
         cpu_per_milli = cpu_per_gpu_milli_of(policy, [(1, member)])
-        largest_cpu = largest_node(request.inventory.nodes)[1]
+        largest_cpu = scale[1]
         uses_gpu = (member.gpus > 0 or member.gpu_share is not None,)
     # (tier values as the key, by name, the class, the configuration index)
     best: tuple[tuple[int, ...], dict[str, int], Hosting, int] | None = None
@@ -176,8 +179,7 @@ def choose(request: SolveRequest) -> Single | None:
                 elif tier == ObjectiveTier.FRAGMENTATION:
                     values["fragmentation"] = -deltas[k]
                 elif tier == ObjectiveTier.PACKING and touching:
-                    cost = touch_cost(shape, scale)
-                    values[parts(tier, policy)[0]] = cost if policy.packing == Packing.SPREAD else -cost
+                    values[touched] = sign * touch_cost(shape, scale)
                 elif tier == ObjectiveTier.PACKING:
                     gpu_cost, cpu_spare = fill_values(
                         shape, total, configs[k], uses_gpu, cpu_per_milli, largest_cpu
