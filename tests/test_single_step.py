@@ -283,10 +283,10 @@ def hook_pods(draw: st.DrawFn) -> SolveRequest:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hook_pods())
 def test_the_hooks_one_member_request_is_valued_as_the_model_values_it(request: SolveRequest) -> None:
-    """The enumerator answers the hook's request (topology: the member's PREFERRED rules; binpack or
-    spread): every tier at the model's value, placed where the model places, verified. No node
-    order is given, so of nodes every tier values alike the model may take another: tier values,
-    not nodes, are compared."""
+    """The enumerator answers the hook's request (topology: the member's PREFERRED rules; binpack,
+    spread or fill): every tier at the model's value, verified. With a node order (Volcano's
+    preferred affinity) the ranks are distinct, so equal values mean the model's node too; without
+    one, of nodes every tier values alike the model may take another, so only values are compared."""
     assume(not validate(request))
     assert enumerable(rewrite(request))
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -302,6 +302,8 @@ def test_the_hooks_one_member_request_is_valued_as_the_model_values_it(request: 
         return
     assert answer.plan_source == "single" and model.status.name == "OPTIMAL"
     assert tier_values(answer) == tier_values(model)
+    if request.policy.node_order:
+        assert nodes_of(answer) == nodes_of(model)
     assert violations(request, answer) == ()
 
 
