@@ -86,26 +86,25 @@ def test_a_cold_1024_node_call_with_a_short_deadline_is_answered_in_time_and_ver
             # jobs, so the model's path runs (one pod is answered by enumeration: search/single.py).
             small = kit.request(kit.cluster(2), [kit.job("j", 1), kit.job("k", 1)])
             stub.Solve(wire.request_to_proto(small), timeout=60)
-            response = stub.Solve(wire.request_to_proto(request), timeout=0.8)
+            # 0.5 s: since nodes built alike convert in 0.13 ms (session 29), a process could read
+            # all 1,024 within 0.8 s and answer from the floor instead (CI saw it in session 30).
+            response = stub.Solve(wire.request_to_proto(request), timeout=0.5)
     finally:
         running.stop(grace_s=None)
     result = wire.result_from_proto(response)
     assert result.status == SolveStatus.FEASIBLE
-    # Usually the nodes read by then, placed first fit; a process whose pace and caches let it read
-    # all 1,024 in time (CI saw it after the other cold-path tests) answers from the floor or the
-    # search instead. Either way: in time (gRPC enforces the deadline) and verified.
-    assert result.plan_source.startswith(("unsearched:first-fit", "floor:", "search")), result.plan_source
+    assert result.plan_source.startswith("unsearched:first-fit"), result.plan_source
     assert any(job.placed for job in result.jobs)
     # Verified on the whole inventory, not only on the nodes read: the metrics are counted again
     # over all of them (the answer's own are the nodes read, as its plan_source says).
     whole = result.model_copy(update={"metrics": cluster_metrics(apply_policy_chains(request), result.jobs)})
     assert not verify(apply_policy_chains(request), whole)
-    first_fit = result.plan_source.startswith("unsearched:first-fit")
     for job in result.jobs:
         if not job.placed:
-            assert job.reason is not None
-            if first_fit:  # out of time, or no node read could take it
-                assert job.reason.code in (ReasonCode.TIME_LIMIT, ReasonCode.NO_NODE_FITS)
+            assert job.reason is not None and job.reason.code in (
+                ReasonCode.TIME_LIMIT,
+                ReasonCode.NO_NODE_FITS,
+            )
 
 
 def test_reading_stops_where_the_answer_would_no_longer_fit(hgx_1024: SolveRequest) -> None:
