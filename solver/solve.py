@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from solver import fallback
-from solver.answer.decode import decode, one_member
+from solver.answer.decode import decode, one_member, seated_gang
 from solver.answer.explain import explain
 from solver.answer.measures import cluster_metrics, fragmentation_change
 from solver.answer.unpool import unpool
@@ -30,6 +30,7 @@ from solver.compile.objective import is_placed_work, priority_levels
 from solver.domain import cancel as cancellation
 from solver.domain.cancel import Cancel, Cancelled, OutOfBudget, bounded
 from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
+from solver.domain.fabric import Fabric
 from solver.domain.model import (
     BatchOrder,
     Job,
@@ -52,6 +53,9 @@ from solver.reduce.normalise import Normalised
 from solver.reduce.pools import Pools
 from solver.search.alone import AloneProbe
 from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, Candidate, Floor, Portfolio, complete, repack
+from solver.search.gang import Gang, one_gang
+from solver.search.gang import choose as choose_gang
+from solver.search.gang import enumerable as gang_enumerable
 from solver.search.neighbourhood import Neighbourhoods
 from solver.search.previous import from_previous
 from solver.search.sequence import (
@@ -234,7 +238,7 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
         return solve_largest_first(request, clock, deadline_s=deadline_s)
     if request.policy.batch_order == BatchOrder.BEST_OF_ORDERS and len(request.jobs) > 1:
         return solve_best_of_orders(request, clock, deadline_s=deadline_s)
-    if one_pod(request) and (single := solve_single(request, clock)) is not None:
+    if (one_pod(request) or one_gang(request)) and (single := solve_single(request, clock)) is not None:
         return single
     plan = search_valid(request, clock, deadline_s)
     if isinstance(plan, SolveResult):  # answered without a model (solver.fallback)
@@ -252,10 +256,11 @@ def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | Non
 
 
 def solve_single(request: SolveRequest, clock: Stopwatch) -> SolveResult | None:
-    """The answer to a one-pod request the enumerator values exactly (``solver.search.single``):
-    measured and verified as any answer; None when it does not apply or no node takes the pod now
-    (the model path then says why). An online replay asks one such request a pod, and the model
-    path cost it ~20x its greedy twin (session 18)."""
+    """The answer to a one-pod or one-gang request an enumerator values exactly
+    (``solver.search.single``, ``solver.search.gang``): measured and verified as any answer; None
+    when it does not apply or no node takes it now (the model path then says why). An online
+    replay asks one such request a pod, and the model path cost it ~20x its greedy twin (session
+    18); the Slurm hook asks one a submit, a gang's 15-30 ms at 1,024 nodes (session 31)."""
     with clock.stage("single"):
         found = enumerated(request)
     if found is None or found[1] is None:
@@ -653,12 +658,11 @@ def solve_step(step: SolveRequest, seconds: float) -> StepPlan:
     clock = Stopwatch()
     with clock.stage("single"):
         found = enumerated(step)
-    if found is not None:
+    if found is not None and found[1] is not None:
         rewritten, single = found
-        if single is not None:
-            return StepPlan(
-                answer_single(rewritten, single).model_copy(update={"timings": tuple(clock.stages)})
-            )
+        return StepPlan(answer_single(rewritten, single).model_copy(update={"timings": tuple(clock.stages)}))
+    if found is not None and one_pod(step):
+        rewritten = found[0]
         # No node takes the pod now. Best-of-orders compares the orders' plans and explains the
         # kept one's left-out jobs only: the model path runs then, to say why, and not before (a
         # fifth of a replay seed's time was the model of pods no node took, in every order).
@@ -679,17 +683,18 @@ def solve_step(step: SolveRequest, seconds: float) -> StepPlan:
     return StepPlan(result, searched.explained)
 
 
-def enumerated(request: SolveRequest) -> tuple[SolveRequest, Single | None] | None:
-    """For a one-pod request the enumerator values exactly (``solver.search.single``): the request
-    rewritten (policy chains applied) and the enumerator's choice, None when no node takes the pod
-    now; None for any other request. Only a one-pod request is rewritten here: the others go to
-    :func:`search_valid`, which rewrites them once."""
-    if not one_pod(request):
-        return None
-    rewritten = rewrite(request)
-    if not enumerable(rewritten):
-        return None
-    return rewritten, choose(rewritten)
+def enumerated(request: SolveRequest) -> tuple[SolveRequest, Single | Gang | None] | None:
+    """For a one-pod or one-gang request an enumerator values exactly (``solver.search.single``,
+    ``solver.search.gang``): the request rewritten (policy chains applied) and the enumerator's
+    choice, None when it does not fit now; None for any other request. Only such a request is
+    rewritten here: the others go to :func:`search_valid`, which rewrites them once."""
+    if one_pod(request):
+        rewritten = rewrite(request)
+        return (rewritten, choose(rewritten)) if enumerable(rewritten) else None
+    if one_gang(request):
+        rewritten = rewrite(request)
+        return (rewritten, choose_gang(rewritten)) if gang_enumerable(rewritten) else None
+    return None
 
 
 def explain_step(step: SolveRequest, until: float) -> tuple[JobResult, ...]:
@@ -702,11 +707,16 @@ def explain_step(step: SolveRequest, until: float) -> tuple[JobResult, ...]:
     return searched.explained(until)
 
 
-def answer_single(request: SolveRequest, single: Single) -> SolveResult:
-    """A one-pod step's answer from the enumerator's choice (``solver.search.single``), as a model
-    answer carries it: the plan, its proven tier values, OPTIMAL."""
+def answer_single(request: SolveRequest, single: Single | Gang) -> SolveResult:
+    """A one-pod or one-gang step's answer from the enumerator's choice, as a model answer carries
+    it: the plan, its proven tier values, OPTIMAL."""
     job = request.jobs[0]
-    placed = one_member(job.id, job.roles[0], single.node, single.shape, single.concrete, single.slot)
+    if isinstance(single, Gang):
+        placed = seated_gang(job, single.seats, Fabric.of(request.inventory))
+        source = "gang"
+    else:
+        placed = one_member(job.id, job.roles[0], single.node, single.shape, single.concrete, single.slot)
+        source = "single"
     return SolveResult(
         request_id=request.request_id,
         status=SolveStatus.OPTIMAL,
@@ -714,7 +724,7 @@ def answer_single(request: SolveRequest, single: Single) -> SolveResult:
         objectives=single.objectives,
         gap=0.0,
         model_size=ModelSize(node_classes=single.classes),
-        plan_source="single",
+        plan_source=source,
     )
 
 

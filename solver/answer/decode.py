@@ -19,6 +19,7 @@ from solver.domain.model import (
     Distance,
     GpuNicPair,
     GpuShare,
+    Job,
     JobResult,
     MemberPlacement,
     MemberShape,
@@ -29,6 +30,7 @@ from solver.domain.model import (
 )
 from solver.reduce.intranode import Slot
 from solver.reduce.normalise import ConcreteNode, NodeShape, Normalised, alignment_distance, nic_demand
+from solver.search.gang import Seat
 
 
 def decode(problem: Normalised, compiled: Compiled, solution: dict[str, int] | None) -> tuple[JobResult, ...]:
@@ -78,6 +80,28 @@ def one_member(
         nvlink_domains_spanned=1 if node.nvlink_domain else 0,
         rails=tuple(sorted(rails)),
         rules_held=True,
+    )
+
+
+def seated_gang(job: Job, seats: Sequence[Seat], fabric: Fabric) -> JobResult:
+    """The result of a gang placed a member a seat (``solver.search.gang``): members in the nodes'
+    rank order, its footprint as :func:`where` reports a model's gang (its one rule of place, if
+    any, a PREFERRED job locality)."""
+    role = job.roles[0]
+    members = tuple(placement(role, s.shape, s.concrete, s.slot, index=i) for i, s in enumerate(seats))
+    used = [s.node for s in seats]
+    tier = fabric.common_tier(n.leaf for n in used)
+    limit = job.locality.highest_tier if job.locality.mode == Requirement.PREFERRED else 0
+    rails = {nic.rail for m, n in zip(members, used, strict=True) for nic in n.nics if nic.name in m.nics}
+    return JobResult(
+        job_id=job.id,
+        placed=True,
+        members=members,
+        locality_tier=tier or 0,
+        leaves_spanned=len({n.leaf for n in used if n.leaf}),
+        nvlink_domains_spanned=len({n.nvlink_domain for n in used if n.nvlink_domain}),
+        rails=tuple(sorted(r for r in rails if r is not None)),
+        rules_held=not limit or (tier is not None and tier <= limit),
     )
 
 

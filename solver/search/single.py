@@ -134,86 +134,117 @@ def none_placed(request: SolveRequest) -> tuple[TierValue, ...]:
     proven, as the model of no node class proves them."""
     names = [name for name, _ in priority_levels(request.jobs, request.policy.priority_mode)]
     return tuple(
-        _proven(tier, name, 0)
+        proven(tier, name, 0)
         for tier in request.policy.objective
         for name in (names if tier == ObjectiveTier.PLACED_WORK else parts(tier, request.policy))
     )
 
 
-def choose(request: SolveRequest) -> Single | None:
-    """The best placement of an :func:`enumerable` request's one pod; None when no node can take
-    it now (:func:`none_placed`; the model path explains why)."""
-    policy = request.policy
-    job = request.jobs[0]
-    role = job.roles[0]
-    member = role.member
-    shapes = (member,)
-    workload = profile(policy.workload, shapes)
-    tiers = tuple(policy.objective)
-    filling = ObjectiveTier.PACKING in tiers and policy.packing == Packing.FILL
-    touching = ObjectiveTier.PACKING in tiers and not filling
-    valued = ObjectiveTier.FRAGMENTATION in tiers
-    # A member that meets its PREFERRED rules counts its work (the model's topology.preferences).
-    preferring = member_work(member) if has_preferences(member) else 0
-    if touching or filling:
-        scale = largest_node(request.inventory.nodes)  # the packing tier's rulers
-    if touching:
-        touched = parts(ObjectiveTier.PACKING, policy)[0]  # binpack minimises, spread maximises
-        sign = 1 if policy.packing == Packing.SPREAD else -1
-    if filling:
-        cpu_per_milli = cpu_per_gpu_milli_of(policy, [(1, member)])
-        largest_cpu = scale[1]
-        uses_gpu = (member.gpus > 0 or member.gpu_share is not None,)
-    # (tier values as the key, by name, the class, the configuration index)
-    best: tuple[tuple[int, ...], dict[str, int], Hosting, int] | None = None
-    classes = 0
-    for hosting in hosting_classes(request, filling):
-        classes += 1
-        shape, total, configs, rank = hosting.shape, hosting.total, hosting.configs, hosting.rank
-        deltas = fragmentation_deltas(shape, configs, shapes, workload) if valued else ()
+class Valuation:
+    """What one member of the request's one role adds to each tier part but placed work, on a node
+    in one of its configurations — the model's own terms: the member's PREFERRED rules met (its
+    work), the fragmentation delta, binpack's or spread's touch cost, FILL's two parts, the node's
+    rank. A gang (``solver.search.gang``) sums them over its nodes."""
+
+    def __init__(self, request: SolveRequest) -> None:
+        policy = request.policy
+        member = request.jobs[0].roles[0].member
+        self.policy = policy
+        self.shapes = (member,)
+        self.workload = profile(policy.workload, self.shapes)
+        self.tiers = tuple(policy.objective)
+        self.filling = ObjectiveTier.PACKING in self.tiers and policy.packing == Packing.FILL
+        self.touching = ObjectiveTier.PACKING in self.tiers and not self.filling
+        self.valued = ObjectiveTier.FRAGMENTATION in self.tiers
+        # A member that meets its PREFERRED rules counts its work (the model's topology.preferences).
+        self.preferring = member_work(member) if has_preferences(member) else 0
+        if self.touching or self.filling:
+            self.scale = largest_node(request.inventory.nodes)  # the packing tier's rulers
+        if self.touching:
+            self.touched = parts(ObjectiveTier.PACKING, policy)[0]  # binpack minimises, spread maximises
+            self.sign = 1 if policy.packing == Packing.SPREAD else -1
+        if self.filling:
+            self.cpu_per_milli = cpu_per_gpu_milli_of(policy, [(1, member)])
+            self.uses_gpu = (member.gpus > 0 or member.gpu_share is not None,)
+
+    def per_configuration(self, hosting: Hosting) -> Iterator[tuple[int, dict[str, int]]]:
+        """Each configuration of ``hosting`` that places the member, with its part values in the
+        policy's tier order (placed work left out: the same wherever the member goes)."""
+        shape, total, configs = hosting.shape, hosting.total, hosting.configs
+        deltas = fragmentation_deltas(shape, configs, self.shapes, self.workload) if self.valued else ()
         for k in hosting.placing:
             values: dict[str, int] = {}
-            for tier in tiers:
+            for tier in self.tiers:
                 if tier == ObjectiveTier.TOPOLOGY:
-                    values["topology.preferences"] = preferring * configs[k].strict[0]
+                    values["topology.preferences"] = self.preferring * configs[k].strict[0]
                 elif tier == ObjectiveTier.FRAGMENTATION:
                     values["fragmentation"] = -deltas[k]
-                elif tier == ObjectiveTier.PACKING and touching:
-                    values[touched] = sign * touch_cost(shape, scale)
+                elif tier == ObjectiveTier.PACKING and self.touching:
+                    values[self.touched] = self.sign * touch_cost(shape, self.scale)
                 elif tier == ObjectiveTier.PACKING:
                     gpu_cost, cpu_spare = fill_values(
-                        shape, total, configs[k], uses_gpu, cpu_per_milli, largest_cpu
+                        shape, total, configs[k], self.uses_gpu, self.cpu_per_milli, self.scale[1]
                     )
                     values["packing.fill_gpus"] = -gpu_cost
                     values["packing.cpu_spare"] = cpu_spare
                 elif tier == ObjectiveTier.NODE_ORDER:
-                    values["node_order"] = -rank
+                    values["node_order"] = -hosting.rank
+            yield k, values
+
+    def best(self, hosting: Hosting) -> tuple[int, dict[str, int]]:
+        """The configuration of ``hosting`` the member is best valued in (of equals, the first)."""
+        found: tuple[tuple[int, ...], int, dict[str, int]] | None = None
+        for k, values in self.per_configuration(hosting):
+            key = tuple(values.values())
+            if found is None or key > found[0]:
+                found = (key, k, values)
+        assert found is not None  # a hosting node places the member in some configuration
+        return found[1], found[2]
+
+
+def placed_work_values(request: SolveRequest, members: int) -> list[TierValue]:
+    """The placed-work parts of the request's one job, ``members`` of its one role placed."""
+    job = request.jobs[0]
+    work = member_work(job.roles[0].member) * members
+    out = []
+    for name, levels in priority_levels(request.jobs, request.policy.priority_mode):
+        if levels is None:
+            out.append(proven(ObjectiveTier.PLACED_WORK, name, priority_weight(job.priority) * work))
+        else:
+            out.append(proven(ObjectiveTier.PLACED_WORK, name, work if job.priority in levels else 0))
+    return out
+
+
+def choose(request: SolveRequest) -> Single | None:
+    """The best placement of an :func:`enumerable` request's one pod; None when no node can take
+    it now (:func:`none_placed`; the model path explains why)."""
+    valuation = Valuation(request)
+    # (tier values as the key, by name, the class, the configuration index)
+    best: tuple[tuple[int, ...], dict[str, int], Hosting, int] | None = None
+    classes = 0
+    for hosting in hosting_nodes(request, valuation.filling, per_class=True):
+        classes += 1
+        for k, values in valuation.per_configuration(hosting):
             key = tuple(values.values())
             if best is None or key > best[0]:  # of equals, the first in rank order
                 best = (key, values, hosting, k)
     if best is None:
         return None
     _, values, chosen, k = best
-    node, shape, concrete = chosen.node, chosen.shape, chosen.concrete
     (slot,) = chosen.configs[k].slots
     objectives = []
-    for tier in tiers:
+    for tier in valuation.tiers:
         if tier == ObjectiveTier.PLACED_WORK:
-            for name, levels in priority_levels(request.jobs, policy.priority_mode):
-                if levels is None:
-                    work = priority_weight(job.priority) * member_work(member)
-                else:
-                    work = member_work(member) if job.priority in levels else 0
-                objectives.append(_proven(tier, name, work))
+            objectives.extend(placed_work_values(request, 1))
         else:
-            objectives.extend(_proven(tier, name, values[name]) for name in parts(tier, policy))
-    return Single(node, shape, concrete, slot, tuple(objectives), classes)
+            objectives.extend(proven(tier, name, values[name]) for name in parts(tier, request.policy))
+    return Single(chosen.node, chosen.shape, chosen.concrete, slot, tuple(objectives), classes)
 
 
 def fits_now(request: SolveRequest) -> bool:
     """Whether some node takes an :func:`enumerable` request's one pod now: the first node class
     that does answers, nothing valued (explanations ask it of every pod a window leaves out)."""
-    return next(hosting_classes(request, False), None) is not None
+    return next(hosting_nodes(request, False, per_class=True), None) is not None
 
 
 class Hosting(NamedTuple):
@@ -228,10 +259,10 @@ class Hosting(NamedTuple):
     placing: list[int]  # the configurations that place the pod
 
 
-def hosting_classes(request: SolveRequest, filling: bool) -> Iterator[Hosting]:
-    """Each node class that can take the one pod, in node rank order. A class's nodes are
-    interchangeable to the model, and decode hands out its lowest-ranked node first: the first node
-    of a class in rank order stands for it."""
+def hosting_nodes(request: SolveRequest, filling: bool, *, per_class: bool) -> Iterator[Hosting]:
+    """Each node that can take the one pod, in node rank order; ``per_class``: only the first of
+    each node class. A class's nodes are interchangeable to the model, and decode hands out its
+    lowest-ranked node first: the first node of a class in rank order stands for it."""
     policy = request.policy
     member = request.jobs[0].roles[0].member
     shapes_json = (member.model_dump_json(),)
@@ -251,10 +282,11 @@ def hosting_classes(request: SolveRequest, filling: bool) -> Iterator[Hosting]:
             continue
         shape = found[0]
         total = sum(1 for g in nodes[i].gpus if g.healthy) if filling else 0
-        key = (id(shape), total) if filling else id(shape)
-        if key in seen:
-            continue
-        seen.add(key)
+        if per_class:
+            key = (id(shape), total) if filling else id(shape)
+            if key in seen:
+                continue
+            seen.add(key)
         hit = known.get(id(shape))
         if hit is None or hit[0] is not shape:
             configs = configurations_for(shape, shapes_json, spread, (), (), (1,), choice)
@@ -279,6 +311,6 @@ def _of_pod(shapes_json: tuple[str, ...], spread: bool, choice: bool) -> dict:
     return found
 
 
-def _proven(tier: ObjectiveTier, name: str, value: int) -> TierValue:
+def proven(tier: ObjectiveTier, name: str, value: int) -> TierValue:
     """A tier value proven by enumeration: every placement was valued, so the bound is the value."""
     return TierValue(tier=tier, name=name, value=float(value), bound=float(value), optimal=True)
