@@ -17,7 +17,6 @@ from solver.domain.model import (
     Locality,
     NicMode,
     ObjectiveTier,
-    Packing,
     Requirement,
     Scope,
     SolveRequest,
@@ -83,23 +82,7 @@ def hook_gangs(draw: st.DrawFn) -> SolveRequest:
         nvlink=draw(rule),
         priority=draw(st.integers(0, 2)),
     )
-    ordered = draw(st.booleans())
-    return kit.request(
-        nodes,
-        [gang],
-        switches,
-        packing=draw(st.sampled_from((Packing.BINPACK, Packing.SPREAD, Packing.FILL))),
-        workers=1,
-        time_limit_s=5.0,
-        **(
-            {
-                "objective": (*DEFAULT_TIERS, ObjectiveTier.NODE_ORDER),
-                "node_order": tuple(draw(st.permutations([n.name for n in nodes]))),
-            }
-            if ordered
-            else {}
-        ),
-    )
+    return kit.request(nodes, [gang], switches, **draw(kit.hook_policy([n.name for n in nodes])))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

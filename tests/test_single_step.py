@@ -14,7 +14,6 @@ import solver.solve as pipeline
 from solver.answer.measures import cluster_metrics
 from solver.answer.verify import verify
 from solver.domain.model import (
-    DEFAULT_TIERS,
     Allocation,
     Distance,
     GpuShare,
@@ -262,22 +261,7 @@ def hook_pods(draw: st.DrawFn) -> SolveRequest:
         priority=draw(st.integers(0, 2)),
     )
     # Volcano's preferred node affinity: the default tiers, then nodes in a preferred order.
-    ordered = draw(st.booleans())
-    return kit.request(
-        nodes,
-        [pod],
-        packing=draw(st.sampled_from((Packing.BINPACK, Packing.SPREAD, Packing.FILL))),
-        workers=1,
-        time_limit_s=5.0,
-        **(
-            {
-                "objective": (*DEFAULT_TIERS, ObjectiveTier.NODE_ORDER),
-                "node_order": tuple(draw(st.permutations([n.name for n in nodes]))),
-            }
-            if ordered
-            else {}
-        ),
-    )
+    return kit.request(nodes, [pod], **draw(kit.hook_policy([n.name for n in nodes])))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -20,7 +20,7 @@
 """
 
 from tests.kit.answers import member, metrics_for, placed, result, unplaced, with_footprint
-from tests.kit.jobs import job, request, role, shape
+from tests.kit.jobs import hook_policy, job, request, role, shape
 from tests.kit.nodes import (
     DISTANCE_TREE,
     DISTANCE_TREE_CROSSED,
@@ -63,6 +63,7 @@ __all__ = [
     "cluster",
     "fabric_problems",
     "fat_tree",
+    "hook_policy",
     "inventory",
     "job",
     "member",

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from hypothesis import strategies as st
+
 from solver.domain.model import (
+    DEFAULT_TIERS,
     Alignment,
     AntiAffinity,
     Distance,
@@ -22,6 +25,8 @@ from solver.domain.model import (
     NicMode,
     NicRequest,
     Node,
+    ObjectiveTier,
+    Packing,
     Policy,
     Requirement,
     Role,
@@ -124,3 +129,19 @@ def request(
         jobs=tuple(jobs),
         policy=Policy(**policy),  # type: ignore[arg-type]
     )
+
+
+@st.composite
+def hook_policy(draw: st.DrawFn, names: Sequence[str]) -> dict[str, object]:
+    """Policy keywords of what the Slurm hook asks at a submit — the default tiers under binpack,
+    spread or fill, one worker, 5 s — or Volcano for a one-job session: the same, then the nodes
+    ``names`` in a preferred order (its node affinity)."""
+    policy: dict[str, object] = {
+        "packing": draw(st.sampled_from((Packing.BINPACK, Packing.SPREAD, Packing.FILL))),
+        "workers": 1,
+        "time_limit_s": 5.0,
+    }
+    if draw(st.booleans()):
+        policy["objective"] = (*DEFAULT_TIERS, ObjectiveTier.NODE_ORDER)
+        policy["node_order"] = tuple(draw(st.permutations(list(names))))
+    return policy
