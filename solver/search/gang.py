@@ -128,11 +128,20 @@ def choose(request: SolveRequest) -> Gang | None:
     job = request.jobs[0]
     members = job.roles[0].replicas
     valuation = Valuation(request)
-    candidates = [
-        _Candidate(hosting, *_vector(valuation.best(hosting)))
-        for hosting in hosting_nodes(request, valuation.filling, per_class=False)
-        if not _kept_away(hosting.node, request)
-    ]
+    # A node's values are its class's (its shape, and its healthy GPUs under FILL) but for its rank:
+    # valued once a class, as the one-pod enumerator does, not once a node.
+    by_class: dict[tuple[int, int], tuple[int, dict[str, int]]] = {}
+    candidates = []
+    for hosting in hosting_nodes(request, valuation.filling, per_class=False):
+        if _kept_away(hosting.node, request):
+            continue
+        key = (id(hosting.shape), hosting.total)
+        if key not in by_class:
+            by_class[key] = valuation.best(hosting)
+        k, values = by_class[key]
+        if "node_order" in values:
+            values = {**values, "node_order": -hosting.rank}
+        candidates.append(_Candidate(hosting, k, tuple(values.values())))
     if len(candidates) < members:
         return None
     fabric = Fabric.of(request.inventory)
@@ -171,11 +180,6 @@ def _names(
             names += [(tier, LOCALITY)] * bool(levels) + [(tier, LEAVES)]
         names += [(tier, name) for name in parts(tier, request.policy)]
     return names
-
-
-def _vector(best: tuple[int, dict[str, int]]) -> tuple[int, Vector]:
-    k, values = best
-    return k, tuple(values.values())
 
 
 def _kept_away(node: Node, request: SolveRequest) -> bool:
