@@ -35,7 +35,14 @@ from solver.answer.verify import verify
 from solver.baselines import volcano
 from solver.baselines.exchange import exchange
 from solver.baselines.topology import Greedy, Start, first_aligned_pick
-from solver.compile.cost import NORMALISE_S_PER_NODE, PACE, SMALL_BUILD_S, VALIDATE_S_PER_NODE, Estimate
+from solver.compile.cost import (
+    NORMALISE_S_PER_NODE,
+    PACE,
+    SMALL_BUILD_S,
+    VALIDATE_KNOWN_S_PER_NODE,
+    VALIDATE_S_PER_NODE,
+    Estimate,
+)
 from solver.compile.objective import JOBS_TIER, member_work, priority_levels, priority_weight
 from solver.domain.errors import VerificationFailed
 from solver.domain.model import (
@@ -136,15 +143,17 @@ def normalise_until(nodes: int, jobs: int, deadline: float) -> float:
     return deadline - needs_s(nodes, jobs, deadline - time.perf_counter())
 
 
-def after_reading_s_per_node(pace: float | None = None) -> tuple[float, float]:
-    """What each node read costs after its conversion, (per node, per node converted afresh): the
-    greedy's indexes (the cluster measures of every node included: ``measures.measure_nodes``
-    runs in the placer's setup) and answer, and for a node never seen (``solver.service.wire.
-    Reading``) validating it and what its answer costs more on it (:data:`ANSWER_COLD_S_PER_NODE`);
-    the rest of the answer is :func:`answer_s` of no nodes."""
+def after_reading_s_per_node(pace: float | None = None) -> tuple[float, float, float]:
+    """What each node read costs after its conversion, (per node, per node converted afresh, per
+    node of a kind not read before): the greedy's indexes (the cluster measures of every node
+    included: ``measures.measure_nodes`` runs in the placer's setup) and answer; for a node never
+    seen (``solver.service.wire.Reading``) validating it as a kind validated already and what its
+    answer costs more on it (:data:`ANSWER_COLD_S_PER_NODE`); for the first node of its kind, the
+    rest of validating it. The rest of the answer is :func:`answer_s` of no nodes."""
     pace = PACE.ratio() if pace is None else pace
-    per_miss = VALIDATE_S_PER_NODE + ANSWER_COLD_S_PER_NODE
-    return (PLACER_SETUP_S_PER_NODE + ANSWER_S_PER_NODE) * pace, per_miss * pace
+    per_miss = VALIDATE_KNOWN_S_PER_NODE + ANSWER_COLD_S_PER_NODE
+    per_kind = VALIDATE_S_PER_NODE - VALIDATE_KNOWN_S_PER_NODE
+    return (PLACER_SETUP_S_PER_NODE + ANSWER_S_PER_NODE) * pace, per_miss * pace, per_kind * pace
 
 
 NORMALISE_LATE = (

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from solver.domain.errors import InvalidRequest, Problem
 from solver.domain.model import Allocation, Node, SolveRequest
-from solver.domain.nodekey import DEVICES
+from solver.domain.nodekey import DEVICES, node_key
 from solver.domain.validate import validate
 from solver.service import wire
 from tests import kit
@@ -264,6 +264,8 @@ def test_twins_share_their_devices_but_not_their_names_uuids_or_allocations() ->
     d = wire._node_from_proto(wire.to_proto(sick, placement_pb2.Node), reading)
     assert (reading.misses, reading.alike) == (4, 1)
     assert d == sick and not d.gpus[0].healthy and c.gpus[0].healthy
+    # Kinds (what validation checks once): a; b holds other devices; c is a's but for its names; d.
+    assert reading.new_kinds == 3 and len(reading.kinds) == 3
 
 
 def test_bad_devices_are_named_as_before_on_every_node_that_has_them() -> None:
@@ -286,13 +288,60 @@ def test_bad_devices_are_named_as_before_on_every_node_that_has_them() -> None:
     )
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes_alike())
+def test_nodes_of_one_wire_kind_are_of_one_node_key(nodes: list[placement_pb2.Node]) -> None:
+    """Two valid nodes the reading counts as one kind (charged validation once: ``_kind``) are
+    validated once, as one ``node_key``; and the nodes' names, labels, leaves, GPU UUIDs and
+    allocations' owners and labels never make a kind of their own."""
+    converted = []
+    for msg in nodes:
+        kind, done = cold(lambda m=msg: wire._node_from_proto(m))
+        if kind == "value":
+            converted.append((wire._kind(msg), node_key(done[0])))
+    for kind_a, key_a in converted:
+        for kind_b, key_b in converted:
+            if kind_a == kind_b:
+                assert key_a == key_b
+    for msg in nodes:
+        renamed = placement_pb2.Node()
+        renamed.CopyFrom(msg)
+        renamed.name, renamed.leaf, renamed.nvlink_domain = "other", "leaf-other", "domain-other"
+        renamed.labels["team"] = "other"
+        for gpu in renamed.gpus:
+            gpu.uuid = f"GPU-other-{gpu.id}"
+        for allocation in renamed.allocations:
+            allocation.owner = "someone-else"
+            allocation.labels["app"] = "other"
+        assert wire._kind(renamed) == wire._kind(msg)
+
+
+def test_a_reading_charges_a_kind_of_node_read_before_less_validation() -> None:
+    """The next node is charged as one of a new kind; a node of a kind read before was charged
+    only the miss's part: validating it is a lookup of its kind (``solver.domain.validate``)."""
+    reading = wire.Reading(until=100.0, after_s_per_miss=1.0, after_s_per_new_kind=10.0, started=0.0)
+    base = kit.node("n", kit.SMALL)
+    for i in range(3):
+        reading.saw(wire.to_proto(base.model_copy(update={"name": f"n{i}"}), placement_pb2.Node))
+    assert (reading.misses, reading.new_kinds) == (3, 1)
+    # after reading 3: 4 misses (1 each) and 2 new kinds (10 each) = 24 s of the 100 from now
+    with patch.object(wire.time, "perf_counter", lambda: 75.9):
+        assert reading.more(3)
+    with patch.object(wire.time, "perf_counter", lambda: 76.1):
+        assert not reading.more(3)
+
+
 def test_a_reading_charges_nodes_alike_their_own_conversion() -> None:
     """Nodes never seen but built alike are charged their own (cheaper) conversion in the reading's
     pace, so a reading that converts them at that price reads its pace as 1, not as a fast spell."""
     reading = wire.Reading(
-        until=float("inf"), convert_s_per_hit=0.01, convert_s_per_miss=1.0, convert_s_per_alike=0.25
+        until=float("inf"),
+        convert_s_per_hit=0.01,
+        convert_s_per_miss=1.0,
+        convert_s_per_alike=0.25,
+        convert_s_per_kind=0.125,
     )
     reading.misses, reading.alike = 100, 90
-    assert reading.predicted_s(120) == 10 * 1.0 + 90 * 0.25 + 20 * 0.01
+    assert reading.predicted_s(120) == 10 * 1.0 + 90 * 0.25 + 100 * 0.125 + 20 * 0.01
     reading.started = 0.0
     assert reading.pace(120, now=2 * reading.predicted_s(120)) == 2.0

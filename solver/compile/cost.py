@@ -71,7 +71,16 @@ WARM_CONVERT_S_PER_NODE = 1.5e-5  # the same node found in the wire's node cache
 # bench.quality, server's collector regime (session 29, load ~2): 119-140 us a node where the plain
 # conversion took 292-302 (CONVERT_S_PER_NODE's 3e-4); taken at its fast end, as that one.
 ALIKE_CONVERT_S_PER_NODE = 1.2e-4
-VALIDATE_S_PER_NODE = 1.2e-4  # solver.domain.validate, cold
+VALIDATE_S_PER_NODE = 1.2e-4  # solver.domain.validate, cold, a node of a kind not validated before
+# Validating a node never seen of a kind validated already: solver.domain.validate checks each
+# node_key once, so such a node costs its key and its share of the rules across nodes. Fitted in
+# session 31 on bench.quality's cold inventories, idle, fresh processes (per node = known + share of
+# new kinds x extra): 33 us a node at 16,384 nodes (9 % new kinds), 38 at 4,096 (16 %), 47 at 1,024
+# (26 %) give 25 us known and 83 us more a new kind; taken at 3e-5, with a new kind at the full cost.
+VALIDATE_KNOWN_S_PER_NODE = 3e-5
+# The wire's kind of a node never seen (solver.service.wire._kind), found as it is read: a copy of its
+# message with the naming fields cleared, serialised. 11.5-19.8 us a node in the same runs.
+KIND_S_PER_NODE = 1.2e-5
 NORMALISE_S_PER_NODE = 2.5e-4  # solver.reduce.normalise's shape of a node, cold
 
 

@@ -165,6 +165,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         from solver.compile.cost import (
             ALIKE_CONVERT_S_PER_NODE,
             CONVERT_S_PER_NODE,
+            KIND_S_PER_NODE,
             PACE,
             WARM_CONVERT_S_PER_NODE,
         )
@@ -178,28 +179,25 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             # Nodes are read while the answer from them still fits (solver.service.partial): what
             # each costs afterwards, and a share of the time for the greedy's placing, are kept back.
             pace = PACE.ratio()
-            per_node, per_miss = after_reading_s_per_node(pace)
+            per_node, per_miss, per_kind = after_reading_s_per_node(pace)
             reading = wire.Reading(
                 until=started + (1 - PLACING_SHARE) * left,
                 after_s=answer_s(0, len(request.jobs), pace),
                 after_s_per_node=per_node,
                 after_s_per_miss=per_miss,
+                after_s_per_new_kind=per_kind,
                 convert_s_per_hit=WARM_CONVERT_S_PER_NODE * pace,
                 convert_s_per_miss=CONVERT_S_PER_NODE * pace,
                 convert_s_per_alike=ALIKE_CONVERT_S_PER_NODE * pace,
+                convert_s_per_kind=KIND_S_PER_NODE * pace,
                 started=started,
             )
         domain = wire.request_from_proto(request, reading)
         converted_s = call.converted_s = time.perf_counter() - started
         self._metrics.stage_seconds.labels(stage="convert").observe(converted_s)
         if reading is not None:
-            read, fresh = len(domain.inventory.nodes), reading.misses - reading.alike
-            predicted = (
-                CONVERT_S_PER_NODE * fresh
-                + ALIKE_CONVERT_S_PER_NODE * reading.alike
-                + WARM_CONVERT_S_PER_NODE * (read - reading.misses)
-            )
-            PACE.observe(predicted, converted_s)
+            # What the reading predicted at the calibration's pace (its charges carry this call's).
+            PACE.observe(reading.predicted_s(len(domain.inventory.nodes)) / pace, converted_s)
         update: dict[str, object] = {}
         if domain.request_id != request_id:
             update["request_id"] = request_id
