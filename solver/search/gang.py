@@ -135,10 +135,10 @@ def choose(request: SolveRequest) -> Gang | None:
     for hosting in hosting_nodes(request, valuation.filling, per_class=False):
         if _kept_away(hosting.node, request):
             continue
-        key = (id(hosting.shape), hosting.total)
-        if key not in by_class:
-            by_class[key] = valuation.best(hosting)
-        k, values = by_class[key]
+        cls = (id(hosting.shape), hosting.total)
+        if cls not in by_class:
+            by_class[cls] = valuation.best(hosting)
+        k, values = by_class[cls]
         if "node_order" in values:
             values = {**values, "node_order": -hosting.rank}
         candidates.append(_Candidate(hosting, k, tuple(values.values())))
@@ -151,13 +151,15 @@ def choose(request: SolveRequest) -> Gang | None:
     weight = max(job.roles[0].member.gpus, 1) * members
     best: tuple[Vector, tuple[_Candidate, ...]] | None = None
     for chosen in _best_sets(candidates, members, fabric, levels if ruled else None):
-        key = _key(names, chosen, fabric, levels, weight)
-        if best is None or key > best[0]:
-            best = (key, chosen)
-    assert best is not None
-    key, chosen = best
+        valued = _key(names, chosen, fabric, levels, weight)
+        if best is None or valued > best[0]:
+            best = (valued, chosen)
+    assert best is not None  # the inventory as a whole holds a set: len(candidates) >= members
+    values_of_best, chosen = best
     objectives = [*placed_work_values(request, members)]
-    objectives.extend(proven(tier, name, value) for (tier, name), value in zip(names, key, strict=True))
+    objectives.extend(
+        proven(tier, name, value) for (tier, name), value in zip(names, values_of_best, strict=True)
+    )
     seats = tuple(
         Seat(c.hosting.node, c.hosting.shape, c.hosting.concrete, c.hosting.configs[c.k].slots[0])
         for c in sorted(chosen, key=lambda c: c.hosting.rank)
