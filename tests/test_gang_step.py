@@ -17,6 +17,7 @@ from solver.domain.model import (
     Locality,
     NicMode,
     ObjectiveTier,
+    PriorityMode,
     Requirement,
     Scope,
     SolveRequest,
@@ -46,7 +47,7 @@ def hook_gangs(draw: st.DrawFn) -> SolveRequest:
     members kept apart by their own label, kept close (PREFERRED, maybe with a tier) or not, a NIC
     per GPU or none, alignment and NVLink rules of any strength, on 2-9 nodes of three kinds under
     a fat tree (a node maybe outside it), partly held — some by work of the gang's own label —
-    under binpack, spread or fill, maybe with a preferred node order."""
+    under binpack, spread or fill, maybe with a preferred node order, priorities strict or weighted."""
     spines = draw(st.integers(1, 2))
     leaves = draw(st.integers(1, 4))
     switches = kit.fat_tree(leaves, spines)
@@ -82,7 +83,8 @@ def hook_gangs(draw: st.DrawFn) -> SolveRequest:
         nvlink=draw(rule),
         priority=draw(st.integers(0, 2)),
     )
-    return kit.request(nodes, [gang], switches, **draw(kit.hook_policy([n.name for n in nodes])))
+    policy = draw(kit.hook_policy([n.name for n in nodes]))
+    return kit.request(nodes, [gang], switches, priority_mode=draw(st.sampled_from(PriorityMode)), **policy)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
