@@ -470,5 +470,7 @@ class SolveResult(Frozen):
     metrics: ClusterMetrics = ClusterMetrics()
     # Who made the returned plan: "search" (CP-SAT, from the floor's best plan), "floor:<placer>"
     # (a greedy placer's plan, no search bettered it), "unsearched:<placer>" (no time to build the
-    # model: ``solver.fallback``'s greedy plan, nothing searched), or a baseline's name.
+    # model: ``solver.fallback``'s greedy plan, nothing searched), "single" / "gang" (one pod or one
+    # gang placed by enumeration, no model needed: ``solver.search.single`` / ``.gang``, proven
+    # optimal), or a baseline's name.
     plan_source: str = ""
