@@ -261,7 +261,7 @@ def solve_single(request: SolveRequest, clock: Stopwatch) -> SolveResult | None:
     when it does not apply or no node takes it now (the model path then says why). An online
     replay asks one such request a pod, and the model path cost it ~20x its greedy twin (session
     18); the Slurm hook asks one a submit, a gang's 15-30 ms at 1,024 nodes (session 31)."""
-    with clock.stage("single"):
+    with clock.stage("enumerate"):
         found = enumerated(request)
     if found is None or found[1] is None:
         return None
@@ -656,7 +656,7 @@ def solve_step(step: SolveRequest, seconds: float) -> StepPlan:
     even empty) went before the steps, and allocations do not change what a node holds empty; and
     the earlier steps' plans are checked, rule by rule, by the batch's verify."""
     clock = Stopwatch()
-    with clock.stage("single"):
+    with clock.stage("enumerate"):
         found = enumerated(step)
     if found is not None and found[1] is not None:
         rewritten, single = found

@@ -127,7 +127,7 @@ def test_the_result_says_what_it_can_prove() -> None:
     assert result.metrics.gpus_used_after == 4 and [jr.job_id for jr in result.jobs] == ["a", "b", "c"]
     stages = [t.stage for t in result.timings]
     # Each step is one pod under the default tiers: the enumerator's (solver.search.single).
-    assert stages[:4] == ["validate", "steps", "explain", "verify"] and "step.single" in stages
+    assert stages[:4] == ["validate", "steps", "explain", "verify"] and "step.enumerate" in stages
 
 
 def test_an_exclusive_job_placed_first_keeps_its_node() -> None:
