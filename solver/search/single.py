@@ -149,7 +149,6 @@ class Valuation:
     def __init__(self, request: SolveRequest) -> None:
         policy = request.policy
         member = request.jobs[0].roles[0].member
-        self.policy = policy
         self.shapes = (member,)
         self.workload = profile(policy.workload, self.shapes)
         self.tiers = tuple(policy.objective)
