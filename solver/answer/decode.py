@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import TypedDict
 
 from solver.compile import Compiled
 from solver.compile.locality import NVLINK, Rule, locality_rules
@@ -85,24 +86,15 @@ def one_member(
 
 def seated_gang(job: Job, seats: Sequence[Seat], fabric: Fabric) -> JobResult:
     """The result of a gang placed a member a seat (``solver.search.gang``): members in the nodes'
-    rank order, its footprint as :func:`where` reports a model's gang (its one rule of place, if
-    any, a PREFERRED job locality)."""
+    rank order, its footprint as :func:`where` reports a model's gang; its one rule of place, if
+    any, is a PREFERRED job locality, held when the gang's nodes share a switch at its tier."""
     role = job.roles[0]
     members = tuple(placement(role, s.shape, s.concrete, s.slot, index=i) for i, s in enumerate(seats))
-    used = [s.node for s in seats]
-    tier = fabric.common_tier(n.leaf for n in used)
+    found = footprint(members, {s.node.name: s.node for s in seats}, fabric)
     limit = job.locality.highest_tier if job.locality.mode == Requirement.PREFERRED else 0
-    rails = {nic.rail for m, n in zip(members, used, strict=True) for nic in n.nics if nic.name in m.nics}
-    return JobResult(
-        job_id=job.id,
-        placed=True,
-        members=members,
-        locality_tier=tier or 0,
-        leaves_spanned=len({n.leaf for n in used if n.leaf}),
-        nvlink_domains_spanned=len({n.nvlink_domain for n in used if n.nvlink_domain}),
-        rails=tuple(sorted(r for r in rails if r is not None)),
-        rules_held=not limit or (tier is not None and tier <= limit),
-    )
+    tier = found["locality_tier"]  # distinct nodes: 0 when they share no switch
+    held = not limit or 0 < tier <= limit
+    return JobResult(job_id=job.id, placed=True, members=members, **found, rules_held=held)
 
 
 def where(
@@ -113,10 +105,29 @@ def where(
     fabric: Fabric,
     rules: Sequence[Rule],
 ) -> dict[str, object]:
-    """The job's footprint for the result: tier reached, leaves, NVLink domains, rails, and whether
-    every PREFERRED locality rule held too."""
+    """The job's footprint for the result (:func:`footprint`), and whether every PREFERRED locality
+    rule held too."""
     if not members:
         return {}
+    return {
+        **footprint(members, nodes, fabric),
+        "rules_held": preferred_rules_held(problem, j, members, nodes, fabric, rules),
+    }
+
+
+class Footprint(TypedDict):
+    """A placed job's footprint fields of ``JobResult``."""
+
+    locality_tier: int
+    leaves_spanned: int
+    nvlink_domains_spanned: int
+    rails: tuple[int, ...]
+
+
+def footprint(members: Sequence[MemberPlacement], nodes: dict[str, Node], fabric: Fabric) -> Footprint:
+    """Where a placed job's ``members`` sit: the tier of the lowest switch above all their nodes (0 on
+    one node, or when they share none), the leaves and NVLink domains they span, the rails of their
+    NICs."""
     used = [nodes[m.node] for m in members]
     names = {n.name for n in used}
     leaves = {n.leaf for n in used if n.leaf}
@@ -124,13 +135,12 @@ def where(
     rails = {
         nic.rail for m in members for nic in nodes[m.node].nics if nic.name in m.nics and nic.rail is not None
     }
-    return {
-        "locality_tier": tier,
-        "leaves_spanned": len(leaves),
-        "nvlink_domains_spanned": len({n.nvlink_domain for n in used if n.nvlink_domain}),
-        "rails": tuple(sorted(rails)),
-        "rules_held": preferred_rules_held(problem, j, members, nodes, fabric, rules),
-    }
+    return Footprint(
+        locality_tier=tier,
+        leaves_spanned=len(leaves),
+        nvlink_domains_spanned=len({n.nvlink_domain for n in used if n.nvlink_domain}),
+        rails=tuple(sorted(rails)),
+    )
 
 
 def preferred_rules_held(

@@ -110,7 +110,7 @@ class Gang:
 
     seats: tuple[Seat, ...]
     objectives: tuple[TierValue, ...]
-    classes: int  # nodes that could take a member
+    classes: int  # node classes that could take a member (the model size it reports)
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ def choose(request: SolveRequest) -> Gang | None:
         Seat(c.hosting.node, c.hosting.shape, c.hosting.concrete, c.hosting.configs[c.k].slots[0])
         for c in sorted(chosen, key=lambda c: c.hosting.rank)
     )
-    return Gang(seats, tuple(objectives), len(candidates))
+    return Gang(seats, tuple(objectives), len(by_class))
 
 
 LOCALITY, LEAVES = "topology.locality", "topology.leaves_spanned"

@@ -342,7 +342,7 @@ def _naming() -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]
     items = tuple(
         (name, tuple(sorted(NAMING[model])))
         for name, info in Node.model_fields.items()
-        if (model := _nested_model(info.annotation)) is not None and model is not Node and model in NAMING
+        if (model := _nested_model(info.annotation)) is not None and model in NAMING
     )
     return tuple(sorted(NAMING[Node])), items
 
