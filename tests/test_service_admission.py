@@ -28,7 +28,7 @@ from bench.scenario import scenario
 from solver.domain.cancel import Cancel, Cancelled
 from solver.domain.model import NicMode, Requirement, SolveRequest, SolveResult, SolveStatus
 from solver.service import wire
-from solver.service.admission import REPLY_MARGIN_S, Call, ServiceLimits, deadline_of
+from solver.service.admission import REPLY_MARGIN_S, Admission, Call, ServiceLimits, deadline_of
 from solver.service.server import RunningServer, serve
 from solver.solve import solve
 from tests import kit
@@ -483,3 +483,76 @@ def test_a_cancelled_whatif_run_stops_and_is_logged_as_cancelled(
     assert any(
         e["event"] == "whatif_cancelled" or (e["event"] == "whatif" and not e["complete"]) for e in events
     ), events
+
+
+class HoldUntilCancelled(grpc.ServerInterceptor):
+    """Runs a call's handler only once its caller has cancelled: the window between a request's
+    arrival and the admission's callback, which a loaded host opens by chance, opened every time."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        inner = handler.unary_unary
+
+        def held(request: object, context: grpc.ServicerContext) -> object:
+            while context.is_active():
+                time.sleep(0.01)
+            self.released.set()
+            return inner(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            held,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+@pytest.mark.needs_pipeline
+def test_a_call_cancelled_before_its_handler_starts_stops_at_once(events: list[dict[str, object]]) -> None:
+    """gRPC never calls back a callback added after the call ended: the admission must see that and
+    stop the work itself (seen once in CI: a what-if run going on for nobody)."""
+    from solver.service.metrics import ServiceMetrics
+    from solver.whatif.convert import scenario_to_proto
+    from solver.whatif.scenario import BaseInventory, PolicySpec, Scenario, SolverPolicy
+    from solver.whatif.service import add_to_server
+    from topoplace.v1 import whatif_pb2, whatif_pb2_grpc
+
+    hard = long_request()
+    whatif = Scenario(
+        base=BaseInventory(inventory=hard.inventory),
+        jobs=hard.jobs,
+        policies=(PolicySpec(name="solver", solver=SolverPolicy(time_limit_s=30)),),
+    )
+    hold = HoldUntilCancelled()
+    admission = Admission(ServiceLimits(), ServiceMetrics())
+    server = grpc.server(ThreadPoolExecutor(max_workers=4), interceptors=(hold, admission))
+    add_to_server(server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            future = whatif_pb2_grpc.WhatIfStub(channel).Run.future(
+                whatif_pb2.WhatIfRequest(scenario=scenario_to_proto(whatif))
+            )
+            time.sleep(0.3)
+            future.cancel()
+            assert hold.released.wait(10), "the held handler never saw its call end"
+            released_at = time.monotonic()
+            time.sleep(0.05)  # the admission has taken the call
+            while admission.in_flight() and time.monotonic() < released_at + 10:
+                time.sleep(0.01)
+            stopped_in = time.monotonic() - released_at
+        assert admission.in_flight() == 0
+        assert stopped_in < 2.0, f"the what-if run went on {stopped_in:.2f} s after its call ended"
+        assert any(e["event"] == "whatif_cancelled" for e in events), events
+    finally:
+        admission.cancel_all("test over")
+        server.stop(grace=None)

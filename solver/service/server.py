@@ -42,6 +42,7 @@ from solver.service.admission import (
     ServiceLimits,
     deadline_of,
     reply_s,
+    stop_when_ended,
 )
 from solver.service.logging import configure_logging
 from solver.service.metrics import MetricsServer, ServiceMetrics, start_metrics_server
@@ -94,7 +95,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         if call is None:
             now = time.monotonic()
             call = Call(method=SOLVE_METHOD, lane="", arrived=now, deadline=deadline_of(context, now))
-            context.add_callback(lambda: call.cancel.trip("the call ended"))
+            stop_when_ended(context, call.cancel, lambda: "the call ended")
         request_id = request.request_id or uuid.uuid4().hex
         log = _log.bind(
             request_id=request_id, jobs=len(request.jobs), nodes=len(request.inventory.nodes), lane=call.lane
