@@ -89,6 +89,7 @@ from adapters.slurm.running import SQUEUE_RUNNING, RunningJobs, parse_running
 from adapters.slurm.scontrol import SlurmNode, parse_show_node, split_fields
 from adapters.slurm.topology_conf import SlurmTopology, parse_topology_conf, parse_topology_yaml
 from solver.answer.verify import verify
+from solver.domain.cancel import Cancel, Cancelled, cancelling
 from solver.domain.errors import InvalidRequest
 from solver.domain.model import (
     Allocation,
@@ -918,16 +919,12 @@ class Agent:
                 # fast answer then costs the budget, not the budget plus the fast placer (at 1,024
                 # nodes 3-10 ms, up to 80 ms for the first one; s13 bench/RESULTS-slurm.md).
                 mark = time.perf_counter()
-                # Its scoring passes get what is left of the budget (at most FAST_PLACER_S), not a
-                # fixed 20 ms after it: out of time, the fast placer's best-fit pass still answers
-                # typed, so the budget bounds the answer (the p99 of s13: budget + fast placer).
-                left = self._budget_left()
-                fast = fast_place(request, FAST_PLACER_S if left is None else min(FAST_PLACER_S, left))
-                problems = verify(request, fast)
+                made = self._fast_meanwhile(result, request)
                 self._stage("fast", mark)
                 late = self._wait(result, "solve")
                 if not isinstance(late, SolveResult):
-                    return self._fast_answer(desc, spec, inventory, request, late, fast, problems)
+                    assert made is not None  # the fast placer stops only once the call is done
+                    return self._fast_answer(desc, spec, inventory, request, late, *made)
                 result = late
         except InvalidRequest as err:
             if all(p.path.startswith("jobs") for p in err.problems):  # the job itself, not the site
@@ -954,6 +951,26 @@ class Agent:
         self.decisions[plan_id] = (result, plan)
         self._issued[plan_id] = _Issued(time.monotonic(), {p.node: (p.gpus, p.nics) for p in plan.nodes})
         return self._apply(desc, spec, plan, result, unpinned=self._unpin_why(spec, snapshot))
+
+    def _fast_meanwhile(
+        self, call: InFlight, request: SolveRequest
+    ) -> tuple[SolveResult, Sequence[str]] | None:
+        """The fast placer's plan and what verifying it found, made while the solver works; None if
+        the solver answered first. Its answer trips a token the fast placer checks at every
+        candidate node: finishing a plan nobody needs held the solver's answer back by the fast
+        placer's 10-20 ms on a loaded host (two thirds of the hook's slowest 1 %, session 31) while
+        taking the CPU the solver answered with. Its scoring passes get what is left of the
+        budget (at most FAST_PLACER_S), not a fixed 20 ms after it: out of time, its best-fit pass
+        still answers typed, so the budget bounds the answer (the p99 of s13: budget + fast placer)."""
+        answered = Cancel()
+        call.add_done_callback(lambda _call: answered.trip("the solver answered"))
+        left = self._budget_left()
+        try:
+            with cancelling(answered):  # verifying looks at the token too
+                fast = fast_place(request, FAST_PLACER_S if left is None else min(FAST_PLACER_S, left))
+                return fast, verify(request, fast)
+        except Cancelled:
+            return None
 
     def _later_ahead(
         self, spec: JobSpec, inventory: SlurmInventory, request: SolveRequest

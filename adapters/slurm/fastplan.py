@@ -40,6 +40,7 @@ from solver.baselines.topology import (
     node_fits,
     usable_gpus,
 )
+from solver.domain import cancel as cancellation
 from solver.domain.model import (
     Gpu,
     JobResult,
@@ -92,7 +93,12 @@ def nvlink_aligned_pick(free: Free, shape: MemberShape) -> Pick | None:
     straddled" measure), and a member that fits behind one switch asks Slurm for one GRES type: one
     GPU behind each of two switches (``gpu:sw1:1,gpu:sw3:1``) waits until both switches have room on
     one node, and a pending job cannot be re-typed on Slurm 22.05 (real-Slurm bench, sessions 11, 13).
-    A lone GPU goes where its switch is already partly used, leaving whole switches to pairs."""
+    A lone GPU goes where its switch is already partly used, leaving whole switches to pairs.
+
+    Checks the cancel token first (``solver.domain.cancel``): this runs once per candidate node, and
+    the agent trips the token when the solver answers while the fast placer works, so the answer is
+    not held back by a plan nobody needs (the loaded hook bench's slowest 1 %, session 31)."""
+    cancellation.check()
     usable = usable_gpus(free, shape)
     group_of = {gpu: group for group in strong_groups(free) for gpu in group}
     group_free = {group: sum(1 for g in usable if g.id in group) for group in set(group_of.values())}
