@@ -396,7 +396,12 @@ def search_valid(
         )
         limit_s = request.policy.time_limit_s
         passes, early = floor_passes(compiled, limit_s), repair_early(problem, limit_s)
-        drawing = Portfolio(floor, passes, request.policy.seed, repair=repair, repair_early=early)
+        # The fallback's own orders too, while the search runs: a call with the time to build the
+        # model answers no worse than one without it.
+        outside = fallback.FloorOrders(problem, compiled, floor, request)
+        drawing = Portfolio(
+            floor, passes, request.policy.seed, repair=repair, repair_early=early, outside=outside
+        )
         spare = spare_core(request.policy)
         floor_part = floor_share(spare)
         # The named placers are the strongest: they run before the search while its time lasts
