@@ -115,6 +115,14 @@ SEARCH_WORTH = 1.0
 # first plan repaired started 318 jobs where the best shuffle started 317, but at 16,384 nodes and
 # 5 s (warm) it took the place of the shuffle that started 358 jobs, and found nothing (355).
 REPAIR_S_PER_NODE, REPAIR_SHARE = 1.2e-4, 0.15
+# From this many nodes the fallback's orders (solver.fallback.FloorOrders) are drawn before the class
+# orders left while the search runs, else after them. Measured on bench.quality's requests (70 %
+# busy, 500 jobs, seeds 1-3), not predicted: at 16,384 nodes and 15 s the class orders and the search
+# started 342 jobs on seed 3 in some runs where the fallback's orders start 356 (a 5 s call, which
+# never builds the model, answered 356); at 4,096 nodes and 5 s the class orders' shuffles reach the
+# greedy's best order (318 / 318 / 310 jobs), and the fallback's orders drawn first took their time
+# (316 / 317 / 310). Between the two sizes nothing was measured (session 32).
+OUTSIDE_FIRST_NODES = 8192
 # With a spare core the floor's own stage stops sooner, the rest of its placers drawn beside the
 # search: at 1,024 nodes x 200 jobs, 5 s, a floor stage of half the window left the search too little
 # to prove any priority level (session 11).
@@ -398,9 +406,14 @@ def search_valid(
         passes, early = floor_passes(compiled, limit_s), repair_early(problem, limit_s)
         # The fallback's own orders too, while the search runs: a call with the time to build the
         # model answers no worse than one without it.
-        outside = fallback.FloorOrders(problem, compiled, floor, request)
         drawing = Portfolio(
-            floor, passes, request.policy.seed, repair=repair, repair_early=early, outside=outside
+            floor,
+            passes,
+            request.policy.seed,
+            repair=repair,
+            repair_early=early,
+            outside=fallback.FloorOrders(problem, compiled, floor, request),
+            outside_first=outside_first(problem),
         )
         spare = spare_core(request.policy)
         floor_part = floor_share(spare)
@@ -793,6 +806,12 @@ def floor_passes(compiled: Compiled, time_limit_s: float) -> int:
     time limit pays for, sized from the model so that equal requests run equal portfolios."""
     per_pass = SHUFFLE_S_PER_VARIABLE * max(1, len(compiled.model.proto.variables))
     return max(0, min(MAX_SHUFFLES, int(FLOOR_SHARE * time_limit_s / per_pass) - NAMED_ORDERS))
+
+
+def outside_first(problem: Normalised) -> bool:
+    """Whether the fallback's orders go before the floor's class orders left while the search runs
+    (``solver.search.floor.Portfolio``): on inventories of :data:`OUTSIDE_FIRST_NODES` nodes or more."""
+    return len(problem.request.inventory.nodes) >= OUTSIDE_FIRST_NODES
 
 
 def repair_early(problem: Normalised, time_limit_s: float) -> bool:

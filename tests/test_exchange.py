@@ -256,42 +256,43 @@ def test_the_fallbacks_orders_read_into_the_floor_start_its_jobs_and_verify(requ
 
 def test_the_fallbacks_orders_are_drawn_once_while_the_search_runs() -> None:
     """Drawn on the spare core while the search runs (before the search the named placers have used
-    the floor's part, and it would be cut short), never on one core, once: after the class orders
-    when they can all be drawn in the search's time, with what they leave; first, with its share of
-    that time, when they cannot. Its plan is kept when it ranks first."""
+    the floor's part, and it would be cut short), never on one core, once: first, with its share of
+    the search's time, on large inventories; else after the class orders. Its plan is kept when it
+    ranks first."""
     request = rewrite(
         kit.request(kit.cluster(2), [kit.job(f"j{k}", 1 + k % 4, priority=5) for k in range(8)])
     )
     problem = problem_of(request)
     compiled = compile_model(problem, request.policy)
-    asked: list[tuple[float, bool]] = []
+    asked: list[tuple[float, int]] = []
 
     def outside(ends: float) -> Candidate:
-        asked.append((ends - time.perf_counter(), drawing.exhausted))
+        asked.append((ends - time.perf_counter(), drawing.drawn))
         best = drawing.candidates()[0]
-        return Candidate("outside", best.plan, (*best.values[:-1], best.values[-1] + 1))
+        return Candidate("outside", best.plan, (best.values[0] + 1000, *best.values[1:]))
 
-    drawing = Portfolio(Floor(problem, compiled), 6, 0, outside=outside)
+    drawing = Portfolio(Floor(problem, compiled), 6, 0, outside=outside, outside_first=True)
     drawing.draw(time.perf_counter())  # before the search: the first class order only
-    assert not asked
+    assert not asked and drawing.drawn == 1
     with drawing.meanwhile(time.perf_counter() + 60, spare_core=False):
         pass
     assert not asked  # on one core it would only slow the search
     with drawing.meanwhile(time.perf_counter() + 10, spare_core=True):
         pass
-    (after,) = asked
-    assert after[1] and 9 <= after[0] <= 10  # the class orders all drawn first, fast: the time left
+    (first,) = asked
+    assert first[1] == 1  # before the class orders left
+    assert 0.9 * OUTSIDE_SHARE * 10 <= first[0] <= OUTSIDE_SHARE * 10
+    assert drawing.exhausted and drawing.drawn > 2  # then the class orders
     assert drawing.candidates()[0].placer == "outside"
     with drawing.meanwhile(time.perf_counter() + 10, spare_core=True):
         pass
     assert len(asked) == 1  # once
 
-    # Class orders too slow to all be drawn in the search's time: the outside placer goes first.
+    # Not first (below OUTSIDE_FIRST_NODES): after the class orders, with the time they leave.
     asked.clear()
     drawing = Portfolio(Floor(problem, compiled), 6, 0, outside=outside)
     drawing.draw(time.perf_counter())
-    drawing._pass_s = 5.0  # as at 16,384 nodes: every class order takes seconds
     with drawing.meanwhile(time.perf_counter() + 10, spare_core=True):
         pass
-    (first,) = asked
-    assert not first[1] and 0.9 * OUTSIDE_SHARE * 10 <= first[0] <= OUTSIDE_SHARE * 10
+    (after,) = asked
+    assert after[1] == drawing.drawn - 1 > 2 and 9 <= after[0] <= 10

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -79,6 +80,21 @@ def long_request() -> SolveRequest:
     """The real pipeline searching for 30 s: 256 HGX nodes, 200 gangs, not deterministic."""
     request = scenario(256, 200, seed=1, time_limit_s=30).request
     return request.model_copy(update={"policy": request.policy.model_copy(update={"deterministic": False})})
+
+
+def long_whatif() -> Any:
+    """A what-if run of :func:`long_request` under the solver, 30 s a solve (19 s uncancelled)."""
+    from solver.whatif.convert import scenario_to_proto
+    from solver.whatif.scenario import BaseInventory, PolicySpec, Scenario, SolverPolicy
+    from topoplace.v1 import whatif_pb2
+
+    hard = long_request()
+    whatif = Scenario(
+        base=BaseInventory(inventory=hard.inventory),
+        jobs=hard.jobs,
+        policies=(PolicySpec(name="solver", solver=SolverPolicy(time_limit_s=30)),),
+    )
+    return whatif_pb2.WhatIfRequest(scenario=scenario_to_proto(whatif))
 
 
 class Recorder:
@@ -455,21 +471,13 @@ def test_a_cancelled_whatif_run_stops_and_is_logged_as_cancelled(
     start_server: Callable[..., RunningServer], events: list[dict[str, object]]
 ) -> None:
     """WhatIf runs many solves in its handler; they run under the call's token too."""
-    from solver.whatif.convert import scenario_to_proto
-    from solver.whatif.scenario import BaseInventory, PolicySpec, Scenario, SolverPolicy
-    from topoplace.v1 import whatif_pb2, whatif_pb2_grpc
+    from topoplace.v1 import whatif_pb2_grpc
 
-    hard = long_request()
-    whatif = Scenario(
-        base=BaseInventory(inventory=hard.inventory),
-        jobs=hard.jobs,
-        policies=(PolicySpec(name="solver", solver=SolverPolicy(time_limit_s=30)),),
-    )
     running = start_server()
     with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
         stub = whatif_pb2_grpc.WhatIfStub(channel)
-        future = stub.Run.future(whatif_pb2.WhatIfRequest(scenario=scenario_to_proto(whatif)))
-        time.sleep(0.5)  # inside the run (about 1.8 s uncancelled at commit 4e987ed)
+        future = stub.Run.future(long_whatif())
+        time.sleep(0.5)  # inside the run (19 s uncancelled at a79ef33)
         future.cancel()
         cancelled_at = time.monotonic()
         while running.admission.in_flight() and time.monotonic() < cancelled_at + 10:
@@ -520,17 +528,9 @@ def test_a_call_cancelled_before_its_handler_starts_stops_at_once(events: list[d
     """gRPC never calls back a callback added after the call ended: the admission must see that and
     stop the work itself (seen once in CI: a what-if run going on for nobody)."""
     from solver.service.metrics import ServiceMetrics
-    from solver.whatif.convert import scenario_to_proto
-    from solver.whatif.scenario import BaseInventory, PolicySpec, Scenario, SolverPolicy
     from solver.whatif.service import add_to_server
-    from topoplace.v1 import whatif_pb2, whatif_pb2_grpc
+    from topoplace.v1 import whatif_pb2_grpc
 
-    hard = long_request()
-    whatif = Scenario(
-        base=BaseInventory(inventory=hard.inventory),
-        jobs=hard.jobs,
-        policies=(PolicySpec(name="solver", solver=SolverPolicy(time_limit_s=30)),),
-    )
     hold = HoldUntilCancelled()
     admission = Admission(ServiceLimits(), ServiceMetrics())
     server = grpc.server(ThreadPoolExecutor(max_workers=4), interceptors=(hold, admission))
@@ -539,9 +539,7 @@ def test_a_call_cancelled_before_its_handler_starts_stops_at_once(events: list[d
     server.start()
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            future = whatif_pb2_grpc.WhatIfStub(channel).Run.future(
-                whatif_pb2.WhatIfRequest(scenario=scenario_to_proto(whatif))
-            )
+            future = whatif_pb2_grpc.WhatIfStub(channel).Run.future(long_whatif())
             time.sleep(0.3)
             future.cancel()
             assert hold.released.wait(10), "the held handler never saw its call end"

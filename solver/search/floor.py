@@ -712,8 +712,8 @@ REPAIR = "repair"  # the place of the first repair among the orders
 # A placer of nodes, not of the model's classes, run until a deadline, its plan read back into the
 # model's variables (solver.fallback.FloorOrders).
 Outside = Callable[[float], "Candidate | None"]
-# Its share of the time the search runs when it is drawn first (below); the class placers drawn
-# meanwhile and their repairs have the rest.
+# Its share of the time the search runs when it is drawn first; the class placers drawn meanwhile and
+# their repairs have the rest.
 OUTSIDE_SHARE = 0.5
 LIFTED = "+lifted"  # the suffix of a lifted order's placer
 
@@ -739,11 +739,12 @@ class Portfolio:
     the model never answers worse than a shorter call that answered without one (16,384 nodes,
     seed 3: 356 jobs at 5 s, 342 at 15 s on the same work, session 32) — it is drawn once, while
     the search runs (:meth:`meanwhile`; before it, where the named placers have used the floor's
-    part, its orders of a second each at that size would be cut short): first, with
-    :data:`OUTSIDE_SHARE` of the search's time, when the class orders left could not all be drawn
-    in that time at the pace of the last one; else after them, with the time they leave. Drawn
-    first at 4,096 nodes x 500 jobs and 5 s, where the shuffles reach 318 jobs, it took the time of
-    the thirteen that do (317)."""
+    part, its orders of a second each at 16,384 nodes would be cut short): with ``outside_first``,
+    first, with :data:`OUTSIDE_SHARE` of the search's time; else after the class orders, with the
+    time they leave (none, mostly). Its time is theirs: drawn first at 4,096 nodes x 500 jobs and
+    5 s, the shuffles that reach the greedy's best order were no longer reached (316 / 317 / 310
+    jobs against 318 / 318 / 310). Which placer wins is a matter of size, measured, not predicted
+    (``solver.solve.outside_first``)."""
 
     def __init__(
         self,
@@ -755,6 +756,7 @@ class Portfolio:
         repair: Repair | None = None,
         repair_early: bool = True,
         outside: Outside | None = None,
+        outside_first: bool = False,
     ) -> None:
         self.floor = floor
         self.lift = lift
@@ -763,6 +765,7 @@ class Portfolio:
         self._orders = chain(islice(drawn, NAMED_ORDERS), [(REPAIR, [])], drawn) if early else drawn
         self._repair = repair
         self._outside = outside  # None once drawn
+        self._outside_first = outside_first
         self._repaired: set[str] = set()  # the placers whose plans were repaired
         self._tried: set[tuple[int, ...]] = set()
         self._out: list[Candidate] = []
@@ -774,8 +777,6 @@ class Portfolio:
         self._best_rank: tuple[int, ...] | None = None
         self._settled = settled_by_priority(self._ranks)
         self.drawn = 0  # placers run so far
-        self._planned = NAMED_ORDERS + passes  # the class orders of the portfolio, lifted ones aside
-        self._pass_s = 0.0  # how long the last class order took
         self.exhausted = False  # every order has been tried
         # The first plan kept's order with the jobs it refused first (refused_first), drawn next.
         self._lifted: tuple[str, list[int]] | None = None
@@ -829,10 +830,8 @@ class Portfolio:
 
     def _draw_one(self, name: str, order: list[int]) -> None:
         problem, compiled = self.floor.problem, self.floor.compiled
-        began = time.perf_counter()
         done = Pass.empty(problem)
         behind = self._place(done, order)
-        self._pass_s = time.perf_counter() - began
         self.drawn += 1
         if behind:
             return
@@ -871,14 +870,6 @@ class Portfolio:
         if self._best_rank is None or rank >= self._best_rank:
             self._best_rank = rank
             self._out.append(found)
-
-    def _outside_first(self, window_s: float) -> bool:
-        """Whether the outside placer goes before the class orders left: when those could not all
-        be drawn in ``window_s`` at the pace of the last one (at 16,384 nodes a class order takes
-        about a second and few are drawn; at 4,096 nodes every one is, and the best of them is the
-        floor's best)."""
-        left = max(0, self._planned - self.drawn)
-        return not self.exhausted and left * self._pass_s > window_s
 
     def _more_work(self, before: tuple[int, ...] | None, rank: tuple[int, ...]) -> bool:
         """Whether ``rank`` places more work than ``before`` (its work tiers rank higher)."""
@@ -962,12 +953,12 @@ class Portfolio:
             def run() -> None:
                 try:
                     with cancellation.cancelling(token):
-                        now = time.perf_counter()
-                        if self._outside_first(until - now):
+                        if self._outside_first:
+                            now = time.perf_counter()
                             self._draw_outside(now + OUTSIDE_SHARE * (until - now))
                         if not self.exhausted:
                             self.draw(until)
-                        self._draw_outside(until)  # after the class orders, when not drawn first
+                        self._draw_outside(until)  # after the class orders, with what they leave
                 except cancellation.Cancelled:
                     pass  # stopped: the time is over, or the caller's own check says why
                 except BaseException as exc:  # re-raised in the caller's thread
