@@ -498,6 +498,7 @@ class HoldUntilCancelled(grpc.ServerInterceptor):
     arrival and the admission's callback, which a loaded host opens by chance, opened every time."""
 
     def __init__(self) -> None:
+        self.entered = threading.Event()  # the handler has the call (so the caller's cancel reaches it)
         self.released = threading.Event()
 
     def intercept_service(
@@ -511,6 +512,7 @@ class HoldUntilCancelled(grpc.ServerInterceptor):
         inner = handler.unary_unary
 
         def held(request: object, context: grpc.ServicerContext) -> object:
+            self.entered.set()
             while context.is_active():
                 time.sleep(0.01)
             self.released.set()
@@ -540,7 +542,8 @@ def test_a_call_cancelled_before_its_handler_starts_stops_at_once(events: list[d
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             future = whatif_pb2_grpc.WhatIfStub(channel).Run.future(long_whatif())
-            time.sleep(0.3)
+            # Cancelled once the server has the call: cancelled before, it never runs a handler at all.
+            assert hold.entered.wait(30), "the server never took the call"
             future.cancel()
             assert hold.released.wait(10), "the held handler never saw its call end"
             released_at = time.monotonic()
