@@ -133,9 +133,16 @@ def needs_s(nodes: int, jobs: int, left_s: float, pace: float | None = None) -> 
     :data:`PLACING_SHARE` of the time left for the placing itself, at least :data:`ORDERS_KEPT`
     whole orders."""
     pace = PACE.ratio() if pace is None else pace
-    setup = PLACER_SETUP_S_PER_NODE * pace * nodes
-    orders = ORDERS_KEPT * ORDER_S_PER_NODE_JOB * nodes * jobs * pace
+    setup = placing_s(nodes, jobs, 0, pace)
+    orders = placing_s(nodes, jobs, ORDERS_KEPT, pace) - setup
     return setup + answer_s(nodes, jobs, pace) + max(orders, PLACING_SHARE * max(0.0, left_s))
+
+
+def placing_s(nodes: int, jobs: int, orders: int, pace: float | None = None) -> float:
+    """What the placer's indexes and ``orders`` whole orders cost on ``nodes`` nodes and ``jobs``
+    jobs, at ``pace`` (:data:`PACE`'s unless given)."""
+    pace = PACE.ratio() if pace is None else pace
+    return (PLACER_SETUP_S_PER_NODE * nodes + orders * ORDER_S_PER_NODE_JOB * nodes * jobs) * pace
 
 
 def normalise_until(nodes: int, jobs: int, deadline: float) -> float:
@@ -315,9 +322,8 @@ class FloorOrders:
         """None, at once, when the time to ``ends`` cannot pay for the placer's indexes and one
         order (its indexes are not cut short: at 16,384 nodes they would hold the search's answer
         back by 0.4 s)."""
-        nodes, jobs_asked = len(self.request.inventory.nodes), len(self.request.jobs)
-        least = (PLACER_SETUP_S_PER_NODE * nodes + ORDER_S_PER_NODE_JOB * nodes * jobs_asked) * PACE.ratio()
-        if ends - time.perf_counter() < least:
+        request = self.request
+        if ends - time.perf_counter() < placing_s(len(request.inventory.nodes), len(request.jobs), 1):
             return None
         jobs = best_of_orders(self.request, ends)
         ids = [job.id for job in self.request.jobs]
