@@ -52,6 +52,7 @@ from solver.reduce.chain import problem_of, rewrite
 from solver.reduce.normalise import Normalised
 from solver.reduce.pools import Pools
 from solver.search.alone import AloneProbe
+from solver.search.closer import brought_closer, closer
 from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, Candidate, Floor, Portfolio, complete, repack
 from solver.search.gang import Gang, one_gang
 from solver.search.gang import choose as choose_gang
@@ -414,6 +415,7 @@ def search_valid(
             repair_early=early,
             outside=fallback.FloorOrders(problem, compiled, floor, request),
             outside_first=outside_first(problem),
+            closer=partial(brought_closer, floor),
         )
         spare = spare_core(request.policy)
         floor_part = floor_share(spare)
@@ -438,7 +440,10 @@ def search_valid(
         outcomes = []
         # A small model is searched whatever the clock says: it is proven in milliseconds.
         variables = len(compiled.model.proto.variables)
-        repack_fn = partial(repack_in_time, problem, compiled, floor=floor, ends=search_ends)
+        moves = (
+            partial(repack_in_time, problem, compiled, floor=floor, ends=search_ends),
+            partial(closer_in_time, floor, ends=search_ends),
+        )
         with drawing.meanwhile(search_ends, spare_core=spare) as enough:
             if budget >= least_search_s(compiled) or variables <= MERGE_MAX_VARIABLES:
                 outcomes = solve_lexicographic(
@@ -447,7 +452,7 @@ def search_valid(
                     budget,
                     hint=best.plan,
                     polish=lambda solution: complete(problem, compiled, solution),
-                    repack_fn=repack_fn,
+                    locality_moves=moves,
                     neighbourhoods=partial(Neighbourhoods.of, problem, compiled),
                 )
                 if outcomes and all(o.value.optimal for o in outcomes):
@@ -787,6 +792,15 @@ def repack_in_time(
     if ends - time.perf_counter() < passes_s:
         return None
     return repack(problem, compiled, solution, floor)
+
+
+def closer_in_time(floor: Floor, solution: dict[str, int], ends: float) -> dict[str, int] | None:
+    """The search's plan with its gangs brought closer (:func:`solver.search.closer.closer`) until
+    ``ends``, when its one pass of placing (:data:`FLOOR_PASS_S_PER_VARIABLE`) fits before then."""
+    pass_s = FLOOR_PASS_S_PER_VARIABLE * len(floor.compiled.model.proto.variables)
+    if ends - time.perf_counter() < pass_s:
+        return None
+    return closer(floor, solution, ends)
 
 
 def best_first(candidates: list[Candidate]) -> Candidate:

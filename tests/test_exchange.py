@@ -11,19 +11,16 @@ from random import Random
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from solver.answer.decode import decode
 from solver.answer.measures import cluster_metrics
-from solver.answer.unpool import unpool
 from solver.answer.verify import verify
 from solver.baselines.exchange import FloorExchange, exchange
 from solver.baselines.topology import Start
 from solver.compile import compile_model
-from solver.domain.model import Reason, ReasonCode, Requirement, SolveRequest, SolveResult, SolveStatus
+from solver.domain.model import ReasonCode, Requirement, SolveRequest, SolveResult
 from solver.domain.validate import validate
 from solver.fallback import FIRST_FIT, FloorOrders, best_of_orders, ranking
 from solver.reduce.chain import problem_of, rewrite
 from solver.reduce.policy import apply_policy_chains
-from solver.reduce.pools import Pools
 from solver.search.floor import OUTSIDE_SHARE, Candidate, Floor, Portfolio
 from tests import kit
 
@@ -155,60 +152,7 @@ def _portfolio(
 
 
 def _answer(drawing: Portfolio, request: SolveRequest, candidate: Candidate) -> SolveResult:
-    problem, compiled = drawing.floor.problem, drawing.floor.compiled
-    decoded = unpool(Pools(problem.pooled_from), request, decode(problem, compiled, candidate.plan))
-    # The pipeline's explanations and measures, as the verifier asks of every answer.
-    why = Reason(code=ReasonCode.INSUFFICIENT_CAPACITY, message="not placed by this plan")
-    jobs = tuple(j if j.placed or j.reason else j.model_copy(update={"reason": why}) for j in decoded)
-    return SolveResult(
-        request_id=request.request_id,
-        status=SolveStatus.FEASIBLE,
-        jobs=jobs,
-        metrics=cluster_metrics(request, jobs),
-    )
-
-
-def test_the_floors_plan_with_the_fewest_jobs_for_its_work_is_exchanged() -> None:
-    """One 8-GPU node. The floor's first placer (largest first) gives it the 8-GPU job; the
-    smallest-first placer the two 4-GPU jobs of the same priority. Of the plans level on the work
-    placed, the one with the fewest jobs is exchanged after the named placers, and comes back into
-    the model's variables starting both 4-GPU jobs, a plan the verifier passes."""
-    request = kit.request(
-        kit.cluster(1),
-        [kit.job("big", 8, priority=5), kit.job("a", 4, priority=5), kit.job("b", 4, priority=5)],
-    )
-    drawing, request = _portfolio(request, repair=True, passes=0)
-    by_placer = {c.placer: c for c in drawing.candidates()}
-    exchanged = by_placer["largest-first+exchange"]
-    assert exchanged.values > by_placer["largest-first"].values
-    answer = _answer(drawing, request, exchanged)
-    assert [j.job_id for j in answer.jobs if j.placed] == ["a", "b"]
-    assert not verify(request, answer)
-    # Each plan is exchanged once, and what an exchange gave is not exchanged again.
-    assert sum(c.placer.endswith("+exchange") for c in drawing.candidates()) == 1
-
-
-def test_a_repair_not_early_waits_for_every_order() -> None:
-    """Where a repair costs several shuffles (``solver.solve.repair_early``), the first repair
-    comes once every order is drawn, not after the named placers; early, it comes after them."""
-    jobs = [kit.job(f"j{k}", 1 + k % 4, priority=5) for k in range(8)]
-    request = kit.request(kit.cluster(2), [kit.job("big", 8, priority=5), *jobs])
-    late: list[int] = []
-    drawing, _ = _portfolio(request, repair=True, passes=6, early=False, seen=late)
-    assert late and late[0] == drawing.drawn and drawing.exhausted
-    early: list[int] = []
-    drawing, _ = _portfolio(request, repair=True, passes=6, early=True, seen=early)
-    assert early and early[0] < drawing.drawn
-
-
-def test_without_a_repair_the_portfolio_draws_as_before() -> None:
-    request = kit.request(
-        kit.cluster(1),
-        [kit.job("big", 8, priority=5), kit.job("a", 4, priority=5), kit.job("b", 4, priority=5)],
-    )
-    drawing, _ = _portfolio(request, repair=False, passes=0)
-    assert drawing.exhausted
-    assert not any(c.placer.endswith("+exchange") for c in drawing.candidates())
+    return kit.plan_answer(drawing.floor.problem, drawing.floor.compiled, request, candidate.plan)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))

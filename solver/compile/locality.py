@@ -125,10 +125,7 @@ def add_locality(
                 (pos, r, c, var) for r in rule.roles for pos, c, var in y_of.get(r, ())
             )
         ]
-        groups = {problem.group_of(r) for r in rule.roles}
-        weight = sum(
-            max(problem.roles[g].role.member.gpus, 1) * problem.roles[g].role.replicas for g in groups
-        )
+        weight = rule_weight(problem, rule)
         base = base_use(model, problem, rule, i, members, job_spans)
         bases.update({(i, place): var for place, var in base.items()})
         for level, hard in rule.levels(fabric):
@@ -159,6 +156,36 @@ def add_locality(
         base=bases,
         score_terms=tuple(score_terms),
         score_upper=upper,
+    )
+
+
+def rule_weight(problem: Normalised, rule: Rule) -> int:
+    """What a level of ``rule`` reached weighs in the locality tier: the GPUs of its roles (a GPU-less
+    member counts one), so that keeping a big gang close outweighs keeping a small one."""
+    groups = {problem.group_of(r) for r in rule.roles}
+    return sum(max(problem.roles[g].role.member.gpus, 1) * problem.roles[g].role.replicas for g in groups)
+
+
+def domains_at(rule: Rule, places: set[str], level: int, fabric: Fabric) -> set[str | None]:
+    """The domains of ``level`` that members of ``rule`` at ``places`` (leaves or NVLink domains,
+    :func:`place_of`) fall in; None for a place outside every domain of the level."""
+    return {place if rule.partition == NVLINK else fabric.domain(place, level) for place in places}
+
+
+def inside_one(places: set[str], domains: set[str | None]) -> bool:
+    """Whether members at ``places``, falling in ``domains`` (:func:`domains_at`), sit inside one
+    domain: what a level's ``within`` flag means for a placed job."""
+    return bool(places) and "" not in places and None not in domains and len(domains) <= 1
+
+
+def soft_score(problem: Normalised, fabric: Fabric, rule: Rule, places: set[str]) -> int:
+    """What members of ``rule`` at ``places`` add to the locality tier: its weight for every soft
+    level they sit inside one domain of (a REQUIRED level is a constraint, not a term)."""
+    weight = rule_weight(problem, rule)
+    return sum(
+        weight
+        for level, hard in rule.levels(fabric)
+        if not hard and inside_one(places, domains_at(rule, places, level, fabric))
     )
 
 

@@ -29,7 +29,7 @@ from itertools import chain, islice
 from ortools.sat.python import cp_model
 
 from solver.compile import Compiled
-from solver.compile.locality import NVLINK, place_of
+from solver.compile.locality import NVLINK, domains_at, inside_one, place_of
 from solver.compile.objective import JOBS_TIER, PRIORITY_TIER_PREFIX, Tier, is_placed_work
 from solver.compile.order import order_values
 from solver.domain import cancel as cancellation
@@ -69,6 +69,7 @@ class Floor:
         self.fabric = Fabric.of(problem.request.inventory)
         self._scopes: dict[int, list[set[int] | None]] = {}
         self._domains: dict[tuple[str, int], dict[str, set[int]]] = {}
+        self._levels: dict[frozenset[str], int] = {}
 
     def scopes(self, j: int) -> list[set[int] | None]:
         """The sets of classes to try job ``j`` in, in order (None = anywhere). Every set lies
@@ -119,6 +120,17 @@ class Floor:
             classes_ = self.problem.classes
             self._rooms[key] = sum(len(classes_[c].shape.gpus) * classes_[c].count for c in classes)
         return self._rooms[key]
+
+    def level_of(self, classes: set[int]) -> int:
+        """The tier of the lowest switch above every class of ``classes`` (``Fabric.common_tier`` of
+        their leaves); one above the top tier when they share none."""
+        leaves = frozenset(self.problem.classes[c].leaf for c in classes)
+        level = self._levels.get(leaves)
+        if level is None:
+            common = self.fabric.common_tier(leaves)
+            above = max(self.fabric.tiers, default=0) + 1
+            level = self._levels[leaves] = common if common is not None else above
+        return level
 
     def order_key(self, classes: set[int]) -> tuple[int, list[int]]:
         """Scopes are tried smallest first (best fit), ties in class order."""
@@ -257,35 +269,55 @@ def greedy_hint(
 
 def place_jobs(floor: Floor, done: Pass, jobs: Sequence[int], counts: dict[int, int]) -> None:
     """Add ``jobs`` to the pass ``done`` in turn, each whole or not at all."""
-    problem = floor.problem
     # A caller gone stops the pass between jobs (a pass is seconds at 16,384 nodes).
     for j in cancellation.checked(jobs):
-        needs = needs_of(floor, j, counts)
-        for allowed in floor.scopes(j):
-            if allowed is not None and not may_fit(floor, done.state, allowed, needs):
-                continue  # a try that cannot succeed: at 70 % busy most leaves lack room for a gang
-            # Moves are journalled and undone when the job does not fit whole: copying the state of
-            # every class for every try cost more than the whole search on a 1,000-node cluster.
-            journal: list[Move] = []
-            taken: Counter[tuple[int, int]] = Counter()
-            chosen: list[int] = []
-            for variants in floor.roles.get(j, ()):
-                # A pool's members are pods of their own: the order names the pool once per pod, and
-                # each time one member (its minimum) is placed.
-                want = counts.get(problem.group_of(variants[0]), problem.roles[variants[0]].minimum)
-                fitted = next(
-                    (v for v in variants if place_role(floor, done.state, allowed, journal, taken, v, want)),
-                    None,
-                )
-                if fitted is None:
-                    break
-                chosen.append(fitted)
-            else:
-                done.placed.add(j)
-                done.members.update(taken)
-                done.variants.update(chosen)
+        place_job(floor, done, j, counts)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """What :func:`place_job` added to a pass for one job, so that it can be taken back."""
+
+    journal: list[Move]
+    members: Counter[tuple[int, int]]
+    variants: tuple[int, ...]
+
+
+def place_job(
+    floor: Floor, done: Pass, j: int, counts: dict[int, int], scopes: Sequence[set[int] | None] | None = None
+) -> Placed | None:
+    """Add job ``j`` to the pass ``done``, whole, in the first of ``scopes`` it fits (default: its
+    own, :meth:`Floor.scopes`: the lowest switch its rules name first, best fit), with ``counts``
+    members per role group (default: the role's minimum); what was added, or None (and the pass as
+    it was) when it fits nowhere."""
+    problem = floor.problem
+    needs = needs_of(floor, j, counts)
+    for allowed in floor.scopes(j) if scopes is None else scopes:
+        if allowed is not None and not may_fit(floor, done.state, allowed, needs):
+            continue  # a try that cannot succeed: at 70 % busy most leaves lack room for a gang
+        # Moves are journalled and undone when the job does not fit whole: copying the state of
+        # every class for every try cost more than the whole search on a 1,000-node cluster.
+        journal: list[Move] = []
+        taken: Counter[tuple[int, int]] = Counter()
+        chosen: list[int] = []
+        for variants in floor.roles.get(j, ()):
+            # A pool's members are pods of their own: the order names the pool once per pod, and
+            # each time one member (its minimum) is placed.
+            want = counts.get(problem.group_of(variants[0]), problem.roles[variants[0]].minimum)
+            fitted = next(
+                (v for v in variants if place_role(floor, done.state, allowed, journal, taken, v, want)),
+                None,
+            )
+            if fitted is None:
                 break
-            undo(done.state, journal)
+            chosen.append(fitted)
+        else:
+            done.placed.add(j)
+            done.members.update(taken)
+            done.variants.update(chosen)
+            return Placed(journal, taken, tuple(chosen))
+        undo(done.state, journal)
+    return None
 
 
 Need = tuple[tuple[tuple[int, int, int], ...], int]  # a role's variants (variant, host kind, shape), want
@@ -565,8 +597,8 @@ def complete(problem: Normalised, compiled: Compiled, solution: dict[str, int]) 
             out[var.name] = int(place in places)
         placed = out.get(compiled.placed[rule.job].name, 0)
         for level, _ in rule.levels(fabric):
-            domains = {place if rule.partition == NVLINK else fabric.domain(place, level) for place in places}
-            inside = bool(places) and "" not in places and None not in domains and len(domains) <= 1
+            domains = domains_at(rule, places, level, fabric)
+            inside = inside_one(places, domains)
             flag = compiled.locality.within.get((i, level))
             if flag is not None and getattr(flag, "name", "").startswith("within["):
                 out[flag.name] = int(placed and inside)
@@ -715,6 +747,9 @@ Outside = Callable[[float], "Candidate | None"]
 # Its share of the time the search runs when it is drawn first; the class placers drawn meanwhile and
 # their repairs have the rest.
 OUTSIDE_SHARE = 0.5
+# A floor plan and a deadline -> the plan with its gangs under lower switches, ranking higher, or
+# None (``solver.search.closer.brought_closer``, given by the pipeline).
+Closer = Callable[[Candidate, float], "Candidate | None"]
 LIFTED = "+lifted"  # the suffix of a lifted order's placer
 
 
@@ -757,6 +792,7 @@ class Portfolio:
         repair_early: bool = True,
         outside: Outside | None = None,
         outside_first: bool = False,
+        closer: Closer | None = None,
     ) -> None:
         self.floor = floor
         self.lift = lift
@@ -766,6 +802,8 @@ class Portfolio:
         self._repair = repair
         self._outside = outside  # None once drawn
         self._outside_first = outside_first
+        self._closer = closer
+        self._closer_tried: set[str] = set()  # the placers whose plans were brought closer
         self._repaired: set[str] = set()  # the placers whose plans were repaired
         self._tried: set[tuple[int, ...]] = set()
         self._out: list[Candidate] = []
@@ -871,6 +909,27 @@ class Portfolio:
             self._best_rank = rank
             self._out.append(found)
 
+    def _bring_closer(self, ends: float) -> None:
+        """The best plan in hand with its gangs brought under lower switches until ``ends``, kept
+        beside it (it ranks higher when kept); once a plan, and not a plan already brought closer."""
+        if not self._closer_due() or time.perf_counter() >= ends:
+            return
+        assert self._closer is not None
+        best = self.candidates()[0]
+        self._closer_tried.add(best.placer)
+        found = self._closer(best, ends)
+        if found is not None:
+            self._closer_tried.add(found.placer)
+            self._out.append(found)
+
+    def _closer_due(self) -> bool:
+        """Whether the best plan in hand is still to be brought closer."""
+        return (
+            self._closer is not None
+            and bool(self._out)
+            and self.candidates()[0].placer not in self._closer_tried
+        )
+
     def _more_work(self, before: tuple[int, ...] | None, rank: tuple[int, ...]) -> bool:
         """Whether ``rank`` places more work than ``before`` (its work tiers rank higher)."""
         return before is not None and rank[: self._work] > before[: self._work]
@@ -944,7 +1003,8 @@ class Portfolio:
         ``spare_core``: on one core it would only slow the search. The body is handed ``enough``,
         to call when no placer can matter any more (the search proved its answer optimal): the
         thread stops then, and leaving does not wait for it."""
-        if (self.exhausted and self._outside is None) or not spare_core or time.perf_counter() >= until:
+        idle = self.exhausted and self._outside is None and not self._closer_due()
+        if idle or not spare_core or time.perf_counter() >= until:
             yield lambda: None
             return
         failed: list[BaseException] = []
@@ -956,9 +1016,11 @@ class Portfolio:
                         if self._outside_first:
                             now = time.perf_counter()
                             self._draw_outside(now + OUTSIDE_SHARE * (until - now))
+                            self._bring_closer(until)
                         if not self.exhausted:
                             self.draw(until)
                         self._draw_outside(until)  # after the class orders, with what they leave
+                        self._bring_closer(until)
                 except cancellation.Cancelled:
                     pass  # stopped: the time is over, or the caller's own check says why
                 except BaseException as exc:  # re-raised in the caller's thread

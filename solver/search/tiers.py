@@ -80,12 +80,14 @@ def solve_lexicographic(
     budget_s: float,
     hint: dict[str, int] | None = None,
     polish: Callable[[dict[str, int]], dict[str, int]] | None = None,
-    repack_fn: Callable[[dict[str, int]], dict[str, int] | None] | None = None,
+    locality_moves: Sequence[Callable[[dict[str, int]], dict[str, int] | None]] = (),
     neighbourhoods: Callable[[], Neighbourhoods | None] | None = None,
 ) -> list[TierOutcome]:
     """Optimise each tier in turn, holding the tiers above at the values reached; each search
     starts from the previous answer (the first from ``hint``, e.g. a greedy placement), improved
-    by ``polish`` where a cheap rule can do better than the tier above cared to. A small model is
+    by ``polish`` where a cheap rule can do better than the tier above cared to; before the first
+    topology part, each of ``locality_moves`` in turn (model-free moves of the plan in hand: a
+    repack, gangs brought closer), kept where it raises that part and lowers no tier above. A small model is
     first searched once for all tiers (:func:`solve_merged`); only if that is not proven optimal in
     the first tier's share of the time do the tiers go one by one. With ``neighbourhoods`` (what
     makes a model's :class:`Neighbourhoods`, called when a locality tier is reached, inside the
@@ -112,14 +114,18 @@ def solve_lexicographic(
             outcomes += [unsolved(t, hint) for t in block]  # out of time: the answer above still stands
             continue
         maximize(model, tier)
-        if tier.tier == ObjectiveTier.TOPOLOGY and hint is not None and repack_fn and not tried_repack:
-            # Once, before the first topology part: the same jobs placed again, locality first.
+        if tier.tier == ObjectiveTier.TOPOLOGY and hint is not None and not tried_repack:
+            # Once, before the first topology part: the same jobs placed again, locality first,
+            # then gangs moved closer one at a time.
             tried_repack = True
-            repacked = repack_fn(hint)
-            if repacked is not None and all(
-                t.value_of(repacked) >= t.value_of(hint) for t in compiled.tiers[:i]
-            ):
-                hint = repacked if tier.value_of(repacked) > tier.value_of(hint) else hint
+            for move in locality_moves:
+                moved = move(hint)
+                if (
+                    moved is not None
+                    and all(t.value_of(moved) >= t.value_of(hint) for t in compiled.tiers[:i])
+                    and tier.value_of(moved) > tier.value_of(hint)
+                ):
+                    hint = moved
         lns = hint is not None and tier.name in neighbourhood.TIERS
         if lns and neighbourhoods is not None:
             hoods, neighbourhoods = neighbourhoods(), None  # made once, for every locality tier

@@ -10,6 +10,8 @@
   against a result's :func:`placed_work`) and the random batches they can judge
   (:func:`fabric_problems`, :func:`small_problems`, :func:`share_problems`; keep them small: the
   oracles are exponential);
+* ``plans.py``: :func:`plan_answer`, a plan in the model's variables as the answer the verifier
+  checks;
 * ``pki.py``: :func:`pki`, a CA with a server and a client certificate as PEM files (TLS tests);
 * ``whatif.py``: what-if scenarios over a small busy cluster (:func:`busy_cluster`,
   :func:`scenario`, :func:`trace_scenario`) and two policies to compare (``SOLVER``, ``BESTFIT``).
@@ -44,6 +46,7 @@ from tests.kit.oracle import (
     small_problems,
 )
 from tests.kit.pki import Pki, pki
+from tests.kit.plans import plan_answer
 from tests.kit.whatif import BESTFIT, SOLVER, busy_cluster, scenario, trace_scenario
 
 __all__ = [
@@ -73,6 +76,7 @@ __all__ = [
     "pki",
     "placed",
     "placed_work",
+    "plan_answer",
     "request",
     "result",
     "role",
