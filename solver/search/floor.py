@@ -780,7 +780,12 @@ class Portfolio:
     time they leave (none, mostly). Its time is theirs: drawn first at 4,096 nodes x 500 jobs and
     5 s, the shuffles that reach the greedy's best order were no longer reached (316 / 317 / 310
     jobs against 318 / 318 / 310). Which placer wins is a matter of size, measured, not predicted
-    (``solver.solve.outside_first``)."""
+    (``solver.solve.outside_first``).
+
+    With a ``closer`` (``solver.search.closer.brought_closer``), the best plan in hand is brought
+    closer once the outside placer is drawn (first or after), on the same spare core: its gangs
+    moved under lower switches where the jobs in their way can go elsewhere. At 16,384 nodes the
+    search has no time for the locality tiers, and this is what keeps gangs closer there."""
 
     def __init__(
         self,
