@@ -41,12 +41,15 @@ def test_bench_cold_prints_one_verified_calls_figures(
 def test_bench_cold_asks_again_warm(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``--warm-with S --calls N``: one untimed call first on the same cluster, then N timed calls,
-    each a line marked warm (what bench/RESULTS.md's warm rows are read from)."""
+    """``--warm-with S --calls N``: one call first on the same cluster (its line marked as the call
+    that warms), then N calls, each a line marked warm (what bench/RESULTS.md's warm rows are read
+    from); every line says the first tier and the gangs' mean tier."""
     from bench import cold
 
     argv = ["cold", "--nodes", "64", "--load", "0.5", "--jobs", "10", "--limit", "1"]
     monkeypatch.setattr(sys, "argv", [*argv, "--warm-with", "2", "--calls", "2"])
     cold.main()
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2 and all("limit 1 s warm · wall" in line for line in lines), lines
+    assert len(lines) == 3 and "limit 2 s (the call that warms) · wall" in lines[0], lines
+    assert all("limit 1 s warm · wall" in line for line in lines[1:]), lines
+    assert all("first tier" in line and "gangs' mean tier" in line for line in lines), lines

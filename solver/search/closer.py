@@ -1,27 +1,29 @@
-"""Gangs brought under lower switches, one at a time, by moving the small jobs in their way.
+"""Gangs brought under lower switches, one at a time, by moving the jobs in their way.
 
 At 16,384 nodes x 500 jobs the search has no time left for the locality tiers once the work is
 placed (a CP-SAT search of 260,000 variables is not even started with a few seconds), and the plan
 that answers is a greedy one: its gangs sat at a mean lowest common switch tier of 2.10 against the
 greedy's 2.12 on the gangs both place (session 32). A gang alone cannot move closer in a greedy
 plan: it went to the lowest domain with room when it was placed, and the jobs after it only took
-room (tried: not one of 40 gangs moved at 4,096 or 16,384 nodes). What is in its way is the small
-jobs without a rule of place that filled the leaves before or after it. So a move, in a domain of
-one of the gang's rules below the lowest it sits in now (lowest first, the best fit first):
+room (tried: not one of the placed gangs moved at 4,096 or 16,384 nodes). What is in its way is
+the jobs that took the room of a lower domain. So a move, into a domain of one of the gang's rules
+below the lowest switch it sits under now:
 
-- the gang is taken out of the plan, and so are the jobs without a locality rule that have members
-  in the domain (a pool only its members there: each is a pod of its own);
+- the gang is taken out of the plan, and so is every job with members in the domain (of a pool,
+  only its pods there: each is a pod of its own);
 - the gang is placed again inside the domain as the floor places a job
   (:func:`solver.search.floor.place_job`), with as many members per role as it had;
-- the jobs taken out are placed again anywhere, largest first, each with as many members as before;
-- the move is kept when every job is placed again and the gang's own terms of the locality tier
-  rise (it sits inside one domain at more levels), or stay and it spans fewer leaves; otherwise
-  everything is put back as it was.
+- the jobs taken out are placed again, those with locality rules first (in their own domains,
+  lowest first), then the rest, largest first, each with as many members as before;
+- the move is kept when every job is placed again and the locality terms of the jobs with rules
+  among them rise in sum (inside one domain at more levels, weighed by GPUs as the tier weighs
+  them), or stay with fewer leaves spanned; otherwise everything is put back as it was.
 
 Every job keeps its members' count, so every tier a placement decides above locality (work placed
-per priority, jobs started) keeps its value, and the moved small jobs have no locality terms to
-lose; the caller values the plan on every tier and keeps it only where it ranks higher. Largest
-gangs first, as the tier weighs them by GPUs, in rounds while a round moves one.
+per priority, jobs started) keeps its value; the caller values the plan on every tier and keeps it
+only where it ranks higher. The domains tried for a gang are the :data:`TRIES` lowest that could
+hold it emptied of the batch, with the fewest members of the batch in them first; largest gangs
+first, in rounds while a round moves one.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from solver.search.floor import Candidate, Floor, Move, Pass, complete, hint_of,
 
 # Rounds over the gangs at most: a later round moves the gangs an earlier one's moves made room for.
 ROUNDS = 3
-# Domains tried per gang and round: the lowest ones with the room, best fit first.
+# Domains tried per gang and round: of those that could hold it emptied of the batch, the lowest,
+# with the fewest members of the batch in them.
 TRIES = 3
 CLOSER = "+closer"  # the suffix of a plan's placer once its gangs were brought closer
 
