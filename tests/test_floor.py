@@ -28,7 +28,9 @@ from solver.search.floor import (
     best_move,
     complete,
     greedy_hint,
+    hint_of,
     orders,
+    pass_of,
     portfolio,
     undo,
 )
@@ -500,3 +502,18 @@ def test_a_one_job_batch_draws_no_shuffles_and_a_larger_one_does() -> None:
     assert {tuple(order) for _, order in one} == {(0,)}
     two = names([kit.job("a", 1, 1), kit.job("b", 2, 1)])
     assert [name for name, _ in two][4:] == [f"shuffle-{k}" for k in range(8)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kit.fabric_problems(max_nodes=8, max_jobs=8, spines=2))
+def test_a_plan_read_back_as_a_pass_gives_the_same_plan(req) -> None:
+    """``pass_of`` is the inverse of ``hint_of``: every plan of the portfolio read back as a greedy
+    pass's state gives the same placement variables again (what the closer moves gangs in)."""
+    assume(not validate(req))
+    problem = problem_of(rewrite(req))
+    compiled = compile_model(problem, req.policy)
+    drawing = Portfolio(Floor(problem, compiled), 2, 0)
+    drawing.draw(time.perf_counter() + 60)
+    for candidate in drawing.candidates():
+        again = hint_of(compiled, pass_of(compiled, problem, candidate.plan))
+        assert again == {name: candidate.plan[name] for name in again}, candidate.placer

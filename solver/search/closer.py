@@ -37,7 +37,18 @@ from solver.compile import Compiled
 from solver.compile.locality import FABRIC, Rule, place_of, soft_score
 from solver.domain import cancel as cancellation
 from solver.reduce.normalise import Normalised
-from solver.search.floor import Candidate, Floor, Move, Pass, complete, hint_of, job_gpus, place_job, undo
+from solver.search.floor import (
+    Candidate,
+    Floor,
+    Move,
+    Pass,
+    complete,
+    hint_of,
+    job_gpus,
+    pass_of,
+    place_job,
+    undo,
+)
 
 # Rounds over the gangs at most: a later round moves the gangs an earlier one's moves made room for.
 ROUNDS = 3
@@ -108,27 +119,6 @@ def rules_by_job(compiled: Compiled) -> dict[int, tuple[Rule, ...]]:
     for rule in compiled.locality.rules:
         out[rule.job].append(rule)
     return {j: tuple(rs) for j, rs in out.items()}
-
-
-def pass_of(compiled: Compiled, problem: Normalised, plan: dict[str, int]) -> Pass:
-    """A plan in the model's variables as a greedy pass's state (the inverse of ``hint_of``)."""
-    done = Pass.empty(problem)
-    for (c, k), var in compiled.x.items():
-        n = plan.get(var.name, 0)
-        if n:
-            nodes = done.state[c]
-            nodes[0] -= n
-            nodes[k] += n
-    for nodes in done.state.values():
-        if nodes[0] == 0:
-            del nodes[0]
-    for (r, c), var in compiled.y.items():
-        n = plan.get(var.name, 0)
-        if n:
-            done.members[r, c] = n
-    done.placed.update(j for j, var in compiled.placed.items() if plan.get(var.name, 0))
-    done.variants.update(r for r, var in compiled.variant.items() if plan.get(var.name, 0))
-    return done
 
 
 def members_by_job(problem: Normalised, done: Pass) -> dict[int, Counter[tuple[int, int]]]:

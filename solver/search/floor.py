@@ -389,6 +389,27 @@ def hint_of(compiled: Compiled, done: Pass) -> dict[str, int]:
     return hint
 
 
+def pass_of(compiled: Compiled, problem: Normalised, plan: dict[str, int]) -> Pass:
+    """A plan in the model's variables as a greedy pass's state: the inverse of :func:`hint_of`."""
+    done = Pass.empty(problem)
+    for (c, k), var in compiled.x.items():
+        n = plan.get(var.name, 0)
+        if n:
+            nodes = done.state[c]
+            nodes[0] -= n
+            nodes[k] += n
+    for nodes in done.state.values():
+        if nodes[0] == 0:
+            del nodes[0]
+    for (r, c), var in compiled.y.items():
+        n = plan.get(var.name, 0)
+        if n:
+            done.members[r, c] = n
+    done.placed.update(j for j, var in compiled.placed.items() if plan.get(var.name, 0))
+    done.variants.update(r for r, var in compiled.variant.items() if plan.get(var.name, 0))
+    return done
+
+
 def job_order(problem: Normalised) -> list[int]:
     """Highest priority first, then the most GPUs (a pool once per pod)."""
     units = batch_units(problem)
