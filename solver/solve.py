@@ -420,7 +420,9 @@ def search_valid(
             repair_early=early,
             outside=fallback.FloorOrders(problem, compiled, floor, request),
             outside_first=drawing_outside_first,
-            closer=partial(brought_closer, floor),
+            # A model small enough to be searched whole is proven in milliseconds (the Slurm hook's
+            # and the Volcano extender's calls): gangs brought closer there would only take a core.
+            closer=partial(brought_closer, floor) if not small_model(compiled) else None,
         )
         spare = spare_core(request.policy)
         floor_part = floor_share(spare)
@@ -449,14 +451,13 @@ def search_valid(
     with clock.stage("solve"):
         budget = search_ends - time.perf_counter()
         outcomes = []
-        # A small model is searched whatever the clock says: it is proven in milliseconds.
-        variables = len(compiled.model.proto.variables)
         moves = (
             partial(repack_in_time, problem, compiled, floor=floor, ends=search_ends),
             partial(closer_in_time, floor, ends=search_ends),
         )
         with drawing.meanwhile(search_ends, spare_core=spare) as enough:
-            if budget >= least_search_s(compiled) or variables <= MERGE_MAX_VARIABLES:
+            # A small model is searched whatever the clock says: it is proven in milliseconds.
+            if budget >= least_search_s(compiled) or small_model(compiled):
                 outcomes = solve_lexicographic(
                     compiled,
                     request.policy,
@@ -803,6 +804,11 @@ def repack_in_time(
     if ends - time.perf_counter() < passes_s:
         return None
     return repack(problem, compiled, solution, floor)
+
+
+def small_model(compiled: Compiled) -> bool:
+    """Whether ``compiled`` is searched once for all its tiers (``solver.search.tiers``)."""
+    return len(compiled.model.proto.variables) <= MERGE_MAX_VARIABLES
 
 
 def closer_in_time(floor: Floor, solution: dict[str, int], ends: float) -> dict[str, int] | None:
