@@ -68,7 +68,7 @@ from solver.search.sequence import (
     step_size,
 )
 from solver.search.single import Single, choose, enumerable, none_placed, one_pod
-from solver.search.tiers import MERGE_MAX_VARIABLES, least_search_s, settle, solve_lexicographic
+from solver.search.tiers import least_search_s, searched_whole, settle, solve_lexicographic
 
 # Time kept back from the caller's deadline for the reply: a fixed part, and a share of the time
 # for what drifts with the call's length (a search told to stop finishing its work, a stage slowed by
@@ -422,7 +422,7 @@ def search_valid(
             outside_first=drawing_outside_first,
             # A model small enough to be searched whole is proven in milliseconds (the Slurm hook's
             # and the Volcano extender's calls): gangs brought closer there would only take a core.
-            closer=partial(brought_closer, floor) if not small_model(compiled) else None,
+            closer=partial(brought_closer, floor) if not searched_whole(compiled) else None,
         )
         spare = spare_core(request.policy)
         floor_part = floor_share(spare)
@@ -457,7 +457,7 @@ def search_valid(
         )
         with drawing.meanwhile(search_ends, spare_core=spare) as enough:
             # A small model is searched whatever the clock says: it is proven in milliseconds.
-            if budget >= least_search_s(compiled) or small_model(compiled):
+            if budget >= least_search_s(compiled) or searched_whole(compiled):
                 outcomes = solve_lexicographic(
                     compiled,
                     request.policy,
@@ -804,11 +804,6 @@ def repack_in_time(
     if ends - time.perf_counter() < passes_s:
         return None
     return repack(problem, compiled, solution, floor)
-
-
-def small_model(compiled: Compiled) -> bool:
-    """Whether ``compiled`` is searched once for all its tiers (``solver.search.tiers``)."""
-    return len(compiled.model.proto.variables) <= MERGE_MAX_VARIABLES
 
 
 def closer_in_time(floor: Floor, solution: dict[str, int], ends: float) -> dict[str, int] | None:

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import solver.search.floor
+import solver.search.tiers
 import solver.solve
 from solver.cli import render_table
 from solver.compile import compile_model
@@ -241,7 +242,7 @@ def test_a_floor_plan_alone_is_a_valid_answer(req) -> None:
     # A model this small is searched whatever the clock says; treat it as a big one here. One pod
     # goes the model's way too (the enumerator answers it otherwise: solver.search.single).
     with (
-        patch.object(solver.solve, "MERGE_MAX_VARIABLES", -1),
+        patch.object(solver.search.tiers, "MERGE_MAX_VARIABLES", -1),
         patch.object(solver.solve, "enumerable", lambda _: False),
     ):
         result = solve(tiny)

@@ -10,6 +10,7 @@ from unittest.mock import patch
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
+import solver.search.tiers
 import solver.solve
 from solver.compile import compile_model
 from solver.domain.model import Locality, Policy, Requirement, SolveRequest, SolveStatus
@@ -53,7 +54,7 @@ def test_with_no_time_to_search_the_previous_optimal_plan_is_the_answer(req) -> 
     assume(first.status == SolveStatus.OPTIMAL)
     tiny = req.model_copy(update={"policy": Policy(time_limit_s=0.001), "previous": first.jobs})
     with (
-        patch.object(solver.solve, "MERGE_MAX_VARIABLES", -1),  # a small model is searched otherwise
+        patch.object(solver.search.tiers, "MERGE_MAX_VARIABLES", -1),  # a small model is searched otherwise
         patch.object(solver.solve, "enumerable", lambda _: False),  # one pod: enumerated otherwise
     ):
         again = solve(tiny)

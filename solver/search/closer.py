@@ -184,11 +184,8 @@ class Trial:
     ) -> bool:
         """Job ``j`` placed again with the members per role it had in ``taken``, in the first of
         ``scopes`` it fits (default: its own); whether it fits."""
-        problem, done = self.floor.problem, self.done
-        counts: Counter[int] = Counter()
-        for (r, _), n in taken.items():
-            counts[problem.group_of(r)] += n
-        added = place_job(self.floor, done, j, dict(counts), scopes)
+        done = self.done
+        added = place_job(self.floor, done, j, role_wants(self.floor.problem, taken), scopes)
         if added is None:
             return False
         self.members[j].update(added.members)

@@ -59,13 +59,18 @@ MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE = 0.05, 8e-6
 EXACT_OBJECTIVE = 2**50
 
 
+def searched_whole(compiled: Compiled) -> bool:
+    """Whether ``compiled`` is small enough to be searched once for all its tiers
+    (:data:`MERGE_MAX_VARIABLES`): proven in milliseconds, whatever the clock says."""
+    return len(compiled.model.proto.variables) <= MERGE_MAX_VARIABLES
+
+
 def least_search_s(compiled: Compiled) -> float:
     """The least time a search of ``compiled`` is started with (:data:`MIN_SEARCH_S_PER_VARIABLE`
     at the process's pace); none for a small model, which is proven in milliseconds."""
-    variables = len(compiled.model.proto.variables)
-    if variables <= MERGE_MAX_VARIABLES:
+    if searched_whole(compiled):
         return 0.0
-    return max(MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE * variables) * PACE.ratio()
+    return max(MIN_SEARCH_S, MIN_SEARCH_S_PER_VARIABLE * len(compiled.model.proto.variables)) * PACE.ratio()
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,7 @@ def solve_lexicographic(
     model = compiled.model
     deadline = time.perf_counter() + budget_s
     weights = tier_weights(compiled.tiers)
-    if compiled.tiers and len(model.proto.variables) <= MERGE_MAX_VARIABLES:
+    if compiled.tiers and searched_whole(compiled):
         share = budget_s * weights[0] / sum(weights)
         merged, found = solve_merged(
             compiled, policy, share, policy.time_limit_s * weights[0] / sum(weights), hint
@@ -105,7 +110,7 @@ def solve_lexicographic(
         if merged is not None:
             return merged
         hint = found or hint  # not proven in its share of the time: tier by tier, from what it found
-    tried_repack = False
+    tried_moves = False
     hoods: Neighbourhoods | None = None
     for step in steps(compiled):
         i, block, tier = step.first, step.tiers, step.tier
@@ -114,10 +119,10 @@ def solve_lexicographic(
             outcomes += [unsolved(t, hint) for t in block]  # out of time: the answer above still stands
             continue
         maximize(model, tier)
-        if tier.tier == ObjectiveTier.TOPOLOGY and hint is not None and not tried_repack:
+        if tier.tier == ObjectiveTier.TOPOLOGY and hint is not None and not tried_moves:
             # Once, before the first topology part: the same jobs placed again, locality first,
             # then gangs moved closer one at a time.
-            tried_repack = True
+            tried_moves = True
             for move in locality_moves:
                 moved = move(hint)
                 if (
