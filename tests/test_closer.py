@@ -103,6 +103,45 @@ def test_a_gang_whose_way_is_held_by_jobs_that_can_go_nowhere_else_stays() -> No
     assert closer(floor, plan, time.perf_counter() + 30) is None
 
 
+def test_a_gang_moves_into_the_one_leaf_whose_jobs_can_move_after_every_other_leaf_fails() -> None:
+    """Four leaves of two nodes under one spine. In leaves 0-2 a job pinned to its node (a node
+    selector) holds one node, the gang took two of the free nodes left there; leaf 3 holds two
+    small jobs that may run anywhere. Leaves 0-2 come first (one member of the batch each, against
+    two) and each fails (its pinned job cannot go back); leaf 3, the fourth tried, takes the gang
+    and its jobs move to the nodes the gang left. (With three domains tried per gang, session 33's
+    closer stopped before it.)"""
+    nodes = [kit.node(f"n{i}", leaf=f"leaf{i // 2}", labels={"slot": f"s{i}"}) for i in range(8)]
+    jobs = [
+        kit.job("gang", 8, 2, locality=PREFERRED),
+        kit.job("pinned-0", 5, selector={"slot": "s0"}),
+        kit.job("pinned-2", 6, selector={"slot": "s2"}),
+        kit.job("pinned-4", 7, selector={"slot": "s4"}),
+        kit.job("free-a", 5),
+        kit.job("free-b", 6),
+    ]
+    floor, request = _floor(kit.request(nodes, jobs, kit.fat_tree(4)))
+    problem, compiled = floor.problem, floor.compiled
+    done = Pass.empty(problem)
+    for job_id in ("pinned-0", "pinned-2", "pinned-4"):
+        assert place_job(floor, done, _job(floor, job_id), {})
+    assert place_job(floor, done, _job(floor, "free-a"), {}, [_leaf(floor, "leaf3")])
+    assert place_job(floor, done, _job(floor, "free-b"), {}, [_leaf(floor, "leaf3")])
+    assert place_job(floor, done, _job(floor, "gang"), {}, [None])
+    plan = complete(problem, compiled, hint_of(compiled, done))
+    before = kit.plan_answer(problem, compiled, request, plan)
+    assert len(_gang_leaves(request, before)) == 2 and "leaf3" not in _gang_leaves(request, before)
+    on_leaf3 = {m.node for j in before.jobs if j.job_id.startswith("free-") for m in j.members}
+    assert on_leaf3 == {"n6", "n7"}  # the plan the test means: both of leaf 3's nodes in use
+
+    moved = closer(floor, plan, time.perf_counter() + 30)
+
+    assert moved is not None
+    answer = kit.plan_answer(problem, compiled, request, moved)
+    assert not verify(request, answer)
+    assert _gang_leaves(request, answer) == {"leaf3"}
+    assert all(j.placed for j in answer.jobs)
+
+
 @st.composite
 def split_gangs(draw: st.DrawFn) -> SolveRequest:
     """Gangs of one to four nodes with a PREFERRED leaf and single-node jobs of 1-8 GPUs, on two to
