@@ -142,10 +142,56 @@ def test_a_gang_moves_into_the_one_leaf_whose_jobs_can_move_after_every_other_le
     assert all(j.placed for j in answer.jobs)
 
 
+def test_a_gang_in_the_way_that_must_stay_in_one_leaf_goes_where_small_jobs_move_aside() -> None:
+    """Four leaves of two nodes. Gang A (PREFERRED leaf, only on leaves 0-2 by its selector) spans
+    leaves 0 and 1, whose other nodes hold pinned jobs; gang B (REQUIRED: one leaf) fills leaf 2;
+    two small jobs fill leaf 3. A can go closer only into leaf 2, and B then fits in no leaf as
+    the plan stands: only once the small jobs of leaf 3 move to the nodes A left does B find room
+    there (:func:`solver.search.closer.make_room`). Without that step the plan stays as it was."""
+    nodes = [
+        kit.node(f"n{i}", leaf=f"leaf{i // 2}", labels={"slot": f"s{i}", "pool": "a" if i < 6 else "b"})
+        for i in range(8)
+    ]
+    jobs = [
+        kit.job("gang", 8, 2, locality=PREFERRED, selector={"pool": "a"}),
+        kit.job("leafbound", 8, 2, locality=Locality(mode=Requirement.REQUIRED, highest_tier=1)),
+        kit.job("pinned-1", 5, selector={"slot": "s1"}),
+        kit.job("pinned-3", 6, selector={"slot": "s3"}),
+        kit.job("small-a", 5),
+        kit.job("small-b", 6),
+    ]
+    floor, request = _floor(kit.request(nodes, jobs, kit.fat_tree(4)))
+    problem, compiled = floor.problem, floor.compiled
+    done = Pass.empty(problem)
+    assert place_job(floor, done, _job(floor, "pinned-1"), {})
+    assert place_job(floor, done, _job(floor, "pinned-3"), {})
+    assert place_job(floor, done, _job(floor, "leafbound"), {}, [_leaf(floor, "leaf2")])
+    assert place_job(floor, done, _job(floor, "small-a"), {}, [_leaf(floor, "leaf3")])
+    assert place_job(floor, done, _job(floor, "small-b"), {}, [_leaf(floor, "leaf3")])
+    assert place_job(floor, done, _job(floor, "gang"), {})
+    plan = complete(problem, compiled, hint_of(compiled, done))
+    assert _gang_leaves(request, kit.plan_answer(problem, compiled, request, plan)) == {"leaf0", "leaf1"}
+
+    moved = closer(floor, plan, time.perf_counter() + 30)
+
+    assert moved is not None
+    answer = kit.plan_answer(problem, compiled, request, moved)
+    assert not verify(request, answer)
+    assert _gang_leaves(request, answer) == {"leaf2"}
+    assert _job_leaves(request, answer, "leafbound") == {"leaf3"}
+    assert all(j.placed for j in answer.jobs)
+
+
+def _job_leaves(request: SolveRequest, answer, job_id: str) -> set[str]:
+    leaf = {n.name: n.leaf for n in request.inventory.nodes}
+    return {leaf[m.node] for j in answer.jobs if j.job_id == job_id for m in j.members}
+
+
 @st.composite
 def split_gangs(draw: st.DrawFn) -> SolveRequest:
-    """Gangs of one to four nodes with a PREFERRED leaf and single-node jobs of 1-8 GPUs, on two to
-    four leaves of two or three nodes with GPUs in use: batches whose plans leave gangs split."""
+    """Gangs of two to four nodes, one with a PREFERRED leaf and maybe one bound to a leaf, and
+    single-node jobs of 1-8 GPUs, on two to four leaves of two or three nodes with GPUs in use:
+    batches whose plans leave gangs split."""
     leaves = draw(st.integers(2, 4))
     per_leaf = draw(st.integers(2, 3))
     nodes = [
@@ -156,8 +202,16 @@ def split_gangs(draw: st.DrawFn) -> SolveRequest:
         )
         for i in range(leaves * per_leaf)
     ]
+    # The first gang is the one to bring closer; a second may be bound to one leaf (REQUIRED), a
+    # gang in the way that finds room again only where small jobs move aside (make_room).
+    bound = Locality(mode=Requirement.REQUIRED, highest_tier=1)
     jobs = [
-        kit.job(f"gang{k}", draw(st.sampled_from([4, 8])), draw(st.integers(2, 4)), locality=PREFERRED)
+        kit.job(
+            f"gang{k}",
+            draw(st.sampled_from([4, 8])),
+            draw(st.integers(2, 4)),
+            locality=PREFERRED if k == 0 else draw(st.sampled_from([PREFERRED, bound])),
+        )
         for k in range(draw(st.integers(1, 2)))
     ]
     sizes = [draw(st.sampled_from([1, 2, 4, 5, 8])) for _ in range(draw(st.integers(1, 6)))]

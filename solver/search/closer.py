@@ -14,7 +14,9 @@ below the lowest switch it sits under now:
 - the gang is placed again inside the domain as the floor places a job
   (:func:`solver.search.floor.place_job`), with as many members per role as it had;
 - the jobs taken out are placed again, those with locality rules first (in their own domains,
-  lowest first), then the rest, largest first, each with as many members as before;
+  lowest first; one that finds no room there, in a domain of its own once the jobs without rules
+  in it are moved aside: :func:`make_room`), then the rest, largest first, each with as many
+  members as before;
 - the move is kept when every job is placed again and the locality terms of the jobs with rules
   among them rise in sum (inside one domain at more levels, weighed by GPUs as the tier weighs
   them), or stay with fewer leaves spanned; otherwise everything is put back as it was.
@@ -196,10 +198,13 @@ class Trial:
         self.undos.append(back)
         return True
 
-    def rollback(self) -> None:
-        for back in reversed(self.undos):
-            back()
-        self.undos.clear()
+    def mark(self) -> int:
+        """Where the trial stands: :meth:`rollback` to it undoes only what came after."""
+        return len(self.undos)
+
+    def rollback(self, to: int = 0) -> None:
+        while len(self.undos) > to:
+            self.undos.pop()()
 
 
 def move_closer(
@@ -262,9 +267,7 @@ def try_in(
     """Gang ``j`` moved into ``scope`` with every job in its way moved out and placed again; kept
     when all are placed and their locality ranks higher in sum, else put back. Whether kept."""
     problem = floor.problem
-    others = sorted(
-        k for k, m in members.items() if k != j and any(n and c in scope for (_, c), n in m.items())
-    )
+    others = jobs_in(members, scope, but=j)
     ranked = [k for k in (j, *others) if k in rules]
     was = total_standing(floor, rules, members, ranked)
     trial = Trial(floor, done, members)
@@ -283,12 +286,54 @@ def try_in(
     moved.sort(key=lambda kt: (kt[0] not in rules, -sum(kt[1].values()), kt[0]))
     if (
         trial.place(j, gang, [scope])
-        and all(trial.place(k, taken) for k, taken in moved)
+        and all(trial.place(k, taken) or make_room(trial, k, taken, rules) for k, taken in moved)
         and total_standing(floor, rules, members, ranked) > was
     ):
         return True
     trial.rollback()
     return False
+
+
+def make_room(
+    trial: Trial, k: int, taken: Counter[tuple[int, int]], rules: dict[int, tuple[Rule, ...]]
+) -> bool:
+    """Job ``k`` (with rules of place), moved out of a gang's way and finding no room again, placed
+    in one of its own domains (lowest first) once the jobs without rules of place there are moved
+    out and placed again wherever they fit; whether it was placed (the trial as it was if not).
+
+    Most moves failed here: at 8,192 and 16,384 nodes x 500 jobs, 70 % busy, the gang moved out of
+    a leaf needs whole free nodes inside the switches its own rules require, and only single-node
+    jobs hold them. Those may go anywhere. A domain holding another job with rules is skipped: a
+    chain of moves is not followed further."""
+    if k not in rules:
+        return False  # placed wherever it fits, it fits nowhere
+    floor, members, pools = trial.floor, trial.members, trial.floor.problem.pools
+    wants = role_wants(floor.problem, taken)
+    for scope in floor.scopes(k):
+        if scope is None or not could_hold(floor, scope, wants):
+            continue
+        in_way = jobs_in(members, scope, but=k)
+        if any(i in rules for i in in_way):
+            continue
+        mark = trial.mark()
+        out = [(i, trial.take_out(i, scope if i in pools else None)) for i in in_way]
+        aside = [(i, got) for i, got in out if got is not None]
+        aside.sort(key=lambda it: (-sum(it[1].values()), it[0]))
+        if (
+            len(aside) == len(out)
+            and trial.place(k, taken, [scope])
+            and all(trial.place(i, got) for i, got in aside)
+        ):
+            return True
+        trial.rollback(mark)
+    return False
+
+
+def jobs_in(members: dict[int, Counter[tuple[int, int]]], scope: set[int], but: int) -> list[int]:
+    """The jobs but ``but`` with members on the classes of ``scope``, in index order."""
+    return sorted(
+        k for k, m in members.items() if k != but and any(n and c in scope for (_, c), n in m.items())
+    )
 
 
 def role_wants(problem: Normalised, members: Counter[tuple[int, int]]) -> dict[int, int]:
