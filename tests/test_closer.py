@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from solver.answer.verify import verify
 from solver.compile import compile_model
-from solver.domain.model import Locality, Requirement, SolveRequest
+from solver.domain.model import Job, Locality, Node, Requirement, SolveRequest
 from solver.domain.validate import validate
 from solver.reduce.chain import problem_of, rewrite
 from solver.search.closer import CLOSER, brought_closer, closer
@@ -78,8 +78,12 @@ def test_a_gang_split_by_small_jobs_moves_under_one_leaf_and_they_move_aside() -
 
 
 def _gang_leaves(request: SolveRequest, answer) -> set[str]:
+    return _job_leaves(request, answer, "gang")
+
+
+def _job_leaves(request: SolveRequest, answer, job_id: str) -> set[str]:
     leaf = {n.name: n.leaf for n in request.inventory.nodes}
-    return {leaf[m.node] for j in answer.jobs if j.job_id == "gang" for m in j.members}
+    return {leaf[m.node] for j in answer.jobs if j.job_id == job_id for m in j.members}
 
 
 def test_a_gang_whose_way_is_held_by_jobs_that_can_go_nowhere_else_stays() -> None:
@@ -103,6 +107,20 @@ def test_a_gang_whose_way_is_held_by_jobs_that_can_go_nowhere_else_stays() -> No
     assert closer(floor, plan, time.perf_counter() + 30) is None
 
 
+def _placed_by_hand(
+    nodes: list[Node], placed: list[tuple[Job, str | None]]
+) -> tuple[Floor, SolveRequest, dict[str, int]]:
+    """The floor of the jobs on ``nodes`` under one spine of leaves, and a plan with the jobs
+    placed in turn, each inside its leaf (None: where the floor would), as a greedy order can leave
+    them."""
+    leaves = len({n.leaf for n in nodes})
+    floor, request = _floor(kit.request(nodes, [job for job, _ in placed], kit.fat_tree(leaves)))
+    done = Pass.empty(floor.problem)
+    for job, leaf in placed:
+        assert place_job(floor, done, _job(floor, job.id), {}, None if leaf is None else [_leaf(floor, leaf)])
+    return floor, request, complete(floor.problem, floor.compiled, hint_of(floor.compiled, done))
+
+
 def test_a_gang_moves_into_the_one_leaf_whose_jobs_can_move_after_every_other_leaf_fails() -> None:
     """Four leaves of two nodes under one spine. In leaves 0-2 a job pinned to its node (a node
     selector) holds one node, the gang took two of the free nodes left there; leaf 3 holds two
@@ -111,27 +129,21 @@ def test_a_gang_moves_into_the_one_leaf_whose_jobs_can_move_after_every_other_le
     and its jobs move to the nodes the gang left. (With three domains tried per gang, session 33's
     closer stopped before it.)"""
     nodes = [kit.node(f"n{i}", leaf=f"leaf{i // 2}", labels={"slot": f"s{i}"}) for i in range(8)]
-    jobs = [
-        kit.job("gang", 8, 2, locality=PREFERRED),
-        kit.job("pinned-0", 5, selector={"slot": "s0"}),
-        kit.job("pinned-2", 6, selector={"slot": "s2"}),
-        kit.job("pinned-4", 7, selector={"slot": "s4"}),
-        kit.job("free-a", 5),
-        kit.job("free-b", 6),
-    ]
-    floor, request = _floor(kit.request(nodes, jobs, kit.fat_tree(4)))
+    floor, request, plan = _placed_by_hand(
+        nodes,
+        [
+            (kit.job("pinned-0", 5, selector={"slot": "s0"}), None),
+            (kit.job("pinned-2", 6, selector={"slot": "s2"}), None),
+            (kit.job("pinned-4", 7, selector={"slot": "s4"}), None),
+            (kit.job("free-a", 5), "leaf3"),
+            (kit.job("free-b", 6), "leaf3"),
+            (kit.job("gang", 8, 2, locality=PREFERRED), None),
+        ],
+    )
     problem, compiled = floor.problem, floor.compiled
-    done = Pass.empty(problem)
-    for job_id in ("pinned-0", "pinned-2", "pinned-4"):
-        assert place_job(floor, done, _job(floor, job_id), {})
-    assert place_job(floor, done, _job(floor, "free-a"), {}, [_leaf(floor, "leaf3")])
-    assert place_job(floor, done, _job(floor, "free-b"), {}, [_leaf(floor, "leaf3")])
-    assert place_job(floor, done, _job(floor, "gang"), {}, [None])
-    plan = complete(problem, compiled, hint_of(compiled, done))
     before = kit.plan_answer(problem, compiled, request, plan)
     assert len(_gang_leaves(request, before)) == 2 and "leaf3" not in _gang_leaves(request, before)
-    on_leaf3 = {m.node for j in before.jobs if j.job_id.startswith("free-") for m in j.members}
-    assert on_leaf3 == {"n6", "n7"}  # the plan the test means: both of leaf 3's nodes in use
+    assert _job_leaves(request, before, "free-a") == _job_leaves(request, before, "free-b") == {"leaf3"}
 
     moved = closer(floor, plan, time.perf_counter() + 30)
 
@@ -152,24 +164,19 @@ def test_a_gang_in_the_way_that_must_stay_in_one_leaf_goes_where_small_jobs_move
         kit.node(f"n{i}", leaf=f"leaf{i // 2}", labels={"slot": f"s{i}", "pool": "a" if i < 6 else "b"})
         for i in range(8)
     ]
-    jobs = [
-        kit.job("gang", 8, 2, locality=PREFERRED, selector={"pool": "a"}),
-        kit.job("leafbound", 8, 2, locality=Locality(mode=Requirement.REQUIRED, highest_tier=1)),
-        kit.job("pinned-1", 5, selector={"slot": "s1"}),
-        kit.job("pinned-3", 6, selector={"slot": "s3"}),
-        kit.job("small-a", 5),
-        kit.job("small-b", 6),
-    ]
-    floor, request = _floor(kit.request(nodes, jobs, kit.fat_tree(4)))
+    bound = Locality(mode=Requirement.REQUIRED, highest_tier=1)
+    floor, request, plan = _placed_by_hand(
+        nodes,
+        [
+            (kit.job("pinned-1", 5, selector={"slot": "s1"}), None),
+            (kit.job("pinned-3", 6, selector={"slot": "s3"}), None),
+            (kit.job("leafbound", 8, 2, locality=bound), "leaf2"),
+            (kit.job("small-a", 5), "leaf3"),
+            (kit.job("small-b", 6), "leaf3"),
+            (kit.job("gang", 8, 2, locality=PREFERRED, selector={"pool": "a"}), None),
+        ],
+    )
     problem, compiled = floor.problem, floor.compiled
-    done = Pass.empty(problem)
-    assert place_job(floor, done, _job(floor, "pinned-1"), {})
-    assert place_job(floor, done, _job(floor, "pinned-3"), {})
-    assert place_job(floor, done, _job(floor, "leafbound"), {}, [_leaf(floor, "leaf2")])
-    assert place_job(floor, done, _job(floor, "small-a"), {}, [_leaf(floor, "leaf3")])
-    assert place_job(floor, done, _job(floor, "small-b"), {}, [_leaf(floor, "leaf3")])
-    assert place_job(floor, done, _job(floor, "gang"), {})
-    plan = complete(problem, compiled, hint_of(compiled, done))
     assert _gang_leaves(request, kit.plan_answer(problem, compiled, request, plan)) == {"leaf0", "leaf1"}
 
     moved = closer(floor, plan, time.perf_counter() + 30)
@@ -180,11 +187,6 @@ def test_a_gang_in_the_way_that_must_stay_in_one_leaf_goes_where_small_jobs_move
     assert _gang_leaves(request, answer) == {"leaf2"}
     assert _job_leaves(request, answer, "leafbound") == {"leaf3"}
     assert all(j.placed for j in answer.jobs)
-
-
-def _job_leaves(request: SolveRequest, answer, job_id: str) -> set[str]:
-    leaf = {n.name: n.leaf for n in request.inventory.nodes}
-    return {leaf[m.node] for j in answer.jobs if j.job_id == job_id for m in j.members}
 
 
 @st.composite
