@@ -56,6 +56,13 @@ from solver.search.floor import (
 # Rounds over the gangs at most: a later round moves the gangs an earlier one's moves made room for.
 ROUNDS = 3
 CLOSER = "+closer"  # the suffix of a plan's placer once its gangs were brought closer
+# What finishing a plan costs after its last move — completing it here, then valuing it on every
+# tier (brought_closer) — as a multiple of reading it in (pass_of): 0.5-0.6 s against 0.08 at
+# 16,384 nodes, 0.25-0.34 against 0.035 at 8,192 (idle, session 34); measured on each call, so a
+# loaded host reserves more. Moves that ran to the deadline left no time to finish: beside the
+# search the plan was then dropped when the search's time was over (a 15 s call at 16,384 nodes
+# answered with its gangs where the 5 s call had them).
+FINISH_PER_READ = 9
 
 
 def brought_closer(floor: Floor, candidate: Candidate, until: float) -> Candidate | None:
@@ -69,29 +76,36 @@ def brought_closer(floor: Floor, candidate: Candidate, until: float) -> Candidat
 
 
 def closer(floor: Floor, plan: dict[str, int], until: float) -> dict[str, int] | None:
-    """``plan`` with gangs moved under lower switches while ``until`` (``time.perf_counter()``)
-    allows, completed; None when no gang moved (or the plan has no locality terms to raise)."""
+    """``plan`` with gangs moved under lower switches, completed by ``until``
+    (``time.perf_counter()``; :data:`FINISH_PER_READ`); None when no gang moved (or the plan has no
+    locality terms to raise)."""
     problem, compiled = floor.problem, floor.compiled
     gangs_ruled = soft_rules(floor)
     if not gangs_ruled:
         return None
     rules = rules_by_job(compiled)
+    reading = time.perf_counter()
     done = pass_of(compiled, problem, plan)
+    # Moves stop in time for the plan to be finished by ``until``, read as it reads in here.
+    moves_until = until - FINISH_PER_READ * (time.perf_counter() - reading)
     members = members_by_job(problem, done)
     gangs = sorted(
         (j for j in gangs_ruled if j in done.placed and j not in problem.pools),
         key=lambda j: (-job_gpus(problem, j), j),
     )
+    reach: dict[int, list[tuple[int, set[int]]]] = {}  # per gang, the domains that could hold it
     moved_any = False
     for _ in range(ROUNDS):
         moved = False
         for j in gangs:
-            if time.perf_counter() >= until:
+            if time.perf_counter() >= moves_until:
                 break
             cancellation.check()
-            moved |= move_closer(floor, done, members, j, rules, until)
+            if j not in reach:
+                reach[j] = holding(floor, j, role_wants(problem, members[j]))
+            moved |= move_closer(floor, done, members, j, rules, reach[j], moves_until)
         moved_any |= moved
-        if not moved or time.perf_counter() >= until:
+        if not moved or time.perf_counter() >= moves_until:
             break
     if not moved_any:
         return None
@@ -213,12 +227,12 @@ def move_closer(
     members: dict[int, Counter[tuple[int, int]]],
     j: int,
     rules: dict[int, tuple[Rule, ...]],
+    domains: list[tuple[int, set[int]]],
     until: float,
 ) -> bool:
-    """Try gang ``j`` in the domains below its lowest (the module docstring's move), each that
-    could hold it with every job of the batch moved out, until one takes it or ``until``
-    (``time.perf_counter()``) passes: the lowest first, then those with the fewest members of jobs
-    with rules of place, then of the batch. Whether it moved.
+    """Try gang ``j`` in the ``domains`` (:func:`holding`) below its lowest (the module docstring's
+    move) until one takes it or ``until`` (``time.perf_counter()``) passes: the lowest first, then
+    those with the fewest members of jobs with rules of place, then of the batch. Whether it moved.
 
     Every such domain, not the first three (session 33): most tries fail because a gang moved out
     of the domain finds no room again inside the switches its own rules require, and at 8,192
@@ -226,7 +240,6 @@ def move_closer(
     moved three gangs (0.5 s; 16,384 nodes, seed 2: five gangs against two, 1.5 s)."""
     used = {c for (_, c), n in members[j].items() if n}
     level = floor.level_of(used)
-    wants = role_wants(floor.problem, members[j])
     on_class: Counter[int] = Counter()
     ruled_on: Counter[int] = Counter()
     for k, held in members.items():
@@ -235,25 +248,32 @@ def move_closer(
                 on_class[c] += n
                 if k in rules:
                     ruled_on[c] += n
-    candidates = [
-        scope
-        for scope in floor.scopes(j)
-        if scope is not None and floor.level_of(scope) < level and could_hold(floor, scope, wants)
-    ]
+    candidates = [(below, scope) for below, scope in domains if below < level]
     candidates.sort(
-        key=lambda scope: (
-            floor.level_of(scope),
-            sum(ruled_on[c] for c in scope),
-            sum(on_class[c] for c in scope),
+        key=lambda found: (
+            found[0],
+            sum(ruled_on[c] for c in found[1]),
+            sum(on_class[c] for c in found[1]),
         )
     )
-    for scope in candidates:
+    for _, scope in candidates:
         if time.perf_counter() >= until:
             return False
         cancellation.check()
         if try_in(floor, done, members, j, scope, rules):
             return True
     return False
+
+
+def holding(floor: Floor, j: int, wants: dict[int, int]) -> list[tuple[int, set[int]]]:
+    """Job ``j``'s domains (:meth:`Floor.scopes`) that could hold ``wants`` members per role group
+    emptied of the batch (:func:`could_hold`), each with its level: asked once a gang and call,
+    not once a round."""
+    return [
+        (level, scope)
+        for scope, level in zip(floor.scopes(j), floor.scope_levels(j), strict=True)
+        if scope is not None and level is not None and could_hold(floor, scope, wants)
+    ]
 
 
 def try_in(
