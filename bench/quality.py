@@ -317,6 +317,26 @@ def seeds_of(text: str) -> list[int]:
     return [int(s) for s in text.split(",")]
 
 
+def merged_rows(paths: list[str]) -> list[dict]:
+    """The rows of runs saved with ``--out``, a later file's replacing an earlier one's of the same
+    cell and placer. A greedy row that differs between the files is an error: the greedy is seeded
+    and untimed, so it differing means the runs did not place the same requests."""
+    kept: dict[tuple, dict] = {}
+    for path in paths:
+        with open(path) as f:
+            for row in json.load(f):
+                key = (row["nodes"], row["load"], row["jobs_asked"], row["seed"], row["placer"])
+                before = kept.get(key)
+                if before is not None and not row["placer"].startswith("topoplace"):
+                    same = all(before[k] == row[k] for k in ("by_priority", "jobs", "gang_tiers"))
+                    if not same:
+                        raise SystemExit(
+                            f"{path}: {row['placer']} seed {row['seed']} differs from the run before"
+                        )
+                kept[key] = row
+    return list(kept.values())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", default="1024")
@@ -329,8 +349,19 @@ def main() -> None:
         "--weighted", default="", help="also the solver under WEIGHTED priority at these limits"
     )
     parser.add_argument("--out", help="write every row as JSON here")
+    parser.add_argument(
+        "--table",
+        nargs="+",
+        metavar="ROWS.json",
+        help="run nothing: the table of rows saved with --out, a later file's rows replacing an "
+        "earlier one's of the same size, seed and placer (the greedy's best of 11 orders from one "
+        "run beside topoplace from a later one: the greedy is seeded and untimed)",
+    )
     parser.add_argument("--cell", help=argparse.SUPPRESS)  # internal: run one cell, print JSON rows
     args = parser.parse_args()
+    if args.table:
+        print(table(merged_rows(args.table)))
+        return
     limits = [float(x) for x in args.limits.split(",")]
     if args.cell:
         nodes, load, jobs, seed = args.cell.split(":")

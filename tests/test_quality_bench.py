@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
-from bench.quality import common_tiers
+from bench.quality import common_tiers, merged_rows
 
 
 def test_gang_tiers_are_compared_on_the_gangs_both_place_by_count_and_by_gpus() -> None:
@@ -20,6 +22,29 @@ def test_gang_tiers_are_compared_on_the_gangs_both_place_by_count_and_by_gpus() 
     assert common_tiers(ours, theirs, gpus) == "2.00/1.67 (3), by GPUs 2.00/2.78"
     assert common_tiers(ours, theirs) == "2.00/1.67 (3)"
     assert common_tiers({"a": 1}, {"b": 1}) == "-"
+
+
+def _row(placer: str, seed: int, jobs: int, tiers: dict[str, int]) -> dict:
+    return {
+        "nodes": 16384, "load": 0.7, "jobs_asked": 500, "seed": seed, "placer": placer,
+        "by_priority": [1, 2], "jobs": jobs, "gang_tiers": tiers,
+    }  # fmt: skip
+
+
+def test_saved_runs_are_tabled_together_the_later_run_replacing_the_earlier(tmp_path: Path) -> None:
+    """``--table A.json B.json``: the greedy's best orders from a long run beside topoplace from a
+    later one. B's rows replace A's of the same cell and placer; a greedy row that differs (a
+    different request, or a changed greedy) stops it, naming the file."""
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    a.write_text(json.dumps([_row("volcano-best10", 1, 9, {"g": 2}), _row("volcano", 1, 8, {"g": 3}),
+                             _row("topoplace-15s", 1, 7, {"g": 3})]))  # fmt: skip
+    b.write_text(json.dumps([_row("volcano", 1, 8, {"g": 3}), _row("topoplace-15s", 1, 9, {"g": 1})]))
+    rows = {r["placer"]: r for r in merged_rows([str(a), str(b)])}
+    assert set(rows) == {"volcano-best10", "volcano", "topoplace-15s"}
+    assert rows["topoplace-15s"]["gang_tiers"] == {"g": 1} and rows["volcano-best10"]["jobs"] == 9
+    c.write_text(json.dumps([_row("volcano", 1, 8, {"g": 2})]))
+    with pytest.raises(SystemExit, match=re.escape("c.json: volcano seed 1 differs")):
+        merged_rows([str(a), str(c)])
 
 
 def test_bench_cold_prints_one_verified_calls_figures(
