@@ -57,11 +57,12 @@ from solver.search.floor import (
 ROUNDS = 3
 CLOSER = "+closer"  # the suffix of a plan's placer once its gangs were brought closer
 # What finishing a plan costs after its last move — completing it here, then valuing it on every
-# tier (brought_closer) — as a multiple of reading it in (pass_of): 0.5-0.6 s against 0.08 at
-# 16,384 nodes, 0.25-0.34 against 0.035 at 8,192 (idle, session 34); measured on each call, so a
-# loaded host reserves more. Moves that ran to the deadline left no time to finish: beside the
-# search the plan was then dropped when the search's time was over (a 15 s call at 16,384 nodes
-# answered with its gangs where the 5 s call had them).
+# tier (brought_closer) — as a multiple of reading it in (pass_of): 0.49-0.62 s against 0.08 at
+# 16,384 nodes, 0.24-0.34 against 0.035 at 8,192 (6.4-10 times, the most for a process's first
+# valuing; idle, session 34); measured on each call, so a loaded host reserves more. Moves that ran
+# to the deadline left no time to finish: beside the search the plan was then dropped when the
+# search's time was over (a 15 s call at 16,384 nodes answered with its gangs where the 5 s call
+# had them).
 FINISH_PER_READ = 9
 
 
