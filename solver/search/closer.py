@@ -329,10 +329,7 @@ def make_room(
     if k not in rules:
         return False  # placed wherever it fits, it fits nowhere
     floor, members, pools = trial.floor, trial.members, trial.floor.problem.pools
-    wants = role_wants(floor.problem, taken)
-    for scope in floor.scopes(k):
-        if scope is None or not could_hold(floor, scope, wants):
-            continue
+    for _, scope in holding(floor, k, role_wants(floor.problem, taken)):
         in_way = jobs_in(members, scope, but=k)
         if any(i in rules for i in in_way):
             continue

@@ -68,7 +68,6 @@ class Floor:
         self.roles = roles_by_job(problem)
         self.fabric = Fabric.of(problem.request.inventory)
         self._scopes: dict[int, list[set[int] | None]] = {}
-        self._scope_levels: dict[int, list[int | None]] = {}
         # By the set's id: every set of ``_scopes`` lives as long as the floor, and jobs without a
         # REQUIRED rule share the domains' own sets.
         self._level_of_scope: dict[int, int] = {}
@@ -118,18 +117,16 @@ class Floor:
         return unique
 
     def scope_levels(self, j: int) -> list[int | None]:
-        """:meth:`level_of` each set of :meth:`scopes` (None for anywhere), kept per job: a gang
-        brought closer asks it of every scope in every round (``solver.search.closer``), and
-        finding a set's leaves each time was a quarter of that at 16,384 nodes."""
-        kept = self._scope_levels.get(j)
-        if kept is None:
-            kept = []
-            for scope in self.scopes(j):
-                if scope is not None and id(scope) not in self._level_of_scope:
-                    self._level_of_scope[id(scope)] = self.level_of(scope)
-                kept.append(None if scope is None else self._level_of_scope[id(scope)])
-            self._scope_levels[j] = kept
-        return kept
+        """:meth:`level_of` each set of :meth:`scopes` (None for anywhere), kept per set: a gang
+        brought closer asks it of every scope of its own and of the gangs in its way
+        (``solver.search.closer``), and finding a set's leaves each time was a quarter of that at
+        16,384 nodes."""
+        levels: list[int | None] = []
+        for scope in self.scopes(j):
+            if scope is not None and id(scope) not in self._level_of_scope:
+                self._level_of_scope[id(scope)] = self.level_of(scope)
+            levels.append(None if scope is None else self._level_of_scope[id(scope)])
+        return levels
 
     def room(self, classes: set[int]) -> int:
         """The GPUs (free or not) of the nodes of ``classes``."""
