@@ -136,3 +136,36 @@ def test_a_round_narrows_member_domains_and_restores_them_even_when_its_search_f
         assert all(list(variables[i].domain) == [values[i], values[i]] for i in indexes)
         raise RuntimeError("the search failed")
     assert [list(v.domain) for v in variables] == before
+
+
+def test_a_neighbourhood_frees_the_jobs_of_every_region_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fixed`` frees the gang, every job in a region the gang uses and every job in each region
+    it is told to open (``bench.locality_proof`` opens the regions where the greedy put the gang);
+    a job elsewhere stays fixed."""
+    nodes = [kit.node(f"n{i}", kit.SMALL, leaf=f"leaf{i}") for i in range(4)]  # leaf i under spine i
+    jobs = [
+        kit.job("g", 4, members=2, locality=SOFT),
+        kit.job("p0", 4, locality=SOFT),
+        kit.job("p1", 3, locality=SOFT),
+    ]
+    request = rewrite(kit.request(nodes, jobs, kit.fat_tree(4, 4)))
+    problem = problem_of(request)
+    compiled = compile_model(problem, request.policy)
+    monkeypatch.setattr(neighbourhood, "MIN_VARIABLES", 0)
+    hoods = Neighbourhoods.of(problem, compiled)
+    assert hoods is not None
+    # The gang on n0 and n1, p0 on n2, p1 on n3 (ruled jobs: not pooled, each its own variables).
+    where = {"g": ("n0", "n1"), "p0": ("n2",), "p1": ("n3",)}
+    values = [0] * len(compiled.model.proto.variables)
+    for (r, c), var in compiled.y.items():
+        job = request.jobs[problem.roles[r].job_index].id
+        on = {node.name for node in problem.classes[c].nodes}
+        values[var.index] = sum(1 for name in where[job] if name in on)
+    p0, p1 = hoods.job_vars[1], hoods.job_vars[2]
+    fixed = set(hoods.fixed(0, (), values))
+    assert not fixed & set(hoods.job_vars[0]) and set(p0) <= fixed and set(p1) <= fixed
+    spine_of_n2 = hoods.region[next(c for c, k in hoods.job_members[1] if values[k])]
+    fixed = set(hoods.fixed(0, {spine_of_n2}, values))
+    assert not fixed & set(p0) and set(p1) <= fixed
+    both = {hoods.region[c] for j in (1, 2) for c, k in hoods.job_members[j] if values[k]}
+    assert not set(hoods.fixed(0, both, values)) & (set(p0) | set(p1))

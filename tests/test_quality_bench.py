@@ -78,3 +78,29 @@ def test_bench_cold_asks_again_warm(
     assert len(lines) == 3 and "limit 2 s (the call that warms) · wall" in lines[0], lines
     assert all("limit 1 s warm · wall" in line for line in lines[1:]), lines
     assert all("first tier" in line and "gangs' mean tier" in line for line in lines), lines
+
+
+def test_the_locality_proof_searches_each_gang_the_answer_spread_over_leaves(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bench.locality_proof reads a call's answer back into a model and searches one neighbourhood
+    per gang spread over leaves: one row for each such gang of the answer (its own decode says which),
+    each settled or open, and a locality tier that never falls (a better plan is kept, never a worse)."""
+    from bench import locality_proof
+    from solver.search import neighbourhood
+    from solver.solve import solve
+
+    monkeypatch.setattr(neighbourhood, "MIN_VARIABLES", 0)  # a small cluster searched as a big one's
+    args = ["--nodes", "256", "--jobs", "40", "--limit", "2", "--per", "2", "--seed", "2"]
+    monkeypatch.setattr(sys, "argv", ["locality_proof", *args])
+    locality_proof.main()
+    out = capsys.readouterr().out
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| gang-")]
+    base = locality_proof.request(256, 0.7, 40, 2)
+    answer = solve(base.model_copy(update={"policy": base.policy.model_copy(update={"time_limit_s": 2})}))
+    spread = {job.job_id for job in answer.jobs if job.placed and job.leaves_spanned > 1}
+    assert spread, "the request should leave a gang spread over leaves to look at"
+    assert {row[0].removeprefix("| ") for row in rows} == spread
+    assert all(row[-1].rstrip(" |") in {"proven", "better", "open"} for row in rows)
+    before, after = map(int, re.search(r"locality tier (-?\d+) -> (-?\d+)", out).groups())  # type: ignore[union-attr]
+    assert after >= before

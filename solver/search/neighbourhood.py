@@ -31,7 +31,7 @@ from __future__ import annotations
 import random
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -129,10 +129,10 @@ class Neighbourhoods:
         """The gangs whose members sit under more than one leaf: those a round may bring closer."""
         return [j for j in self.gangs if len({self.leaf[c] for c in self.used(j, values)}) > 1]
 
-    def fixed(self, gang: int, into: str, values: Sequence[int]) -> list[int]:
+    def fixed(self, gang: int, into: Collection[str], values: Sequence[int]) -> list[int]:
         """The member variables a round around ``gang`` fixes: every job's outside the regions
-        ``gang`` uses and ``into``, and the pooled pods' outside them."""
-        free_regions = {self.region[c] for c in self.used(gang, values)} | {into}
+        ``gang`` uses and those ``into``, and the pooled pods' outside them."""
+        free_regions = {self.region[c] for c in self.used(gang, values)} | set(into)
         out: list[int] = []
         for j, indexes in self.job_vars.items():
             if j != gang and not any(self.region[c] in free_regions for c in self.used(j, values)):
@@ -173,7 +173,7 @@ def improve(
             break
         gang, into = rng.choice(spread), rng.choice(hoods.regions)
         done += 1
-        with narrowed(hoods, hoods.fixed(gang, into, values), values):
+        with narrowed(hoods, hoods.fixed(gang, (into,), values), values):
             found = search(best, min(left, ROUND_MAX_S), ROUND_UNITS)
         cancellation.check()
         if found is not None and tier.value_of(found) > value:
