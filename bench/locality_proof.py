@@ -98,7 +98,7 @@ def main() -> None:
             into = {fabric.domain(leaf_of[m.node], fabric.tiers[1]) or "" for m in theirs.members} - {""}
         # The jobs the answer left out are free too: the neighbourhood may place one of them in the
         # place of one it moves out, as long as the held tiers (work, jobs) stay where they are.
-        left_out = {i for k, indexes in hoods.job_vars.items() if not hoods.used(k, values) for i in indexes}
+        left_out = hoods.left_out(values)
         fixed = [i for i in hoods.fixed(j, into, values) if i not in left_out]
         freed = len(hoods.bounds) - len(fixed)
         regions = {hoods.region[c] for c in hoods.used(j, values)} | into
@@ -127,6 +127,13 @@ def main() -> None:
         f"locality tier {started_at} -> {value}"
     )
     if counts["better"]:
+        # Held at least where they were: a neighbourhood may raise them (more work, more jobs).
+        above = [
+            f"{t.name} {t.value_of(read.plan)} -> {t.value_of(plan)}"
+            for t in compiled.tiers[:at]
+            if t.value_of(plan) != t.value_of(read.plan)
+        ]
+        print("tiers above: " + ("; ".join(above) if above else "the same"))
         # Decoded as the answer would be: each gang's lowest common switch tier, on the same gangs.
         after = {
             job.job_id: job.locality_tier

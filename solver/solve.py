@@ -53,12 +53,22 @@ from solver.reduce.normalise import Normalised
 from solver.reduce.pools import Pools
 from solver.search.alone import AloneProbe
 from solver.search.closer import brought_closer, closer
-from solver.search.floor import MAX_SHUFFLES, NAMED_ORDERS, Candidate, Floor, Portfolio, complete, repack
+from solver.search.floor import (
+    MAX_SHUFFLES,
+    NAMED_ORDERS,
+    OUTSIDE_SHARE,
+    Candidate,
+    Floor,
+    Portfolio,
+    complete,
+    repack,
+)
 from solver.search.gang import Gang, one_gang
 from solver.search.gang import choose as choose_gang
 from solver.search.gang import enumerable as gang_enumerable
 from solver.search.neighbourhood import Neighbourhoods
 from solver.search.previous import from_previous
+from solver.search.rounds import Rounds
 from solver.search.sequence import (
     InOrder,
     StepPlan,
@@ -128,6 +138,15 @@ REPAIR_S_PER_NODE, REPAIR_SHARE = 1.2e-4, 0.15
 # stage before the search draws one named placer only: with half and four, seed 3 at 16,384 nodes
 # still started 342 or 354 jobs in a 15 s call now and then (356 at 5 s), 356 with these (session 33).
 OUTSIDE_FIRST_NODES = 8192
+# Where the orders answer and their plan's neighbourhoods are searched after the closer
+# (solver.search.rounds), the orders' share of the search's time: the rest is the rounds'. Below
+# ROUNDS_BELOW_NODES only, measured (session 35, 15 s calls, 70 % busy, 500 jobs, bench.cold side by
+# side): at 8,192 nodes seed 3 346 jobs twice against 337, seed 1 329 and 331 against 331 (the
+# orders' half share, the rounds bettering nothing there), seed 2 level; at 16,384 nodes the orders
+# cut to half placed less top-priority work (seed 3: 1111 GPUs against 1207, seed 1 1225 against
+# 1289): their lifted orders reach it late, and a round there costs 1.7 s.
+ROUNDS_OUTSIDE_SHARE = 0.5
+ROUNDS_BELOW_NODES = 16384
 # With a spare core the floor's own stage stops sooner, the rest of its placers drawn beside the
 # search: at 1,024 nodes x 200 jobs, 5 s, a floor stage of half the window left the search too little
 # to prove any priority level (session 11).
@@ -410,6 +429,13 @@ def search_valid(
         limit_s = request.policy.time_limit_s
         passes, early = floor_passes(compiled, limit_s), repair_early(problem, limit_s)
         drawing_outside_first = outside_first(problem)
+        spare = spare_core(request.policy)
+        rounds_beside = (
+            drawing_outside_first
+            and len(problem.request.inventory.nodes) < ROUNDS_BELOW_NODES
+            and spare
+            and not searched_whole(compiled)
+        )
         # The fallback's own orders too, while the search runs: a call with the time to build the
         # model answers no worse than one without it.
         drawing = Portfolio(
@@ -423,8 +449,11 @@ def search_valid(
             # A model small enough to be searched whole is proven in milliseconds (the Slurm hook's
             # and the Volcano extender's calls): gangs brought closer there would only take a core.
             closer=partial(brought_closer, floor) if not searched_whole(compiled) else None,
+            # Where the orders answer (outside first), their plan's neighbourhoods after the closer;
+            # the model's copy for them is taken here, before the search changes the model.
+            rounds=Rounds.of(problem, compiled, request.policy) if rounds_beside else None,
+            outside_share=ROUNDS_OUTSIDE_SHARE if rounds_beside else OUTSIDE_SHARE,
         )
-        spare = spare_core(request.policy)
         floor_part = floor_share(spare)
         # The named placers are the strongest: they run before the search while its time lasts
         # (at 1,024 nodes x 200 jobs and 1 s, a quarter of the window ran one of them: 126 jobs

@@ -821,7 +821,11 @@ class Portfolio:
     With a ``closer`` (``solver.search.closer.brought_closer``), the best plan in hand is brought
     closer once the outside placer is drawn (first or after), on the same spare core: its gangs
     moved under lower switches where the jobs in their way can go elsewhere. At 16,384 nodes the
-    search has no time for the locality tiers, and this is what keeps gangs closer there."""
+    search has no time for the locality tiers, and this is what keeps gangs closer there.
+
+    With ``rounds`` (``solver.search.rounds.Rounds``), the best plan in hand after that has its
+    neighbourhoods searched for more jobs and closer gangs, on the same spare core, until the
+    search's end; drawn first, the outside placer then has ``outside_share`` of the search's time."""
 
     def __init__(
         self,
@@ -835,6 +839,8 @@ class Portfolio:
         outside: Outside | None = None,
         outside_first: bool = False,
         closer: Closer | None = None,
+        rounds: Closer | None = None,
+        outside_share: float = OUTSIDE_SHARE,
     ) -> None:
         self.floor = floor
         self.lift = lift
@@ -845,6 +851,9 @@ class Portfolio:
         self._outside = outside  # None once drawn
         self._outside_first = outside_first
         self._closer = closer
+        self._rounds = rounds
+        self._rounds_tried: set[str] = set()  # the placers whose plans had their rounds
+        self._outside_share = outside_share
         self._closer_tried: set[str] = set()  # the placers whose plans were brought closer
         self._repaired: set[str] = set()  # the placers whose plans were repaired
         self._tried: set[tuple[int, ...]] = set()
@@ -964,6 +973,27 @@ class Portfolio:
             self._closer_tried.add(found.placer)
             self._out.append(found)
 
+    def _search_rounds(self, ends: float) -> None:
+        """The best plan in hand bettered by neighbourhood rounds until ``ends``, kept beside it
+        (it ranks higher when kept); once a plan (the rounds remember which)."""
+        if not self._rounds_due() or time.perf_counter() >= ends:
+            return
+        assert self._rounds is not None
+        best = self.candidates()[0]
+        self._rounds_tried.add(best.placer)
+        found = self._rounds(best, ends)
+        if found is not None:
+            self._rounds_tried.add(found.placer)
+            self._out.append(found)
+
+    def _rounds_due(self) -> bool:
+        """Whether the best plan in hand is still to have its neighbourhood rounds."""
+        return (
+            self._rounds is not None
+            and bool(self._out)
+            and self.candidates()[0].placer not in self._rounds_tried
+        )
+
     def _closer_due(self) -> bool:
         """Whether the best plan in hand is still to be brought closer."""
         return (
@@ -1045,7 +1075,7 @@ class Portfolio:
         ``spare_core``: on one core it would only slow the search. The body is handed ``enough``,
         to call when no placer can matter any more (the search proved its answer optimal): the
         thread stops then, and leaving does not wait for it."""
-        idle = self.exhausted and self._outside is None and not self._closer_due()
+        idle = self.exhausted and self._outside is None and not self._closer_due() and not self._rounds_due()
         if idle or not spare_core or time.perf_counter() >= until:
             yield lambda: None
             return
@@ -1057,12 +1087,14 @@ class Portfolio:
                     with cancellation.cancelling(token):
                         if self._outside_first:
                             now = time.perf_counter()
-                            self._draw_outside(now + OUTSIDE_SHARE * (until - now))
+                            self._draw_outside(now + self._outside_share * (until - now))
                             self._bring_closer(until)
+                            self._search_rounds(until)
                         if not self.exhausted:
                             self.draw(until)
                         self._draw_outside(until)  # after the class orders, with what they leave
                         self._bring_closer(until)
+                        self._search_rounds(until)
                 except cancellation.Cancelled:
                     pass  # stopped: the time is over, or the caller's own check says why
                 except BaseException as exc:  # re-raised in the caller's thread

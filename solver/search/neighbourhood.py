@@ -77,11 +77,14 @@ class Neighbourhoods:
     bounds: dict[int, tuple[int, int]]  # each member variable's domain, to restore after a round
 
     @staticmethod
-    def of(problem: Normalised, compiled: Compiled) -> Neighbourhoods | None:
-        """The neighbourhoods of a model, or None when it has none worth searching: smaller than
-        :data:`MIN_VARIABLES` (the whole model is searched), no tier above the leaves, or no gang
-        with a rule of place."""
-        if len(compiled.model.proto.variables) < MIN_VARIABLES:
+    def of(
+        problem: Normalised, compiled: Compiled, model: cp_model.CpModel | None = None
+    ) -> Neighbourhoods | None:
+        """The neighbourhoods of a model (``compiled``'s, or ``model``, a copy of it), or None when
+        it has none worth searching: smaller than :data:`MIN_VARIABLES` (the whole model is
+        searched), no tier above the leaves, or no gang with a rule of place."""
+        model = model if model is not None else compiled.model
+        if len(model.proto.variables) < MIN_VARIABLES:
             return None
         fabric = Fabric.of(problem.request.inventory)
         if len(fabric.tiers) < 2:
@@ -98,7 +101,7 @@ class Neighbourhoods:
         members: dict[int, list[tuple[int, int]]] = defaultdict(list)
         job_vars: dict[int, list[int]] = defaultdict(list)
         pool_vars: dict[str, list[int]] = defaultdict(list)
-        domains = compiled.model.proto.variables
+        domains = model.proto.variables
         bounds: dict[int, tuple[int, int]] = {}
         for (r, c), var in compiled.y.items():
             j = problem.roles[r].job_index
@@ -110,7 +113,7 @@ class Neighbourhoods:
             domain = domains[var.index].domain
             bounds[var.index] = (domain[0], domain[len(domain) - 1])  # y's domains are intervals
         return Neighbourhoods(
-            model=compiled.model,
+            model=model,
             leaf=leaf,
             region=region,
             regions=tuple(sorted(set(region) - {""})),
@@ -129,10 +132,18 @@ class Neighbourhoods:
         """The gangs whose members sit under more than one leaf: those a round may bring closer."""
         return [j for j in self.gangs if len({self.leaf[c] for c in self.used(j, values)}) > 1]
 
-    def fixed(self, gang: int, into: Collection[str], values: Sequence[int]) -> list[int]:
+    def left_out(self, values: Sequence[int]) -> set[int]:
+        """The member variables of the jobs ``values`` places nowhere: free in a round that may place
+        one of them in the room the round makes (``solver.search.rounds``)."""
+        return {i for j, indexes in self.job_vars.items() if not self.used(j, values) for i in indexes}
+
+    def fixed(self, gang: int | None, into: Collection[str], values: Sequence[int]) -> list[int]:
         """The member variables a round around ``gang`` fixes: every job's outside the regions
-        ``gang`` uses and those ``into``, and the pooled pods' outside them."""
-        free_regions = {self.region[c] for c in self.used(gang, values)} | set(into)
+        ``gang`` uses and those ``into``, and the pooled pods' outside them (without a gang: outside
+        the regions ``into``)."""
+        free_regions = set(into)
+        if gang is not None:
+            free_regions |= {self.region[c] for c in self.used(gang, values)}
         out: list[int] = []
         for j, indexes in self.job_vars.items():
             if j != gang and not any(self.region[c] in free_regions for c in self.used(j, values)):

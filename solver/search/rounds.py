@@ -1,0 +1,151 @@
+"""Neighbourhoods of the floor's best plan searched for more jobs, then closer gangs, beside the search.
+
+At 8,192 nodes and more the plan that answers is the fallback's orders' (``solver.fallback``), its
+gangs brought closer (``solver.search.closer``): the search of the whole model there improves on
+nothing in its time, and its own neighbourhoods (``solver.search.neighbourhood``) start from its
+own plan, which places fewer jobs. Searched again with everything above the jobs held
+(``bench.locality_proof``, session 35), a neighbourhood of that plan — every job in the spines one
+spread gang uses, and every job the plan left out — places more: at 8,192 nodes x 500 jobs, seed 3,
+three such rounds of about a second took the 15 s answer from 336 jobs to 342 and seed 1 from 331 to
+334, at the same work at every priority level: the greedy's first fit leaves room inside a spine
+that a re-packing of the spine's jobs turns into room for one more job.
+
+At 16,384 nodes the orders need all their time (``solver.solve.ROUNDS_BELOW_NODES``). So, where
+the rounds run, once the floor's best plan is in hand (after the closer), while time lasts: one
+round per gang spread over leaves, largest first, then rounds of two regions drawn at random; each
+fixes every member variable but those and the left-out jobs' (narrowed domains,
+:func:`solver.search.neighbourhood.narrowed`), holds every tier down to the jobs at the plan's
+values and maximises jobs placed, then the locality tier, in one sum where one job outweighs every
+locality term; a plan that scores higher is kept and the next round starts from it. The rounds
+work on a copy of the model made before the search starts (the search changes the model's
+objective, hint, holds and domains while the rounds run on the other core). How many rounds run
+depends on the clock, as the orders before them do.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from solver.compile import Compiled, Tier
+from solver.compile.objective import JOBS_TIER, hold
+from solver.domain import cancel as cancellation
+from solver.domain.model import Policy
+from solver.reduce.normalise import Normalised
+from solver.search.floor import Candidate, job_gpus
+from solver.search.neighbourhood import Neighbourhoods, narrowed
+from solver.search.tiers import apply_hint, maximize, names_from, run_tier, variable_names
+
+LOCALITY = "topology.locality"
+ROUNDS = "+rounds"  # the suffix of a plan these rounds bettered
+# Regions (spines) freed a round once the spread gangs have had theirs.
+REGIONS_A_ROUND = 2
+# A round's CP-SAT search: its deterministic units and its wall-clock cap. At 8,192 nodes a round
+# that found a job found it within 1 s (bench.locality_proof); at 16,384 a round costs 1.7 s.
+ROUND_UNITS, ROUND_MAX_S = 1.5, 1.5
+# A round starts only with at least this share of ROUND_MAX_S left: at 8,192 nodes presolve alone
+# took most of a round given half a second, which found nothing.
+ROUND_LEAST_SHARE = 0.8
+# Valuing a plan on every tier after the rounds, against the time a walk of as many terms took:
+# kept back from the rounds (twice over) so that the plan is finished before the search's end
+# cancels it.
+FINISH_PER_READ = 2.0
+
+
+@dataclass
+class Rounds:
+    """The rounds of one call: a copy of its model, taken before the search touches it."""
+
+    problem: Normalised
+    compiled: Compiled
+    policy: Policy
+    model: cp_model.CpModel
+
+    @staticmethod
+    def of(problem: Normalised, compiled: Compiled, policy: Policy) -> Rounds | None:
+        """The rounds of a model with a jobs tier (its copy: 60 ms at 8,192 nodes, 140 at 16,384),
+        or None without one."""
+        if not any(t.name == JOBS_TIER for t in compiled.tiers):
+            return None
+        return Rounds(problem, compiled, policy, compiled.model.clone())
+
+    def __call__(self, best: Candidate, until: float) -> Candidate | None:
+        """``best`` bettered by rounds until ``until`` (``time.perf_counter()``), valued on every
+        tier by then; None when no round bettered it."""
+        if until - time.perf_counter() < ROUND_LEAST_SHARE * ROUND_MAX_S:
+            return None
+        names_from(self.model, self.compiled.model)  # read by the search already, by now
+        hoods = Neighbourhoods.of(self.problem, self.compiled, self.model)
+        if hoods is None:
+            return None
+        tiers = self.compiled.tiers
+        names = [t.name for t in tiers]
+        at = names.index(JOBS_TIER)
+        for tier, value in zip(tiers[: at + 1], best.values, strict=False):
+            hold(self.model, tier, value)
+        goal = objective(tiers[at], tiers[names.index(LOCALITY)] if LOCALITY in names else None)
+        maximize(self.model, goal)
+        order = variable_names(self.model)
+        plan, values = best.plan, [best.plan[name] for name in order]
+        reading = time.perf_counter()
+        score, bettered = goal.value_of(plan), False
+        # Valuing the plan on every tier at the end is a walk of every tier's terms, as this one was
+        # of the goal's: kept back from the rounds, with the time a round's domains take to restore.
+        finish_s = FINISH_PER_READ * (time.perf_counter() - reading) * terms_ratio(tiers, goal)
+        restore_s = 0.0
+        apply_hint(self.model, plan)
+        for gang, regions in self._neighbourhoods(hoods, values):
+            left = until - finish_s - 2 * restore_s - time.perf_counter()
+            if left < ROUND_LEAST_SHARE * ROUND_MAX_S:
+                break
+            if gang is not None and gang not in hoods.spread(values):
+                continue  # an earlier round brought it under one leaf
+            left_out = hoods.left_out(values)
+            fixed = [i for i in hoods.fixed(gang, regions, values) if i not in left_out]
+            narrowing = time.perf_counter()
+            with narrowed(hoods, fixed, values):
+                restore_s = max(restore_s, time.perf_counter() - narrowing)
+                left = until - finish_s - 2 * restore_s - time.perf_counter()
+                seconds = max(0.01, min(left, ROUND_MAX_S))
+                found = run_tier(self.model, goal, self.policy, seconds, ROUND_UNITS).solution
+            if found is not None and goal.value_of(found) > score:
+                plan, score, bettered = found, goal.value_of(found), True
+                values = [plan[name] for name in order]
+                apply_hint(self.model, plan)  # the next round starts from it
+        if not bettered:
+            return None
+        worth = tuple(t.value_of(plan) for t in cancellation.checked(tiers))
+        return Candidate(best.placer + ROUNDS, plan, worth) if worth > best.values else None
+
+    def _neighbourhoods(
+        self, hoods: Neighbourhoods, values: list[int]
+    ) -> Iterator[tuple[int | None, tuple[str, ...]]]:
+        """What the rounds free, in turn: each gang spread over leaves with the regions it uses,
+        largest first; then, while time lasts, :data:`REGIONS_A_ROUND` regions drawn at random
+        (seeded by the policy), with the jobs in them, as many times as there are regions."""
+        for gang in sorted(hoods.spread(values), key=lambda j: (-job_gpus(self.problem, j), j)):
+            yield gang, ()
+        if len(hoods.regions) < REGIONS_A_ROUND:
+            return
+        draw = random.Random(self.policy.seed)
+        for _ in range(len(hoods.regions)):  # about every region drawn once (a tiny model: soon)
+            yield None, tuple(draw.sample(hoods.regions, REGIONS_A_ROUND))
+
+
+def terms_ratio(tiers: tuple[Tier, ...] | list[Tier], goal: Tier) -> float:
+    """How many terms every tier has together, per term of ``goal``."""
+    return sum(len(t.terms) for t in tiers) / max(1, len(goal.terms))
+
+
+def objective(jobs: Tier, locality: Tier | None) -> Tier:
+    """Jobs placed, then the locality tier, as one sum: a job weighs more than every locality term
+    together (exact: both are sums of non-negative terms under their bounds)."""
+    if locality is None:
+        return jobs
+    weight = locality.upper + 1
+    terms = tuple((weight * c, v) for c, v in jobs.terms) + tuple(locality.terms)
+    return Tier(jobs.tier, f"{jobs.name}+{locality.name}", terms, weight * jobs.upper + locality.upper)
