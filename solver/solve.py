@@ -68,7 +68,7 @@ from solver.search.gang import choose as choose_gang
 from solver.search.gang import enumerable as gang_enumerable
 from solver.search.neighbourhood import Neighbourhoods
 from solver.search.previous import from_previous
-from solver.search.rounds import Rounds
+from solver.search.rounds import ROUND_MAX_S, Rounds
 from solver.search.sequence import (
     InOrder,
     StepPlan,
@@ -147,6 +147,9 @@ OUTSIDE_FIRST_NODES = 8192
 # 1289): their lifted orders reach it late, and a round there costs 1.7 s.
 ROUNDS_OUTSIDE_SHARE = 0.5
 ROUNDS_BELOW_NODES = 16384
+# ... and only when their part of the search's time holds two rounds (solver.search.rounds'
+# ROUND_MAX_S each): with less, the orders' time would be halved for nothing.
+ROUNDS_LEAST_S = 2 * ROUND_MAX_S
 # With a spare core the floor's own stage stops sooner, the rest of its placers drawn beside the
 # search: at 1,024 nodes x 200 jobs, 5 s, a floor stage of half the window left the search too little
 # to prove any priority level (session 11).
@@ -435,6 +438,7 @@ def search_valid(
             and len(problem.request.inventory.nodes) < ROUNDS_BELOW_NODES
             and spare
             and not searched_whole(compiled)
+            and (1 - ROUNDS_OUTSIDE_SHARE) * (search_ends - time.perf_counter()) >= ROUNDS_LEAST_S
         )
         # The fallback's own orders too, while the search runs: a call with the time to build the
         # model answers no worse than one without it.
