@@ -134,7 +134,8 @@ REPAIR_S_PER_NODE, REPAIR_SHARE = 1.2e-4, 0.15
 # greedy's best order (318 / 318 / 310 jobs), and the fallback's orders drawn first took their time
 # (316 / 317 / 310). At 8,192 nodes (session 33), first: 337-338 jobs on seed 3 against 320 after,
 # one to six fewer on seeds 1 and 2 at 5 s, level at 15 s but one. Drawn first, they
-# have three quarters of the search's time (solver.search.floor.OUTSIDE_SHARE), and the floor's
+# have three quarters of the search's time (solver.search.floor.OUTSIDE_SHARE; half where the
+# rounds follow them, ROUNDS_OUTSIDE_SHARE), and the floor's
 # stage before the search draws one named placer only: with half and four, seed 3 at 16,384 nodes
 # still started 342 or 354 jobs in a 15 s call now and then (356 at 5 s), 356 with these (session 33).
 OUTSIDE_FIRST_NODES = 8192

@@ -961,46 +961,29 @@ class Portfolio:
             self._out.append(found)
 
     def _bring_closer(self, ends: float) -> None:
-        """The best plan in hand with its gangs brought under lower switches until ``ends``, kept
-        beside it (it ranks higher when kept); once a plan, and not a plan already brought closer."""
-        if not self._closer_due() or time.perf_counter() >= ends:
-            return
-        assert self._closer is not None
-        best = self.candidates()[0]
-        self._closer_tried.add(best.placer)
-        found = self._closer(best, ends)
-        if found is not None:
-            self._closer_tried.add(found.placer)
-            self._out.append(found)
+        """The best plan in hand with its gangs brought under lower switches until ``ends``."""
+        self._better(self._closer, self._closer_tried, ends)
 
     def _search_rounds(self, ends: float) -> None:
-        """The best plan in hand bettered by neighbourhood rounds until ``ends``, kept beside it
-        (it ranks higher when kept); once a plan (the rounds remember which)."""
-        if not self._rounds_due() or time.perf_counter() >= ends:
+        """The best plan in hand bettered by neighbourhood rounds until ``ends``."""
+        self._better(self._rounds, self._rounds_tried, ends)
+
+    def _better(self, mover: Closer | None, tried: set[str], ends: float) -> None:
+        """The best plan in hand passed to ``mover`` until ``ends``, what it returns kept beside it
+        (it ranks higher when kept); once a plan, and not a plan the mover made (``tried``)."""
+        if not self._due(mover, tried) or time.perf_counter() >= ends:
             return
-        assert self._rounds is not None
+        assert mover is not None
         best = self.candidates()[0]
-        self._rounds_tried.add(best.placer)
-        found = self._rounds(best, ends)
+        tried.add(best.placer)
+        found = mover(best, ends)
         if found is not None:
-            self._rounds_tried.add(found.placer)
+            tried.add(found.placer)
             self._out.append(found)
 
-    def _rounds_due(self) -> bool:
-        """Whether the best plan in hand is still to have its neighbourhood rounds."""
-        return (
-            self._rounds is not None
-            and bool(self._out)
-            and self.candidates()[0].placer not in self._rounds_tried
-        )
-
-    def _closer_due(self) -> bool:
-        """Whether the best plan in hand is still to be brought closer."""
-        return (
-            self._closer is not None
-            and bool(self._out)
-            and self.candidates()[0].placer not in self._closer_tried
-        )
+    def _due(self, mover: Closer | None, tried: set[str]) -> bool:
+        """Whether the best plan in hand is still to be passed to ``mover``."""
+        return mover is not None and bool(self._out) and self.candidates()[0].placer not in tried
 
     def _more_work(self, before: tuple[int, ...] | None, rank: tuple[int, ...]) -> bool:
         """Whether ``rank`` places more work than ``before`` (its work tiers rank higher)."""
@@ -1075,7 +1058,12 @@ class Portfolio:
         ``spare_core``: on one core it would only slow the search. The body is handed ``enough``,
         to call when no placer can matter any more (the search proved its answer optimal): the
         thread stops then, and leaving does not wait for it."""
-        idle = self.exhausted and self._outside is None and not self._closer_due() and not self._rounds_due()
+        idle = (
+            self.exhausted
+            and self._outside is None
+            and not self._due(self._closer, self._closer_tried)
+            and not self._due(self._rounds, self._rounds_tried)
+        )
         if idle or not spare_core or time.perf_counter() >= until:
             yield lambda: None
             return
