@@ -22,18 +22,14 @@ import statistics
 import time
 
 from bench.provenance import commit
-from bench.quality import first_tier, measures, request
+from bench.quality import first_tier, measures, request, request_arguments
 from solver.domain.model import SolveRequest
 from solver.solve import solve
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=16384)
-    parser.add_argument("--load", type=float, default=0.7)
-    parser.add_argument("--jobs", type=int, default=500)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--limit", type=float, default=5.0, help="the call's time limit, seconds")
+    request_arguments(parser, nodes=16384, seed=1, limit=5.0)
     parser.add_argument(
         "--warm-with",
         type=float,

@@ -27,7 +27,7 @@ import statistics
 import time
 
 from bench.provenance import commit, machine
-from bench.quality import measures, request
+from bench.quality import measures, request, request_arguments
 from solver.answer.decode import decode
 from solver.baselines import volcano
 from solver.compile import compile_model
@@ -45,15 +45,11 @@ LOCALITY = "topology.locality"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=8192)
-    parser.add_argument("--load", type=float, default=0.7)
-    parser.add_argument("--jobs", type=int, default=500)
-    parser.add_argument("--seed", type=int, default=3)
-    parser.add_argument("--limit", type=float, default=15.0, help="the call's time limit, seconds")
+    request_arguments(parser, nodes=8192, seed=3, limit=15.0)
     parser.add_argument("--per", type=float, default=10.0, help="each gang's search, seconds at most")
     args = parser.parse_args()
     base = request(args.nodes, args.load, args.jobs, args.seed)
-    asked = base.model_copy(update={"policy": base.policy.model_copy(update={"time_limit_s": args.limit})})
+    asked = request(args.nodes, args.load, args.jobs, args.seed, time_limit_s=args.limit)
     answer = solve(asked)
     measured = measures(base, answer)
     ours, gpus = measured["gang_tiers"], measured["gang_gpus"]

@@ -109,6 +109,16 @@ def request(n_nodes: int, load: float, n_jobs: int, seed: int, time_limit_s: flo
 # --------------------------------------------------------------------------- measures
 
 
+def request_arguments(parser: argparse.ArgumentParser, *, nodes: int, seed: int, limit: float) -> None:
+    """The arguments that name one cell's request (:func:`request`) and one call's time limit: the
+    tools that ask about one call of this bench (``bench.cold``, ``bench.locality_proof``)."""
+    parser.add_argument("--nodes", type=int, default=nodes)
+    parser.add_argument("--load", type=float, default=0.7)
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=seed)
+    parser.add_argument("--limit", type=float, default=limit, help="the call's time limit, seconds")
+
+
 def measures(req: SolveRequest, result: SolveResult) -> dict[str, float]:
     jobs = {j.id: j for j in req.jobs}
     placed = [jr for jr in result.jobs if jr.placed]

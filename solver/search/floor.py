@@ -784,9 +784,10 @@ Outside = Callable[[float], "Candidate | None"]
 # their repairs have the rest (after its plan is brought closer). At 16,384 nodes x 500 jobs, seed 3,
 # its orders started 352-354 jobs in 3 s (half a 15 s call's search) and 356 in 6 s (session 33).
 OUTSIDE_SHARE = 0.75
-# A floor plan and a deadline -> the plan with its gangs under lower switches, ranking higher, or
-# None (``solver.search.closer.brought_closer``, given by the pipeline).
-Closer = Callable[[Candidate, float], "Candidate | None"]
+# A floor plan and a deadline -> a plan that ranks higher, made from it, or None: its gangs brought
+# under lower switches (``solver.search.closer.brought_closer``) or its neighbourhoods searched
+# (``solver.search.rounds.Rounds``), given by the pipeline.
+Better = Callable[[Candidate, float], "Candidate | None"]
 LIFTED = "+lifted"  # the suffix of a lifted order's placer
 
 
@@ -838,8 +839,8 @@ class Portfolio:
         repair_early: bool = True,
         outside: Outside | None = None,
         outside_first: bool = False,
-        closer: Closer | None = None,
-        rounds: Closer | None = None,
+        closer: Better | None = None,
+        rounds: Better | None = None,
         outside_share: float = OUTSIDE_SHARE,
     ) -> None:
         self.floor = floor
@@ -968,7 +969,7 @@ class Portfolio:
         """The best plan in hand bettered by neighbourhood rounds until ``ends``."""
         self._better(self._rounds, self._rounds_tried, ends)
 
-    def _better(self, mover: Closer | None, tried: set[str], ends: float) -> None:
+    def _better(self, mover: Better | None, tried: set[str], ends: float) -> None:
         """The best plan in hand passed to ``mover`` until ``ends``, what it returns kept beside it
         (it ranks higher when kept); once a plan, and not a plan the mover made (``tried``)."""
         if not self._due(mover, tried) or time.perf_counter() >= ends:
@@ -981,7 +982,7 @@ class Portfolio:
             tried.add(found.placer)
             self._out.append(found)
 
-    def _due(self, mover: Closer | None, tried: set[str]) -> bool:
+    def _due(self, mover: Better | None, tried: set[str]) -> bool:
         """Whether the best plan in hand is still to be passed to ``mover``."""
         return mover is not None and bool(self._out) and self.candidates()[0].placer not in tried
 

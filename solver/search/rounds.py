@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -98,13 +98,13 @@ class Rounds:
         finish_s = FINISH_PER_READ * (time.perf_counter() - reading) * terms_ratio(tiers, goal)
         restore_s = 0.0
         apply_hint(self.model, plan)
+        left_out = hoods.left_out(values)
         for gang, regions in self._neighbourhoods(hoods, values):
             left = until - finish_s - 2 * restore_s - time.perf_counter()
             if left < ROUND_LEAST_SHARE * ROUND_MAX_S:
                 break
             if gang is not None and gang not in hoods.spread(values):
                 continue  # an earlier round brought it under one leaf
-            left_out = hoods.left_out(values)
             fixed = [i for i in hoods.fixed(gang, regions, values) if i not in left_out]
             narrowing = time.perf_counter()
             with narrowed(hoods, fixed, values):
@@ -115,6 +115,7 @@ class Rounds:
             if found is not None and goal.value_of(found) > score:
                 plan, score, bettered = found, goal.value_of(found), True
                 values = [plan[name] for name in order]
+                left_out = hoods.left_out(values)
                 apply_hint(self.model, plan)  # the next round starts from it
         if not bettered:
             return None
@@ -144,7 +145,7 @@ class Rounds:
             yield None, tuple(draw.sample(hoods.regions, REGIONS_A_ROUND))
 
 
-def terms_ratio(tiers: tuple[Tier, ...] | list[Tier], goal: Tier) -> float:
+def terms_ratio(tiers: Sequence[Tier], goal: Tier) -> float:
     """How many terms every tier has together, per term of ``goal``."""
     return sum(len(t.terms) for t in tiers) / max(1, len(goal.terms))
 
