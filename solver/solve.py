@@ -56,7 +56,6 @@ from solver.search.closer import brought_closer, closer
 from solver.search.floor import (
     MAX_SHUFFLES,
     NAMED_ORDERS,
-    OUTSIDE_SHARE,
     Candidate,
     Floor,
     Portfolio,
@@ -134,22 +133,18 @@ REPAIR_S_PER_NODE, REPAIR_SHARE = 1.2e-4, 0.15
 # greedy's best order (318 / 318 / 310 jobs), and the fallback's orders drawn first took their time
 # (316 / 317 / 310). At 8,192 nodes (session 33), first: 337-338 jobs on seed 3 against 320 after,
 # one to six fewer on seeds 1 and 2 at 5 s, level at 15 s but one. Drawn first, they
-# have three quarters of the search's time (solver.search.floor.OUTSIDE_SHARE; half where the
-# rounds follow them, ROUNDS_OUTSIDE_SHARE), and the floor's
+# have three quarters of the search's time (solver.search.floor.OUTSIDE_SHARE), and the floor's
 # stage before the search draws one named placer only: with half and four, seed 3 at 16,384 nodes
 # still started 342 or 354 jobs in a 15 s call now and then (356 at 5 s), 356 with these (session 33).
 OUTSIDE_FIRST_NODES = 8192
-# Where the orders answer and their plan's neighbourhoods are searched after the closer
-# (solver.search.rounds), the orders' share of the search's time: the rest is the rounds'. Below
-# ROUNDS_BELOW_NODES only, measured (session 35, 15 s calls, 70 % busy, 500 jobs, bench.cold side by
-# side): at 8,192 nodes seed 3 346 jobs twice against 337, seed 1 329 and 331 against 331 (the
-# orders' half share, the rounds bettering nothing there), seed 2 level; at 16,384 nodes the orders
-# cut to half placed less top-priority work (seed 3: 1111 GPUs against 1207, seed 1 1225 against
-# 1289): their lifted orders reach it late, and a round there costs 1.7 s.
-ROUNDS_OUTSIDE_SHARE = 0.5
+# Where the orders answer, the search's own core runs neighbourhood rounds (solver.search.rounds) on
+# their plans instead of searching the whole model, which bettered nothing there (8,192 nodes x 500
+# jobs, 15 s: the floor's plan answered, gap 1, on every seed). The rounds start from the orders'
+# best so far once their work stalls (their second order of eleven on seed 3, session 36) and go on
+# from the orders' last plan and the closer's when those rank higher. Below ROUNDS_BELOW_NODES only:
+# at 16,384 nodes the orders' work rises to their last order, and a round costs 1.7 s.
 ROUNDS_BELOW_NODES = 16384
-# ... and only when their part of the search's time holds two rounds (solver.search.rounds'
-# ROUND_MAX_S each): with less, the orders' time would be halved for nothing.
+# ... and only when the search's time holds two rounds (solver.search.rounds' ROUND_MAX_S each).
 ROUNDS_LEAST_S = 2 * ROUND_MAX_S
 # With a spare core the floor's own stage stops sooner, the rest of its placers drawn beside the
 # search: at 1,024 nodes x 200 jobs, 5 s, a floor stage of half the window left the search too little
@@ -434,30 +429,31 @@ def search_valid(
         passes, early = floor_passes(compiled, limit_s), repair_early(problem, limit_s)
         drawing_outside_first = outside_first(problem)
         spare = spare_core(request.policy)
-        rounds_beside = (
-            drawing_outside_first
+        # Where the orders answer (outside first, ROUNDS_BELOW_NODES), rounds on their plans on the
+        # search's core: its model's copy is taken here.
+        rounds = (
+            Rounds.of(problem, compiled, request.policy)
+            if drawing_outside_first
             and len(problem.request.inventory.nodes) < ROUNDS_BELOW_NODES
             and spare
             and not searched_whole(compiled)
-            and (1 - ROUNDS_OUTSIDE_SHARE) * (search_ends - time.perf_counter()) >= ROUNDS_LEAST_S
+            and search_ends - time.perf_counter() >= ROUNDS_LEAST_S
+            else None
         )
         # The fallback's own orders too, while the search runs: a call with the time to build the
         # model answers no worse than one without it.
+        orders = fallback.FloorOrders(problem, compiled, floor, request)
         drawing = Portfolio(
             floor,
             passes,
             request.policy.seed,
             repair=repair,
             repair_early=early,
-            outside=fallback.FloorOrders(problem, compiled, floor, request),
+            outside=orders,
             outside_first=drawing_outside_first,
             # A model small enough to be searched whole is proven in milliseconds (the Slurm hook's
             # and the Volcano extender's calls): gangs brought closer there would only take a core.
             closer=partial(brought_closer, floor) if not searched_whole(compiled) else None,
-            # Where the orders answer (outside first), their plan's neighbourhoods after the closer;
-            # the model's copy for them is taken here, before the search changes the model.
-            rounds=Rounds.of(problem, compiled, request.policy) if rounds_beside else None,
-            outside_share=ROUNDS_OUTSIDE_SHARE if rounds_beside else OUTSIDE_SHARE,
         )
         floor_part = floor_share(spare)
         # The named placers are the strongest: they run before the search while its time lasts
@@ -489,9 +485,13 @@ def search_valid(
             partial(repack_in_time, problem, compiled, floor=floor, ends=search_ends),
             partial(closer_in_time, floor, ends=search_ends),
         )
+        bettered: list[Candidate] = []
         with drawing.meanwhile(search_ends, spare_core=spare) as enough:
+            if rounds is not None:
+                found = rounds(None, search_ends, partial(rounds_next, orders, drawing, set()))
+                bettered = [found] if found is not None else []
             # A small model is searched whatever the clock says: it is proven in milliseconds.
-            if budget >= least_search_s(compiled) or searched_whole(compiled):
+            elif budget >= least_search_s(compiled) or searched_whole(compiled):
                 outcomes = solve_lexicographic(
                     compiled,
                     request.policy,
@@ -503,7 +503,7 @@ def search_valid(
                 )
                 if outcomes and all(o.value.optimal for o in outcomes):
                     enough()  # proven: no placer can better it, and none is waited for
-        best = best_first([*held, *drawing.candidates()])  # with the placers drawn meanwhile
+        best = best_first([*held, *drawing.candidates(), *bettered])  # with the placers drawn meanwhile
         # The answer's true tier values and bounds: a walk of every tier's terms (379k variables
         # at 16,384 nodes), timed with the search it settles.
         solution, values, kept_floor = settle(compiled, outcomes, best.plan, best.values)
@@ -519,7 +519,7 @@ def search_valid(
         compiled=compiled,
         pools=Pools(problem.pooled_from),
         jobs=tuple(jobs),
-        timed_out=not outcomes,
+        timed_out=not outcomes and rounds is None,
         status=status,
         values=tuple(values),
         plan_source=f"floor:{best.placer}" if kept_floor else "search",
@@ -847,6 +847,22 @@ def closer_in_time(floor: Floor, solution: dict[str, int], ends: float) -> dict[
     if ends - time.perf_counter() < pass_s:
         return None
     return closer(floor, solution, ends)
+
+
+def rounds_next(orders: fallback.FloorOrders, drawing: Portfolio, offered: set[str]) -> Candidate | None:
+    """What the rounds beside the orders are offered next (``solver.search.rounds.Newer``): the
+    orders' best so far when they posted one since; else, once the orders have answered, the
+    portfolio's best plan (the orders' last, then the closer's) when not offered before."""
+    posted = orders.so_far()
+    if posted is not None:
+        return posted
+    if not drawing.outside_drawn:
+        return None
+    kept = drawing.candidates()
+    if not kept or kept[0].placer in offered:
+        return None
+    offered.add(kept[0].placer)
+    return kept[0]
 
 
 def best_first(candidates: list[Candidate]) -> Candidate:

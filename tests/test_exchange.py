@@ -19,7 +19,7 @@ from solver.baselines.topology import Start
 from solver.compile import compile_model
 from solver.domain.model import ReasonCode, Requirement, SolveRequest, SolveResult
 from solver.domain.validate import validate
-from solver.fallback import FIRST_FIT, FloorOrders, best_of_orders, ranking
+from solver.fallback import FIRST_FIT, ORDERS_SO_FAR, FloorOrders, best_of_orders, ranking
 from solver.reduce.chain import problem_of, rewrite
 from solver.reduce.policy import apply_policy_chains
 from solver.search.floor import NAMED_ORDERS, OUTSIDE_SHARE, Candidate, Floor, Portfolio
@@ -197,6 +197,27 @@ def test_the_fallbacks_orders_read_into_the_floor_start_its_jobs_and_verify(requ
     # started may differ, not how many.
     expressible = {j.id for j in request.jobs if j.nvlink_domain != Requirement.REQUIRED}
     assert len(placed) >= len({j.job_id for j in own if j.placed} & expressible)
+
+
+def test_the_orders_best_so_far_is_read_back_once_for_the_caller(monkeypatch) -> None:
+    """``FloorOrders.so_far``: the last plan the orders posted, read back into the model's
+    variables as the final plan is, under its own name; once, then nothing until they post again."""
+    import solver.fallback as fallback
+
+    request = rewrite(
+        kit.request(kit.cluster(2), [kit.job("small", 4), kit.job("big-a", 8), kit.job("big-b", 8)], seed=3)
+    )
+    monkeypatch.setattr(fallback, "shuffled_orders", lambda request: iter(()))
+    problem = problem_of(request)
+    compiled = compile_model(problem, request.policy)
+    orders = FloorOrders(problem, compiled, Floor(problem, compiled), request)
+    assert orders.so_far() is None  # nothing posted yet
+    last = orders(time.perf_counter() + 30)
+    so_far = orders.so_far()
+    assert so_far is not None and so_far.placer == ORDERS_SO_FAR and last is not None
+    assert so_far.values == tuple(t.value_of(so_far.plan) for t in compiled.tiers)
+    assert so_far.values < last.values  # the batch order's 12 GPUs, before the lift's 16
+    assert orders.so_far() is None  # taken
 
 
 def test_the_fallbacks_orders_are_drawn_once_while_the_search_runs() -> None:

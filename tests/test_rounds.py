@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 from solver.answer.verify import verify
 from solver.compile import compile_model
 from solver.compile.objective import JOBS_TIER, holds_in
-from solver.domain.model import Locality, Requirement, SolveRequest
+from solver.domain.model import Locality, Requirement, SolveRequest, TierValue
 from solver.domain.validate import validate
 from solver.reduce.chain import problem_of, rewrite
 from solver.search import neighbourhood
+from solver.search import rounds as rounds_module
 from solver.search.floor import Candidate, Floor, Pass, Portfolio, complete, hint_of, place_job
 from solver.search.rounds import ROUNDS, Rounds
+from solver.search.tiers import TierOutcome
 from tests import kit
 
 PREFERRED = Locality(mode=Requirement.PREFERRED)
@@ -48,11 +50,10 @@ def _placed(floor: Floor, request: SolveRequest, plan: dict[str, int]) -> set[st
     return {j.job_id for j in answer.jobs if j.placed}
 
 
-def test_a_round_re_packs_a_spread_gangs_spines_and_places_a_job_the_plan_left_out() -> None:
+def _spread_plan() -> tuple[Floor, SolveRequest, Candidate]:
     """Two spines of one leaf of two 8-GPU nodes. A greedy order put a 3-GPU job and a 4-GPU job on
     a node of each spine and the two-node gang on the other two nodes, across the spines: the
-    whole-node job has no node. Re-packed, the small jobs share one node and the whole-node job
-    takes the node they freed; the gang stays placed, its work and every job's held."""
+    whole-node job has no node."""
     nodes = [kit.node(f"n{i}", leaf=f"leaf{i // 2}") for i in range(4)]
     jobs = [
         kit.job("gang", 8, 2, locality=PREFERRED),
@@ -70,9 +71,15 @@ def test_a_round_re_packs_a_spread_gangs_spines_and_places_a_job_the_plan_left_o
     assert place_job(floor, done, index["gang"], {}, [None])
     assert not place_job(floor, done, index["whole"], {}, [None])
     plan = complete(problem, compiled, hint_of(compiled, done))
-    best = _candidate(floor, "by-hand", plan)
     assert _placed(floor, request, plan) == {"gang", "small-a", "small-b"}
+    return floor, request, _candidate(floor, "by-hand", plan)
 
+
+def test_a_round_re_packs_a_spread_gangs_spines_and_places_a_job_the_plan_left_out() -> None:
+    """The spread plan (:func:`_spread_plan`) re-packed: the small jobs share one node and the whole-node job
+    takes the node they freed; the gang stays placed, its work and every job's held."""
+    floor, request, best = _spread_plan()
+    problem, compiled = floor.problem, floor.compiled
     rounds = Rounds.of(problem, compiled, request.policy)
     assert rounds is not None
     found = rounds(best, time.perf_counter() + 30)
@@ -101,29 +108,42 @@ def test_no_round_is_started_without_the_time_for_one() -> None:
     assert holds_in(rounds.model) == 0  # returned before anything was set up
 
 
-def test_the_portfolio_has_its_best_plan_searched_by_rounds_once_after_the_closer() -> None:
-    """With rounds, the portfolio's best plan (the closer's, when it bettered one) has its rounds on
-    the spare core, each plan once; what they return is kept beside the plans drawn."""
-    nodes = [kit.node(f"n{i}", leaf=f"leaf{i // 2}") for i in range(4)]
-    floor, _ = _floor(kit.request(nodes, [kit.job("gang", 8, 2, locality=PREFERRED)], kit.fat_tree(2)))
-    seen: list[str] = []
+def test_the_rounds_wait_for_a_plan_and_go_on_from_one_that_ranks_above_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Beside the orders (``newer``): nothing is offered at first, and the rounds wait; then the
+    gang alone, which one round (CP-SAT stood in for, finding nothing) does not better; then the
+    spread plan of three jobs, which ranks above it (more work): the rounds go on from that one and
+    place the whole-node job. Offered nothing new, they keep going from their own."""
+    floor, request, best = _spread_plan()
+    problem, compiled = floor.problem, floor.compiled
+    done = Pass.empty(problem)
+    assert place_job(floor, done, 0, {}, [None])  # the gang alone
+    weak = _candidate(floor, "gang-alone", complete(problem, compiled, hint_of(compiled, done)))
+    assert weak.values < best.values
+    offers = iter([None, None, weak, best])
+    real, searched = rounds_module.run_tier, []
 
-    def closer_(candidate: Candidate, ends: float) -> Candidate | None:
-        seen.append(f"closer:{candidate.placer}")
-        return Candidate(candidate.placer + "+closer", candidate.plan, (*candidate.values[:-1], 10**9))
+    def run_tier(*args: object) -> TierOutcome:
+        searched.append(time.perf_counter())
+        if len(searched) == 1:  # the first round, on the gang alone, finds nothing
+            return TierOutcome(TierValue(tier=0, name="", value=0, bound=0, optimal=False), None)
+        return real(*args)  # type: ignore[arg-type]
 
-    def rounds_(candidate: Candidate, ends: float) -> Candidate | None:
-        seen.append(f"rounds:{candidate.placer}")
-        return Candidate(candidate.placer + ROUNDS, candidate.plan, (*candidate.values[:-1], 10**10))
+    monkeypatch.setattr(rounds_module, "run_tier", run_tier)
+    rounds = Rounds.of(problem, compiled, request.policy)
+    assert rounds is not None
+    asked: list[float] = []
 
-    drawing = Portfolio(floor, 0, 0, closer=closer_, rounds=rounds_)
-    drawing.draw(time.perf_counter() + 60, least=1)
-    with drawing.meanwhile(time.perf_counter() + 30, spare_core=True):
-        pass
-    first = drawing.candidates()
-    assert first[0].placer.endswith("+closer" + ROUNDS)
-    assert [s.split(":")[0] for s in seen] == ["closer", "rounds"]
-    assert seen[1] == "rounds:" + first[1].placer  # the closer's plan had the rounds
+    def newer() -> Candidate | None:
+        asked.append(time.perf_counter())
+        return next(offers, None)
+
+    found = rounds(None, time.perf_counter() + 10, newer)
+    assert found is not None and found.placer == "by-hand" + ROUNDS
+    assert _placed(floor, request, found.plan) == {"gang", "small-a", "small-b", "whole"}
+    assert len(asked) > 4 and len(searched) >= 2
+    assert asked[3] < searched[1]  # the spread plan was taken before the second round
 
 
 @st.composite

@@ -785,9 +785,8 @@ Outside = Callable[[float], "Candidate | None"]
 # its orders started 352-354 jobs in 3 s (half a 15 s call's search) and 356 in 6 s (session 33).
 OUTSIDE_SHARE = 0.75
 # A floor plan and a deadline -> a plan that ranks higher, made from it, or None: its gangs brought
-# under lower switches (``solver.search.closer.brought_closer``) or its neighbourhoods searched
-# (``solver.search.rounds.Rounds``), given by the pipeline.
-Better = Callable[[Candidate, float], "Candidate | None"]
+# under lower switches (``solver.search.closer.brought_closer``, given by the pipeline).
+Closer = Callable[[Candidate, float], "Candidate | None"]
 LIFTED = "+lifted"  # the suffix of a lifted order's placer
 
 
@@ -824,9 +823,8 @@ class Portfolio:
     moved under lower switches where the jobs in their way can go elsewhere. At 16,384 nodes the
     search has no time for the locality tiers, and this is what keeps gangs closer there.
 
-    With ``rounds`` (``solver.search.rounds.Rounds``), the best plan in hand after that has its
-    neighbourhoods searched for more jobs and closer gangs, on the same spare core, until the
-    search's end; drawn first, the outside placer then has ``outside_share`` of the search's time."""
+    Once the outside placer has answered (:attr:`outside_drawn`), the plans kept are what
+    ``solver.search.rounds`` betters on the search's own core, where the orders answer."""
 
     def __init__(
         self,
@@ -839,9 +837,7 @@ class Portfolio:
         repair_early: bool = True,
         outside: Outside | None = None,
         outside_first: bool = False,
-        closer: Better | None = None,
-        rounds: Better | None = None,
-        outside_share: float = OUTSIDE_SHARE,
+        closer: Closer | None = None,
     ) -> None:
         self.floor = floor
         self.lift = lift
@@ -852,9 +848,7 @@ class Portfolio:
         self._outside = outside  # None once drawn
         self._outside_first = outside_first
         self._closer = closer
-        self._rounds = rounds
-        self._rounds_tried: set[str] = set()  # the placers whose plans had their rounds
-        self._outside_share = outside_share
+        self.outside_drawn = outside is None  # the outside placer has answered (or there is none)
         self._closer_tried: set[str] = set()  # the placers whose plans were brought closer
         self._repaired: set[str] = set()  # the placers whose plans were repaired
         self._tried: set[tuple[int, ...]] = set()
@@ -954,37 +948,34 @@ class Portfolio:
             return
         found = outside(ends)
         self.drawn += 1
-        if found is None:
-            return
-        rank = found.values[: len(self._ranks)]
-        if self._best_rank is None or rank >= self._best_rank:
-            self._best_rank = rank
-            self._out.append(found)
+        if found is not None:
+            rank = found.values[: len(self._ranks)]
+            if self._best_rank is None or rank >= self._best_rank:
+                self._best_rank = rank
+                self._out.append(found)
+        self.outside_drawn = True
 
     def _bring_closer(self, ends: float) -> None:
-        """The best plan in hand with its gangs brought under lower switches until ``ends``."""
-        self._better(self._closer, self._closer_tried, ends)
-
-    def _search_rounds(self, ends: float) -> None:
-        """The best plan in hand bettered by neighbourhood rounds until ``ends``."""
-        self._better(self._rounds, self._rounds_tried, ends)
-
-    def _better(self, mover: Better | None, tried: set[str], ends: float) -> None:
-        """The best plan in hand passed to ``mover`` until ``ends``, what it returns kept beside it
-        (it ranks higher when kept); once a plan, and not a plan the mover made (``tried``)."""
-        if not self._due(mover, tried) or time.perf_counter() >= ends:
+        """The best plan in hand with its gangs brought under lower switches until ``ends``, what
+        the closer returns kept beside it (it ranks higher when kept); once a plan, and not a plan
+        the closer made."""
+        if not self._closer_due() or time.perf_counter() >= ends:
             return
-        assert mover is not None
+        assert self._closer is not None
         best = self.candidates()[0]
-        tried.add(best.placer)
-        found = mover(best, ends)
+        self._closer_tried.add(best.placer)
+        found = self._closer(best, ends)
         if found is not None:
-            tried.add(found.placer)
+            self._closer_tried.add(found.placer)
             self._out.append(found)
 
-    def _due(self, mover: Better | None, tried: set[str]) -> bool:
-        """Whether the best plan in hand is still to be passed to ``mover``."""
-        return mover is not None and bool(self._out) and self.candidates()[0].placer not in tried
+    def _closer_due(self) -> bool:
+        """Whether the best plan in hand is still to be brought closer."""
+        return (
+            self._closer is not None
+            and bool(self._out)
+            and self.candidates()[0].placer not in self._closer_tried
+        )
 
     def _more_work(self, before: tuple[int, ...] | None, rank: tuple[int, ...]) -> bool:
         """Whether ``rank`` places more work than ``before`` (its work tiers rank higher)."""
@@ -1059,12 +1050,7 @@ class Portfolio:
         ``spare_core``: on one core it would only slow the search. The body is handed ``enough``,
         to call when no placer can matter any more (the search proved its answer optimal): the
         thread stops then, and leaving does not wait for it."""
-        idle = (
-            self.exhausted
-            and self._outside is None
-            and not self._due(self._closer, self._closer_tried)
-            and not self._due(self._rounds, self._rounds_tried)
-        )
+        idle = self.exhausted and self._outside is None and not self._closer_due()
         if idle or not spare_core or time.perf_counter() >= until:
             yield lambda: None
             return
@@ -1076,14 +1062,12 @@ class Portfolio:
                     with cancellation.cancelling(token):
                         if self._outside_first:
                             now = time.perf_counter()
-                            self._draw_outside(now + self._outside_share * (until - now))
+                            self._draw_outside(now + OUTSIDE_SHARE * (until - now))
                             self._bring_closer(until)
-                            self._search_rounds(until)
                         if not self.exhausted:
                             self.draw(until)
                         self._draw_outside(until)  # after the class orders, with what they leave
                         self._bring_closer(until)
-                        self._search_rounds(until)
                 except cancellation.Cancelled:
                     pass  # stopped: the time is over, or the caller's own check says why
                 except BaseException as exc:  # re-raised in the caller's thread

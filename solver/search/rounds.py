@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
 from solver.compile import Compiled, Tier
-from solver.compile.objective import JOBS_TIER, hold
+from solver.compile.objective import JOBS_TIER, hold, release_holds
 from solver.domain import cancel as cancellation
 from solver.domain.model import Policy
 from solver.reduce.normalise import Normalised
@@ -54,6 +55,11 @@ ROUND_LEAST_SHARE = 0.8
 # kept back from the rounds (twice over) so that the plan is finished before the search's end
 # cancels it.
 FINISH_PER_READ = 2.0
+# How long the rounds wait between asks for a plan to better, while they have none.
+WAIT_S = 0.05
+
+# A plan drawn since the last ask, or None.
+Newer = Callable[[], "Candidate | None"]
 
 
 @dataclass
@@ -64,6 +70,8 @@ class Rounds:
     compiled: Compiled
     policy: Policy
     model: cp_model.CpModel
+    # GPUs free per region before the batch, and (region, member variable, its GPUs): _room's.
+    _free: tuple[Counter[str], list[tuple[str, int, int]]] | None = None
 
     @staticmethod
     def of(problem: Normalised, compiled: Compiled, policy: Policy) -> Rounds | None:
@@ -73,9 +81,13 @@ class Rounds:
             return None
         return Rounds(problem, compiled, policy, compiled.model.clone())
 
-    def __call__(self, best: Candidate, until: float) -> Candidate | None:
+    def __call__(self, best: Candidate | None, until: float, newer: Newer | None = None) -> Candidate | None:
         """``best`` bettered by rounds until ``until`` (``time.perf_counter()``), valued on every
-        tier by then; None when no round bettered it."""
+        tier by then; None when no round bettered it. With ``newer`` (a plan drawn since it was
+        last asked, or None), asked before each round: a plan that ranks above the rounds' own
+        becomes what they better from then on, and without ``best`` the rounds wait for its first.
+        Where the orders answer, this is how the rounds run beside them (``solver.solve``): from
+        their best plan so far, then from their last and the closer's."""
         if until - time.perf_counter() < ROUND_LEAST_SHARE * ROUND_MAX_S:
             return None
         names_from(self.model, self.compiled.model)  # read by the search already, by now
@@ -85,64 +97,151 @@ class Rounds:
         tiers = self.compiled.tiers
         names = [t.name for t in tiers]
         at = names.index(JOBS_TIER)
-        for tier, value in zip(tiers[: at + 1], best.values, strict=False):
-            hold(self.model, tier, value)
         goal = objective(tiers[at], tiers[names.index(LOCALITY)] if LOCALITY in names else None)
         maximize(self.model, goal)
         order = variable_names(self.model)
-        plan, values = best.plan, [best.plan[name] for name in order]
-        reading = time.perf_counter()
-        score, bettered = goal.value_of(plan), False
-        # Valuing the plan on every tier at the end is a walk of every tier's terms, as this one was
-        # of the goal's: kept back from the rounds, with the time a round's domains take to restore.
-        finish_s = FINISH_PER_READ * (time.perf_counter() - reading) * terms_ratio(tiers, goal)
-        restore_s = 0.0
-        apply_hint(self.model, plan)
-        left_out = hoods.left_out(values)
-        for gang, regions in self._neighbourhoods(hoods, values):
+        base: _Base | None = None
+        # Valuing the plan on every tier at the end is a walk of every tier's terms, as the goal's
+        # valuing of a plan is of its terms: kept back from the rounds, with the time a round's
+        # domains take to restore.
+        finish_s = restore_s = 0.0
+        fresh = best
+        while True:
+            cancellation.check()
+            if newer is not None and fresh is None:
+                fresh = newer()
+            if fresh is not None:
+                reading = time.perf_counter()
+                score = goal.value_of(fresh.plan)
+                finish_s = max(
+                    finish_s, FINISH_PER_READ * (time.perf_counter() - reading) * terms_ratio(tiers, goal)
+                )
+                if base is None or (tuple(fresh.values[:at]), score) > (base.work, base.score):
+                    base = self._based_on(fresh, score, hoods, order, at)
+                fresh = None
             left = until - finish_s - 2 * restore_s - time.perf_counter()
             if left < ROUND_LEAST_SHARE * ROUND_MAX_S:
                 break
-            if gang is not None and gang not in hoods.spread(values):
+            turn = next(base.turns, None) if base is not None else None
+            if turn is None:  # nothing to better yet, or every neighbourhood tried: wait for newer
+                if newer is None:
+                    break
+                time.sleep(WAIT_S)
+                continue
+            assert base is not None
+            gang, regions = turn
+            if gang is not None and gang not in hoods.spread(base.values):
                 continue  # an earlier round brought it under one leaf
-            fixed = [i for i in hoods.fixed(gang, regions, values) if i not in left_out]
+            fixed = [i for i in hoods.fixed(gang, regions, base.values) if i not in base.left_out]
             narrowing = time.perf_counter()
-            with narrowed(hoods, fixed, values):
+            with narrowed(hoods, fixed, base.values):
                 restore_s = max(restore_s, time.perf_counter() - narrowing)
                 left = until - finish_s - 2 * restore_s - time.perf_counter()
                 seconds = max(0.01, min(left, ROUND_MAX_S))
                 found = run_tier(self.model, goal, self.policy, seconds, ROUND_UNITS).solution
-            if found is not None and goal.value_of(found) > score:
-                plan, score, bettered = found, goal.value_of(found), True
-                values = [plan[name] for name in order]
-                left_out = hoods.left_out(values)
-                apply_hint(self.model, plan)  # the next round starts from it
-        if not bettered:
+            if found is not None and goal.value_of(found) > base.score:
+                # More jobs may place more work than the tiers hold: what a newer plan must outrank.
+                work = tuple(t.value_of(found) for t in tiers[:at])
+                base.better(found, work, goal.value_of(found), hoods, order)
+                apply_hint(self.model, found)  # the next round starts from it
+        if base is None or not base.bettered:
             return None
-        worth = tuple(t.value_of(plan) for t in cancellation.checked(tiers))
-        return Candidate(best.placer + ROUNDS, plan, worth) if worth > best.values else None
+        worth = tuple(t.value_of(base.plan) for t in cancellation.checked(tiers))
+        return (
+            Candidate(base.source.placer + ROUNDS, base.plan, worth) if worth > base.source.values else None
+        )
+
+    def _based_on(
+        self, source: Candidate, score: int, hoods: Neighbourhoods, order: list[str], at: int
+    ) -> _Base:
+        """Rounds from ``source`` on: every tier down to the jobs held at its values (only those:
+        an earlier plan's holds let go), its plan the hint, its neighbourhoods in turn."""
+        release_holds(self.model)
+        for tier, value in zip(self.compiled.tiers[: at + 1], source.values, strict=False):
+            hold(self.model, tier, value)
+        apply_hint(self.model, source.plan)
+        values = [source.plan[name] for name in order]
+        base = _Base(source, source.plan, tuple(source.values[:at]), score, values, hoods.left_out(values))
+        base.turns = self._neighbourhoods(hoods, base)
+        return base
 
     def _neighbourhoods(
-        self, hoods: Neighbourhoods, values: list[int]
+        self, hoods: Neighbourhoods, base: _Base
     ) -> Iterator[tuple[int | None, tuple[str, ...]]]:
-        """What the rounds free, in turn: each gang spread over leaves with the regions it uses,
-        the fewest regions first (then the largest gang); then, while time lasts,
-        :data:`REGIONS_A_ROUND` regions drawn at random (seeded by the policy), with the jobs in
-        them, as many times as there are regions. Few regions first: the rounds that placed a job
-        at 8,192 nodes freed one or two spines and took under a second, while a 256-GPU gang's
+        """What the rounds free, in turn, three kinds taken round-robin: the two regions with the
+        most GPUs free under the rounds' plan, of those not freed so yet; :data:`REGIONS_A_ROUND`
+        regions drawn at random (seeded by the policy); each gang spread over leaves with the
+        regions it uses, the fewest regions first (then the largest gang). Always with the jobs in
+        them and every job left out. Jobs before locality, as the tiers go: at 8,192 nodes x 500
+        jobs, seed 3, from one 336-job plan, rounds of the roomiest regions placed 346 jobs by the
+        fourth round and random regions 345 by the third, where the spread gangs' own regions
+        placed none (proven optimal at the plan's jobs, session 35) — session 36. Few regions a
+        round: the rounds that placed a job freed one or two spines, while a 256-GPU gang's
         fourteen spines were not settled in 10 s (bench.locality_proof, seed 1)."""
 
         def size(j: int) -> tuple[int, int, int]:
-            regions = {hoods.region[c] for c in hoods.used(j, values)}
+            regions = {hoods.region[c] for c in hoods.used(j, base.values)}
             return len(regions), -job_gpus(self.problem, j), j
 
-        for gang in sorted(hoods.spread(values), key=size):
-            yield gang, ()
-        if len(hoods.regions) < REGIONS_A_ROUND:
-            return
+        gangs = iter(sorted(hoods.spread(base.values), key=size))
         draw = random.Random(self.policy.seed)
-        for _ in range(len(hoods.regions)):  # about every region drawn once (a tiny model: soon)
-            yield None, tuple(draw.sample(hoods.regions, REGIONS_A_ROUND))
+        freed: set[str] = set()  # regions a roomiest round has freed
+        paired = len(hoods.regions) >= REGIONS_A_ROUND
+        for _ in range(len(hoods.regions)):  # about every region freed twice (a tiny model: soon)
+            if paired:
+                room = self._room(hoods, base.values)
+                roomiest = sorted((g for g in hoods.regions if g not in freed), key=lambda g: (-room[g], g))
+                if len(roomiest) >= REGIONS_A_ROUND:
+                    freed.update(roomiest[:REGIONS_A_ROUND])
+                    yield None, tuple(roomiest[:REGIONS_A_ROUND])
+                yield None, tuple(draw.sample(hoods.regions, REGIONS_A_ROUND))
+            gang = next(gangs, None)
+            if gang is not None:
+                yield gang, ()
+            elif not paired:
+                return
+
+    def _room(self, hoods: Neighbourhoods, values: Sequence[int]) -> Counter[str]:
+        """GPUs free in each region under a plan (``values``, by variable index)."""
+        if self._free is None:  # per region before the batch, and each member variable's GPUs
+            free: Counter[str] = Counter()
+            for c in self.problem.classes:
+                free[hoods.region[c.index]] += len(c.shape.gpus) * c.count
+            taking = [
+                (hoods.region[c], var.index, self.problem.roles[r].role.member.gpus)
+                for (r, c), var in self.compiled.y.items()
+                if self.problem.roles[r].role.member.gpus
+            ]
+            self._free = (free, taking)
+        free, taking = self._free
+        room = Counter(free)
+        for region, index, gpus in taking:
+            if values[index]:
+                room[region] -= values[index] * gpus
+        return room
+
+
+@dataclass
+class _Base:
+    """The plan the rounds better: where it came from, the rounds' best from it so far (its plan,
+    its work tiers' values, its goal's value, its member variables' values in the model's order,
+    the jobs it leaves out), and the neighbourhoods left to try."""
+
+    source: Candidate
+    plan: dict[str, int]
+    work: tuple[int, ...]
+    score: int
+    values: list[int]
+    left_out: Collection[int]
+    turns: Iterator[tuple[int | None, tuple[str, ...]]] = field(default_factory=lambda: iter(()))
+    bettered: bool = False
+
+    def better(
+        self, plan: dict[str, int], work: tuple[int, ...], score: int, hoods: Neighbourhoods, order: list[str]
+    ) -> None:
+        self.plan, self.work, self.score, self.bettered = plan, work, score, True
+        self.values = [plan[name] for name in order]
+        self.left_out = hoods.left_out(self.values)
 
 
 def terms_ratio(tiers: Sequence[Tier], goal: Tier) -> float:
