@@ -27,7 +27,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from typing import NamedTuple, Protocol
 
@@ -184,9 +184,6 @@ FIRST_FIT = Greedy(
     domains_from_start=True,
     first_fit=True,
 )
-# The names of the orders' plans among the floor's (solver.search.floor.Candidate.placer): their
-# best at the end, and their best so far (FloorOrders.so_far).
-ORDERS, ORDERS_SO_FAR = f"{FIRST_FIT.name}-orders", f"{FIRST_FIT.name}-orders-so-far"
 
 
 def unsearched(
@@ -255,9 +252,7 @@ class _Kept(NamedTuple):
     jobs: tuple[JobResult, ...]
 
 
-def best_of_orders(
-    request: SolveRequest, ends: float, posted: Callable[[tuple[JobResult, ...]], None] | None = None
-) -> tuple[JobResult, ...]:
+def best_of_orders(request: SolveRequest, ends: float) -> tuple[JobResult, ...]:
     """The best plan :data:`FIRST_FIT` places before ``ends`` (``time.perf_counter()``), over the
     orders :func:`next_order` draws while there is time: the most placed work, level by level as
     the model's tiers, then the most jobs, kept (of equals, the earlier order). An order already
@@ -265,11 +260,7 @@ def best_of_orders(
     short is dropped: it may lead on the top levels only because the jobs after went untried, and
     105 jobs fewer for a few more top-level GPUs is not a plan an operator would call better (a 2 s
     call at 16,384 nodes, session 16). At 16,384 nodes x 500 jobs an order takes 0.5-1 s. The
-    plans that lead are then exchanged (:func:`_exchanged`, ``solver.baselines.exchange``).
-
-    ``posted``: handed the best plan so far each time an order ends that places no more work than
-    it (the orders' work has stalled there), once a plan, while the orders go on: a caller may start
-    from it (``FloorOrders.so_far``) where waiting for the last order would leave it no time."""
+    plans that lead are then exchanged (:func:`_exchanged`, ``solver.baselines.exchange``)."""
     start = Start.of(request.inventory)
     shuffles = islice(shuffled_orders(request), MAX_DRAWS)
     tried: set[tuple[int, ...]] = set()
@@ -290,7 +281,6 @@ def best_of_orders(
     # short whenever validating ran slow; at 4,096 nodes and 1 s the second order raises seed 3's
     # from 919 to 1015.)
     reserve = longest = 0.0
-    last_posted: _Kept | None = None
     work = _work_tiers(request)
     order: list[int] | None = by_priority(request, range(len(request.jobs)))
     while order is not None and len(tried) < MAX_ORDERS:
@@ -310,9 +300,6 @@ def best_of_orders(
         plans.append(_Kept(ranking(request, placed), placed))
         stalled = before is not None and plans[-1].key[:work] <= before[:work]
         reserve = longest * EXCHANGES_WHEN_STALLED if stalled else 0.0
-        if stalled and posted is not None and _best(plans) is not last_posted:
-            last_posted = _best(plans)
-            posted(last_posted.jobs)
         order = next_order(request, squeaked(request, order, placed), tried, shuffles)
     return _exchanged(request, start, plans, ends)
 
@@ -330,9 +317,6 @@ class FloorOrders:
     compiled: Compiled
     floor: Floor
     request: SolveRequest
-    # The plans best_of_orders posted while it ran (its best so far where the orders stalled),
-    # taken by so_far.
-    posts: list[tuple[JobResult, ...]] = field(default_factory=list, repr=False, compare=False)
 
     def __call__(self, ends: float) -> Candidate | None:
         """None, at once, when the time to ``ends`` cannot pay for the placer's indexes and one
@@ -341,24 +325,10 @@ class FloorOrders:
         request = self.request
         if ends - time.perf_counter() < placing_s(len(request.inventory.nodes), len(request.jobs), 1):
             return None
-        return self._read_back(best_of_orders(self.request, ends, posted=self.posts.append), ORDERS)
-
-    def so_far(self) -> Candidate | None:
-        """The last plan the orders posted while they run (:func:`best_of_orders`' ``posted``), read
-        back into the model's variables; None when none was posted since the last call. Read back
-        in the caller's thread, while the orders go on in theirs: at 8,192 nodes x 500 jobs the
-        orders' work stalls at their second order of eleven (session 36), 3 s before their end."""
-        count = len(self.posts)  # the orders' thread may post meanwhile: only what is read is taken
-        if not count:
-            return None
-        jobs = self.posts[count - 1]
-        del self.posts[:count]
-        return self._read_back(jobs, ORDERS_SO_FAR)
-
-    def _read_back(self, jobs: tuple[JobResult, ...], name: str) -> Candidate | None:
+        jobs = best_of_orders(self.request, ends)
         ids = [job.id for job in self.request.jobs]
         back = from_previous(self.problem, self.compiled, self.floor, jobs, ids)
-        return None if back is None else Candidate(name, back.plan, back.values)
+        return None if back is None else Candidate(f"{FIRST_FIT.name}-orders", back.plan, back.values)
 
 
 def _work_tiers(request: SolveRequest) -> int:

@@ -56,6 +56,7 @@ from solver.search.closer import brought_closer, closer
 from solver.search.floor import (
     MAX_SHUFFLES,
     NAMED_ORDERS,
+    OUTSIDE_SHARE,
     Candidate,
     Floor,
     Portfolio,
@@ -138,14 +139,19 @@ REPAIR_S_PER_NODE, REPAIR_SHARE = 1.2e-4, 0.15
 # still started 342 or 354 jobs in a 15 s call now and then (356 at 5 s), 356 with these (session 33).
 OUTSIDE_FIRST_NODES = 8192
 # Where the orders answer, the search's own core runs neighbourhood rounds (solver.search.rounds) on
-# their plans instead of searching the whole model, which bettered nothing there (8,192 nodes x 500
-# jobs, 15 s: the floor's plan answered, gap 1, on every seed). The rounds start from the orders'
-# best so far once their work stalls (their second order of eleven on seed 3, session 36) and go on
-# from the orders' last plan and the closer's when those rank higher. Below ROUNDS_BELOW_NODES only:
-# at 16,384 nodes the orders' work rises to their last order, and a round costs 1.7 s.
+# their plan instead of searching the whole model, which bettered nothing there (8,192 nodes x 500
+# jobs, 15 s: the floor's plan answered, gap 1, on every seed): from the orders' plan brought closer,
+# and again from any plan that ranks above theirs (an exchange of it, on the spare core). Below
+# ROUNDS_BELOW_NODES only: at 16,384 nodes the orders need their time (cut to half, they placed less
+# top-priority work: seed 3 1111 GPUs against 1207, session 35), and a round costs 1.7 s.
 ROUNDS_BELOW_NODES = 16384
 # ... and only when the search's time holds two rounds (solver.search.rounds' ROUND_MAX_S each).
 ROUNDS_LEAST_S = 2 * ROUND_MAX_S
+# There, the orders' share of the search's time: their work stalls early (seed 3: at their second
+# order of eleven), and the time after goes to their plan brought closer, its exchange
+# (solver.search.floor.Portfolio._exchange_best) and the rounds, which placed more jobs than the
+# orders' last shuffles (session 36: seed 3 342-343 jobs against 336).
+ROUNDS_OUTSIDE_SHARE = 0.5
 # With a spare core the floor's own stage stops sooner, the rest of its placers drawn beside the
 # search: at 1,024 nodes x 200 jobs, 5 s, a floor stage of half the window left the search too little
 # to prove any priority level (session 11).
@@ -442,18 +448,18 @@ def search_valid(
         )
         # The fallback's own orders too, while the search runs: a call with the time to build the
         # model answers no worse than one without it.
-        orders = fallback.FloorOrders(problem, compiled, floor, request)
         drawing = Portfolio(
             floor,
             passes,
             request.policy.seed,
             repair=repair,
             repair_early=early,
-            outside=orders,
+            outside=fallback.FloorOrders(problem, compiled, floor, request),
             outside_first=drawing_outside_first,
             # A model small enough to be searched whole is proven in milliseconds (the Slurm hook's
             # and the Volcano extender's calls): gangs brought closer there would only take a core.
             closer=partial(brought_closer, floor) if not searched_whole(compiled) else None,
+            outside_share=ROUNDS_OUTSIDE_SHARE if rounds is not None else OUTSIDE_SHARE,
         )
         floor_part = floor_share(spare)
         # The named placers are the strongest: they run before the search while its time lasts
@@ -488,7 +494,7 @@ def search_valid(
         bettered: list[Candidate] = []
         with drawing.meanwhile(search_ends, spare_core=spare) as enough:
             if rounds is not None:
-                found = rounds(None, search_ends, partial(rounds_next, orders, drawing, set()))
+                found = rounds(None, search_ends, partial(rounds_next, drawing, set()))
                 bettered = [found] if found is not None else []
             # A small model is searched whatever the clock says: it is proven in milliseconds.
             elif budget >= least_search_s(compiled) or searched_whole(compiled):
@@ -849,14 +855,11 @@ def closer_in_time(floor: Floor, solution: dict[str, int], ends: float) -> dict[
     return closer(floor, solution, ends)
 
 
-def rounds_next(orders: fallback.FloorOrders, drawing: Portfolio, offered: set[str]) -> Candidate | None:
-    """What the rounds beside the orders are offered next (``solver.search.rounds.Newer``): the
-    orders' best so far when they posted one since; else, once the orders have answered, the
-    portfolio's best plan (the orders' last, then the closer's) when not offered before."""
-    posted = orders.so_far()
-    if posted is not None:
-        return posted
-    if not drawing.outside_drawn:
+def rounds_next(drawing: Portfolio, offered: set[str]) -> Candidate | None:
+    """What the rounds beside the orders are offered next (``solver.search.rounds.Newer``): once
+    the orders' plan is brought closer, the portfolio's best plan (the closer's, then an exchange's)
+    when not offered before."""
+    if not drawing.outside_done:
         return None
     kept = drawing.candidates()
     if not kept or kept[0].placer in offered:

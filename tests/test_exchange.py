@@ -19,7 +19,7 @@ from solver.baselines.topology import Start
 from solver.compile import compile_model
 from solver.domain.model import ReasonCode, Requirement, SolveRequest, SolveResult
 from solver.domain.validate import validate
-from solver.fallback import FIRST_FIT, ORDERS_SO_FAR, FloorOrders, best_of_orders, ranking
+from solver.fallback import FIRST_FIT, FloorOrders, best_of_orders, ranking
 from solver.reduce.chain import problem_of, rewrite
 from solver.reduce.policy import apply_policy_chains
 from solver.search.floor import NAMED_ORDERS, OUTSIDE_SHARE, Candidate, Floor, Portfolio
@@ -199,27 +199,6 @@ def test_the_fallbacks_orders_read_into_the_floor_start_its_jobs_and_verify(requ
     assert len(placed) >= len({j.job_id for j in own if j.placed} & expressible)
 
 
-def test_the_orders_best_so_far_is_read_back_once_for_the_caller(monkeypatch) -> None:
-    """``FloorOrders.so_far``: the last plan the orders posted, read back into the model's
-    variables as the final plan is, under its own name; once, then nothing until they post again."""
-    import solver.fallback as fallback
-
-    request = rewrite(
-        kit.request(kit.cluster(2), [kit.job("small", 4), kit.job("big-a", 8), kit.job("big-b", 8)], seed=3)
-    )
-    monkeypatch.setattr(fallback, "shuffled_orders", lambda request: iter(()))
-    problem = problem_of(request)
-    compiled = compile_model(problem, request.policy)
-    orders = FloorOrders(problem, compiled, Floor(problem, compiled), request)
-    assert orders.so_far() is None  # nothing posted yet
-    last = orders(time.perf_counter() + 30)
-    so_far = orders.so_far()
-    assert so_far is not None and so_far.placer == ORDERS_SO_FAR and last is not None
-    assert so_far.values == tuple(t.value_of(so_far.plan) for t in compiled.tiers)
-    assert so_far.values < last.values  # the batch order's 12 GPUs, before the lift's 16
-    assert orders.so_far() is None  # taken
-
-
 def test_the_fallbacks_orders_are_drawn_once_while_the_search_runs() -> None:
     """Drawn on the spare core while the search runs (before the search the named placers have used
     the floor's part, and it would be cut short), never on one core, once: first, with its share of
@@ -262,6 +241,52 @@ def test_the_fallbacks_orders_are_drawn_once_while_the_search_runs() -> None:
         pass
     (after,) = asked
     assert after[1] == drawing.drawn - 1 > 2 and 9 <= after[0] <= 10
+
+
+def test_drawn_first_the_orders_plan_brought_closer_is_exchanged_while_each_exchange_betters_it() -> None:
+    """Outside first: the orders' plan, then the closer's, then the repair of the closer's plan and
+    of that repair's plan, until a repair betters nothing; every plan kept beside the others. The
+    class orders follow, and the best plan, now the exchanges', is brought closer again."""
+    request = rewrite(
+        kit.request(kit.cluster(2), [kit.job(f"j{k}", 1 + k % 4, priority=5) for k in range(8)])
+    )
+    problem = problem_of(request)
+    compiled = compile_model(problem, request.policy)
+    seen: list[str] = []
+
+    def lifted(candidate: Candidate, name: str, by: int) -> Candidate:
+        return Candidate(name, candidate.plan, (candidate.values[0] + by, *candidate.values[1:]))
+
+    def outside(ends: float) -> Candidate:
+        seen.append("outside")
+        return lifted(drawing.candidates()[0], "orders", 1000)
+
+    def closer_(candidate: Candidate, ends: float) -> Candidate:
+        seen.append(f"closer:{candidate.placer}")
+        return lifted(candidate, candidate.placer + "+closer", 1)
+
+    def repair(candidate: Candidate, ends: float) -> Candidate | None:
+        seen.append(f"repair:{candidate.placer}")
+        if candidate.placer.count("+exchange") == 2:
+            return None  # the third exchange betters nothing
+        return lifted(candidate, candidate.placer + "+exchange", 1)
+
+    drawing = Portfolio(
+        Floor(problem, compiled), 0, 0, outside=outside, outside_first=True, closer=closer_, repair=repair
+    )
+    drawing.draw(time.perf_counter())
+    with drawing.meanwhile(time.perf_counter() + 10, spare_core=True):
+        pass
+    assert seen[:5] == [
+        "outside",
+        "closer:orders",
+        "repair:orders+closer",
+        "repair:orders+closer+exchange",
+        "repair:orders+closer+exchange+exchange",
+    ]
+    # The class orders left, then the best plan, the exchanges', brought closer in its turn.
+    assert seen[5:] == ["closer:orders+closer+exchange+exchange"]
+    assert drawing.candidates()[0].placer == "orders+closer+exchange+exchange+closer"
 
 
 def test_drawn_first_the_fallbacks_orders_leave_the_floors_stage_one_named_placer(monkeypatch) -> None:

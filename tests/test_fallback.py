@@ -230,23 +230,6 @@ def test_the_jobs_an_order_refused_go_first_in_the_next(monkeypatch: pytest.Monk
     ]
 
 
-def test_the_orders_post_their_best_so_far_where_their_work_stalls(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The squeaky wheel above: the batch's order places 12 GPUs, its lift 12 again (a stall: the
-    best so far, the batch order's plan, is posted), the lift's lift 16 (more work: nothing
-    posted). What is posted never ranks above what the orders return."""
-    import solver.fallback as fallback
-
-    request = kit.request(
-        kit.cluster(2), [kit.job("small", 4), kit.job("big-a", 8), kit.job("big-b", 8)], seed=3
-    )
-    monkeypatch.setattr(fallback, "shuffled_orders", lambda request: iter(()))
-    posted: list[tuple[JobResult, ...]] = []
-    kept = fallback.best_of_orders(request, time.perf_counter() + 30, posted=posted.append)
-    (first,) = posted
-    assert {j.job_id for j in first if j.placed} == {"small", "big-a"}
-    assert ranking(request, first) < ranking(request, kept)
-
-
 def test_a_lifted_job_stays_in_its_priority_and_untried_jobs_stay_put() -> None:
     """Only refused jobs are lifted, and only ahead of their own priority; a job left out for time
     or because its order was stopped was never refused."""

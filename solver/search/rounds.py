@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -70,8 +69,6 @@ class Rounds:
     compiled: Compiled
     policy: Policy
     model: cp_model.CpModel
-    # GPUs free per region before the batch, and (region, member variable, its GPUs): _room's.
-    _free: tuple[Counter[str], list[tuple[str, int, int]]] | None = None
 
     @staticmethod
     def of(problem: Normalised, compiled: Compiled, policy: Policy) -> Rounds | None:
@@ -168,57 +165,28 @@ class Rounds:
     def _neighbourhoods(
         self, hoods: Neighbourhoods, base: _Base
     ) -> Iterator[tuple[int | None, tuple[str, ...]]]:
-        """What the rounds free, in turn, three kinds taken round-robin: the two regions with the
-        most GPUs free under the rounds' plan, of those not freed so yet; :data:`REGIONS_A_ROUND`
-        regions drawn at random (seeded by the policy); each gang spread over leaves with the
-        regions it uses, the fewest regions first (then the largest gang). Always with the jobs in
-        them and every job left out. Jobs before locality, as the tiers go: at 8,192 nodes x 500
-        jobs, seed 3, from one 336-job plan, rounds of the roomiest regions placed 346 jobs by the
-        fourth round and random regions 345 by the third, where the spread gangs' own regions
-        placed none (proven optimal at the plan's jobs, session 35) — session 36. Few regions a
-        round: the rounds that placed a job freed one or two spines, while a 256-GPU gang's
-        fourteen spines were not settled in 10 s (bench.locality_proof, seed 1)."""
+        """What the rounds free, in turn: each gang spread over leaves with the regions it uses,
+        the fewest regions first (then the largest gang); then, while time lasts,
+        :data:`REGIONS_A_ROUND` regions drawn at random (seeded by the policy), with the jobs in
+        them, as many times as there are regions; always with every job left out. Few regions
+        first: the rounds that placed a job at 8,192 nodes freed one or two spines and took under a
+        second, while a 256-GPU gang's fourteen spines were not settled in 10 s
+        (bench.locality_proof, seed 1). Tried in session 36 and not kept: the two regions with the
+        most GPUs free, in turn with the gangs' and random ones (from one plan they placed as many
+        jobs as random regions, but in the 15 s calls the rounds from the orders' plan before the
+        closer found none)."""
 
         def size(j: int) -> tuple[int, int, int]:
             regions = {hoods.region[c] for c in hoods.used(j, base.values)}
             return len(regions), -job_gpus(self.problem, j), j
 
-        gangs = iter(sorted(hoods.spread(base.values), key=size))
+        for gang in sorted(hoods.spread(base.values), key=size):
+            yield gang, ()
+        if len(hoods.regions) < REGIONS_A_ROUND:
+            return
         draw = random.Random(self.policy.seed)
-        freed: set[str] = set()  # regions a roomiest round has freed
-        paired = len(hoods.regions) >= REGIONS_A_ROUND
-        for _ in range(len(hoods.regions)):  # about every region freed twice (a tiny model: soon)
-            if paired:
-                room = self._room(hoods, base.values)
-                roomiest = sorted((g for g in hoods.regions if g not in freed), key=lambda g: (-room[g], g))
-                if len(roomiest) >= REGIONS_A_ROUND:
-                    freed.update(roomiest[:REGIONS_A_ROUND])
-                    yield None, tuple(roomiest[:REGIONS_A_ROUND])
-                yield None, tuple(draw.sample(hoods.regions, REGIONS_A_ROUND))
-            gang = next(gangs, None)
-            if gang is not None:
-                yield gang, ()
-            elif not paired:
-                return
-
-    def _room(self, hoods: Neighbourhoods, values: Sequence[int]) -> Counter[str]:
-        """GPUs free in each region under a plan (``values``, by variable index)."""
-        if self._free is None:  # per region before the batch, and each member variable's GPUs
-            free: Counter[str] = Counter()
-            for c in self.problem.classes:
-                free[hoods.region[c.index]] += len(c.shape.gpus) * c.count
-            taking = [
-                (hoods.region[c], var.index, self.problem.roles[r].role.member.gpus)
-                for (r, c), var in self.compiled.y.items()
-                if self.problem.roles[r].role.member.gpus
-            ]
-            self._free = (free, taking)
-        free, taking = self._free
-        room = Counter(free)
-        for region, index, gpus in taking:
-            if values[index]:
-                room[region] -= values[index] * gpus
-        return room
+        for _ in range(len(hoods.regions)):  # about every region drawn once (a tiny model: soon)
+            yield None, tuple(draw.sample(hoods.regions, REGIONS_A_ROUND))
 
 
 @dataclass
