@@ -22,6 +22,7 @@ from solver.search import rounds as rounds_module
 from solver.search.floor import Candidate, Floor, Pass, Portfolio, complete, hint_of, place_job
 from solver.search.rounds import ROUNDS, Rounds
 from solver.search.tiers import TierOutcome
+from solver.solve import rounds_next
 from tests import kit
 
 PREFERRED = Locality(mode=Requirement.PREFERRED)
@@ -144,6 +145,29 @@ def test_the_rounds_wait_for_a_plan_and_go_on_from_one_that_ranks_above_their_ow
     assert _placed(floor, request, found.plan) == {"gang", "small-a", "small-b", "whole"}
     assert len(asked) > 4 and len(searched) >= 2
     assert asked[3] < searched[1]  # the spread plan was taken before the second round
+
+
+def test_the_rounds_beside_the_orders_are_offered_the_closers_plan_then_each_better_one_once() -> None:
+    """``solver.solve.rounds_next``: nothing while the orders' plan is not yet brought closer; then
+    the portfolio's best plan, once; then nothing until a better one is kept."""
+    floor = _spread_plan()[0]
+
+    def outside(ends: float) -> Candidate:
+        best = drawing.candidates()[0]
+        return Candidate("orders", best.plan, (best.values[0] + 1, *best.values[1:]))
+
+    def closer_(candidate: Candidate, ends: float) -> Candidate:
+        return Candidate("orders+closer", candidate.plan, (*candidate.values[:-1], candidate.values[-1] + 1))
+
+    drawing = Portfolio(floor, 0, 0, outside=outside, outside_first=True, closer=closer_)
+    drawing.draw(time.perf_counter())
+    offered: set[str] = set()
+    assert rounds_next(drawing, offered) is None  # the orders have not answered
+    with drawing.meanwhile(time.perf_counter() + 5, spare_core=True):
+        pass
+    first = rounds_next(drawing, offered)
+    assert first is not None and first.placer == "orders+closer"
+    assert rounds_next(drawing, offered) is None
 
 
 @st.composite

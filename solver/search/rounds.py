@@ -1,4 +1,4 @@
-"""Neighbourhoods of the floor's best plan searched for more jobs, then closer gangs, beside the search.
+"""Neighbourhoods of the floor's best plan searched for more jobs, then closer gangs, in the search's place.
 
 At 8,192 nodes and more the plan that answers is the fallback's orders' (``solver.fallback``), its
 gangs brought closer (``solver.search.closer``): the search of the whole model there improves on
@@ -10,16 +10,17 @@ three such rounds of about a second took the 15 s answer from 336 jobs to 342 an
 334, at the same work at every priority level: the greedy's first fit leaves room inside a spine
 that a re-packing of the spine's jobs turns into room for one more job.
 
-At 16,384 nodes the orders need all their time (``solver.solve.ROUNDS_BELOW_NODES``). So, where
-the rounds run, once the floor's best plan is in hand (after the closer), while time lasts: one
-round per gang spread over leaves, fewest spines first, then rounds of two regions drawn at random;
-each fixes every member variable but those and the left-out jobs' (narrowed domains,
-:func:`solver.search.neighbourhood.narrowed`), holds every tier down to the jobs at the plan's
-values and maximises jobs placed, then the locality tier, in one sum where one job outweighs every
-locality term; a plan that scores higher is kept and the next round starts from it. The rounds
-work on a copy of the model made before the search starts (the search changes the model's
-objective, hint, holds and domains while the rounds run on the other core). How many rounds run
-depends on the clock, as the orders before them do.
+At 16,384 nodes the orders need all their time (``solver.solve.ROUNDS_BELOW_NODES``). Below it
+the rounds run on the search's own core, in the whole-model search's place (``solver.solve``), from
+the orders' plan once it is brought closer and again from any plan that ranks above their own (an
+exchange of it, on the spare core), while time lasts: one round per gang spread over leaves, fewest
+spines first, then rounds of two regions drawn at random; each fixes every member variable but
+those and the left-out jobs' (narrowed domains, :func:`solver.search.neighbourhood.narrowed`), holds
+every tier down to the jobs at the plan's values and maximises jobs placed, then the locality tier,
+in one sum where one job outweighs every locality term; a plan that scores higher is kept and the
+next round starts from it. The rounds work on a copy of the model made before the search starts
+(the model stays the one ``solver.compile.shelf`` keeps). How many rounds run depends on the clock,
+as the orders before them do.
 """
 
 from __future__ import annotations
