@@ -85,10 +85,11 @@ class Rounds:
         last asked, or None), asked before each round: a plan that ranks above the rounds' own
         becomes what they better from then on, and without ``best`` the rounds wait for its first.
         Where the orders answer, this is how the rounds run beside them (``solver.solve``): from
-        their best plan so far, then from their last and the closer's."""
+        their plan brought closer, then from any plan that ranks above the rounds' own (an
+        exchange of it)."""
         if until - time.perf_counter() < ROUND_LEAST_SHARE * ROUND_MAX_S:
             return None
-        names_from(self.model, self.compiled.model)  # read by the search already, by now
+        names_from(self.model, self.compiled.model)  # the model's names, read once for both
         hoods = Neighbourhoods.of(self.problem, self.compiled, self.model)
         if hoods is None:
             return None
