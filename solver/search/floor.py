@@ -784,8 +784,8 @@ Outside = Callable[[float], "Candidate | None"]
 # their repairs have the rest (after its plan is brought closer). At 16,384 nodes x 500 jobs, seed 3,
 # its orders started 352-354 jobs in 3 s (half a 15 s call's search) and 356 in 6 s (session 33).
 OUTSIDE_SHARE = 0.75
-# A floor plan and a deadline -> a plan that ranks higher, made from it, or None: its gangs brought
-# under lower switches (``solver.search.closer.brought_closer``, given by the pipeline).
+# A floor plan and a deadline -> the plan with its gangs under lower switches, ranking higher, or
+# None (``solver.search.closer.brought_closer``, given by the pipeline).
 Closer = Callable[[Candidate, float], "Candidate | None"]
 LIFTED = "+lifted"  # the suffix of a lifted order's placer
 # How many times the best plan in hand is exchanged over after the closer (Portfolio._exchange_best):
@@ -958,15 +958,20 @@ class Portfolio:
         found = outside(ends)
         self.drawn += 1
         if found is not None:
-            rank = found.values[: len(self._ranks)]
-            if self._best_rank is None or rank >= self._best_rank:
-                self._best_rank = rank
-                self._out.append(found)
+            self._keep(found)
+
+    def _keep(self, found: Candidate) -> bool:
+        """Keep ``found`` when the tiers its placement decides rank no lower than the best's."""
+        rank = found.values[: len(self._ranks)]
+        if self._best_rank is not None and rank < self._best_rank:
+            return False
+        self._best_rank = rank
+        self._out.append(found)
+        return True
 
     def _bring_closer(self, ends: float) -> None:
-        """The best plan in hand with its gangs brought under lower switches until ``ends``, what
-        the closer returns kept beside it (it ranks higher when kept); once a plan, and not a plan
-        the closer made."""
+        """The best plan in hand with its gangs brought under lower switches until ``ends``, kept
+        beside it (it ranks higher when kept); once a plan, and not a plan already brought closer."""
         if not self._closer_due() or time.perf_counter() >= ends:
             return
         assert self._closer is not None
@@ -1000,11 +1005,8 @@ class Portfolio:
                 return
             self._repaired.add(best.placer)
             found = self._repair(best, ends)
-            rank = None if found is None else found.values[: len(self._ranks)]
-            if found is None or (self._best_rank is not None and rank < self._best_rank):
+            if found is None or not self._keep(found):
                 return
-            self._best_rank = rank
-            self._out.append(found)
 
     def _more_work(self, before: tuple[int, ...] | None, rank: tuple[int, ...]) -> bool:
         """Whether ``rank`` places more work than ``before`` (its work tiers rank higher)."""
@@ -1021,10 +1023,7 @@ class Portfolio:
         found = self._repair(lead, ends)
         if found is not None:
             self._repaired.add(found.placer)  # a repair's outcome is not repaired again
-            rank = found.values[: len(self._ranks)]
-            if self._best_rank is None or rank >= self._best_rank:
-                self._best_rank = rank
-                self._out.append(found)
+            self._keep(found)
         return True
 
     def _to_repair(self) -> Candidate | None:

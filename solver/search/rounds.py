@@ -138,10 +138,11 @@ class Rounds:
                 left = until - finish_s - 2 * restore_s - time.perf_counter()
                 seconds = max(0.01, min(left, ROUND_MAX_S))
                 found = run_tier(self.model, goal, self.policy, seconds, ROUND_UNITS).solution
-            if found is not None and goal.value_of(found) > base.score:
+            score = goal.value_of(found) if found is not None else base.score
+            if found is not None and score > base.score:
                 # More jobs may place more work than the tiers hold: what a newer plan must outrank.
                 work = tuple(t.value_of(found) for t in tiers[:at])
-                base.better(found, work, goal.value_of(found), hoods, order)
+                base.better(found, work, score, hoods, order)
                 apply_hint(self.model, found)  # the next round starts from it
         if base is None or not base.bettered:
             return None
