@@ -31,6 +31,7 @@ from solver.domain import cancel as cancellation
 from solver.domain.cancel import Cancel, Cancelled, OutOfBudget, bounded
 from solver.domain.errors import InvalidRequest, Problem, VerificationFailed
 from solver.domain.fabric import Fabric
+from solver.domain.forked import Forked
 from solver.domain.model import (
     BatchOrder,
     Job,
@@ -410,6 +411,38 @@ def search_valid(
             shelf.put(problem, request.policy, compiled)
         why = estimate.why_unsearched(search_s, least)
         return unsearched(request, clock, deadline, why, model_size(problem, compiled))
+    # Where the fallback's orders are drawn first, they start now, in a process of their own, while
+    # the model is built (solver.fallback.orders_ahead).
+    ahead = (
+        fallback.orders_ahead(
+            request,
+            orders_ahead_ends(
+                problem, estimate, request.policy, limit, deadline, clock, built=compiled is not None
+            ),
+        )
+        if outside_first(problem) and spare_core(request.policy)
+        else None
+    )
+    try:
+        return search_model(request, problem, estimate, compiled, clock, deadline, limit, ahead)
+    finally:
+        if ahead is not None:
+            ahead.stop()
+
+
+def search_model(
+    request: SolveRequest,
+    problem: Normalised,
+    estimate: cost.Estimate,
+    compiled: Compiled | None,
+    clock: Stopwatch,
+    deadline: float,
+    limit: float,
+    ahead: Forked[tuple[JobResult, ...]] | None,
+) -> Searched | SolveResult:
+    """:func:`search_valid` once the model is to be built (unless ``compiled``, off the shelf):
+    built, its floor drawn, searched, its plan decoded; the greedy's answer when the build runs
+    late. ``ahead``: the fallback's orders already running beside it."""
     if compiled is None:
         compiled = build(problem, request, estimate, clock, deadline)
         if compiled is None:
@@ -454,7 +487,7 @@ def search_valid(
             request.policy.seed,
             repair=repair,
             repair_early=early,
-            outside=fallback.FloorOrders(problem, compiled, floor, request),
+            outside=fallback.FloorOrders(problem, compiled, floor, request, ahead),
             outside_first=drawing_outside_first,
             # A model small enough to be searched whole is proven in milliseconds (the Slurm hook's
             # and the Volcano extender's calls): gangs brought closer there would only take a core.
@@ -571,6 +604,32 @@ def search_predicted_s(
     )
     window = search_ends - time.perf_counter() - compile_s
     return window - max(floor_share(spare_core(policy)) * window, estimate.floor_s)
+
+
+def orders_ahead_ends(
+    problem: Normalised,
+    estimate: cost.Estimate,
+    policy: Policy,
+    limit_s: float,
+    deadline: float,
+    clock: Stopwatch,
+    *,
+    built: bool,
+) -> float:
+    """When the fallback's orders started ahead of the model's build stop: their share of the time
+    from now to the search's end, as predicted before the build (compile and the floor's stage at
+    their estimates, ``kept_after_search_s`` as the search's end will keep). The share is the one
+    the portfolio gives them when they are drawn on its thread (:data:`ROUNDS_OUTSIDE_SHARE` where
+    rounds follow them, else ``OUTSIDE_SHARE``): the time after goes to their plan brought closer,
+    its exchanges and the rounds, which read it back once the model is built."""
+    build_s = estimate.floor_s if built else estimate.build_s
+    before_search = clock.elapsed() + build_s
+    search_ends = deadline - kept_after_search_s(before_search, estimate, explain_budget_s(policy), limit_s)
+    share = (
+        ROUNDS_OUTSIDE_SHARE if len(problem.request.inventory.nodes) < ROUNDS_BELOW_NODES else OUTSIDE_SHARE
+    )
+    now = time.perf_counter()
+    return now + share * max(0.0, search_ends - now)
 
 
 def build(

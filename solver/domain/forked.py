@@ -1,0 +1,111 @@
+"""One call run in a forked child process, its result read back by a deadline.
+
+A solve's stages are Python, and Python threads share one interpreter lock: a placer drawn on a
+thread beside the model's build (also Python) only takes turns with it, and on two cores half of
+the machine waits. A child forked from the solving process has the request in its memory already
+(nothing is sent, nothing is copied until written) and an interpreter of its own, so it works on the
+spare core while the parent builds the model. It answers through a pipe, pickled, once, when its call
+returns.
+
+The parent never waits past the deadline it gives :meth:`Forked.result`, and :meth:`Forked.stop`
+kills and reaps the child wherever the solve ends (answered, cancelled, failed): a child that hangs
+or dies costs its own answer, never the parent's. The child must not touch what other threads of
+the parent may hold at the fork (a lock, a gRPC channel, a log handler): only the parent's threads
+hold those, and the child has none of them. It leaves by ``os._exit``, so nothing of the parent's
+(atexit hooks, buffered output, gRPC's shutdown) runs twice.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+# How much of the child's answer is read at a time.
+_CHUNK = 1 << 20
+
+
+class Forked(Generic[T]):
+    """``work()`` running in a forked child; see the module docstring."""
+
+    def __init__(self, pid: int, fd: int) -> None:
+        self._pid: int | None = pid  # None once reaped
+        self._fd: int | None = fd  # the pipe's read end; None once closed
+        self._data = bytearray()
+        self._done = False  # the child's answer has been read whole (or it died without one)
+        self._value: T | None = None
+
+    @classmethod
+    def start(cls, work: Callable[[], T]) -> Forked[T] | None:
+        """``work()`` in a child forked now; None where processes cannot be forked."""
+        if not hasattr(os, "fork"):
+            return None
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: answer, and leave without running anything of the parent's
+            code = 1
+            try:
+                os.close(read)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)  # a terminal's ^C ends it at once
+                data = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(write, view) :]
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        return cls(pid, read)
+
+    def result(self, until: float) -> T | None:
+        """The child's answer, waiting for it up to ``until`` (``time.perf_counter()``); None when it
+        has not answered by then or ended without an answer (an error, a kill)."""
+        while not self._done and self._fd is not None:
+            left = until - time.perf_counter()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self._fd], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(self._fd, _CHUNK)
+            if chunk:
+                self._data += chunk
+                continue
+            self._finish()  # the child closed its end: answered whole, or died
+        return self._value
+
+    def running(self) -> bool:
+        """Whether the child has not answered (nor died) yet."""
+        return not self._done and self._fd is not None
+
+    def stop(self) -> None:
+        """Kill the child if it still runs, and reap it; its answer, if read whole, stays."""
+        if self._pid is not None:
+            with suppress(ProcessLookupError):  # reaped already: it cannot be, but never fail here
+                os.kill(self._pid, signal.SIGKILL)
+            os.waitpid(self._pid, 0)
+            self._pid = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _finish(self) -> None:
+        assert self._pid is not None
+        _, status = os.waitpid(self._pid, 0)
+        self._pid = None
+        if os.waitstatus_to_exitcode(status) == 0:
+            self._value = pickle.loads(bytes(self._data))
+        self._data = bytearray()
+        self._done = True
+        self.stop()
+
+    def __del__(self) -> None:  # a handle dropped unstopped still leaves no child behind
+        if self._pid is not None or self._fd is not None:
+            self.stop()

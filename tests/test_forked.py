@@ -1,0 +1,111 @@
+"""A call in a forked child (solver/domain/forked.py), and the fallback's orders run that way ahead of
+the model's build (solver/fallback.py ``orders_ahead``, ``FloorOrders.ahead``; solver/solve.py)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+import solver.solve as pipeline
+from solver import fallback
+from solver.compile import compile_model
+from solver.domain.forked import Forked
+from solver.reduce.chain import problem_of, rewrite
+from solver.search.floor import Floor
+from tests import kit
+
+
+def _request():
+    jobs = [kit.job(f"j{k}", 1 + k % 4, priority=k % 2) for k in range(10)]
+    jobs.append(kit.job("g", 8, 2, priority=1))
+    return rewrite(kit.request(kit.cluster(4), jobs))
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` is no process at all: reaped, not a zombie (a zombie still takes signal 0)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_the_child_answers_with_what_the_call_returns_in_the_parent() -> None:
+    request = _request()
+    far = time.perf_counter() + 60
+    ahead = Forked.start(lambda: fallback.best_of_orders(request, far))
+    assert ahead is not None
+    jobs = ahead.result(time.perf_counter() + 30)
+    here = fallback.best_of_orders(request, far)
+    assert jobs is not None and any(j.placed for j in jobs)
+    assert [j.model_dump() for j in jobs] == [j.model_dump() for j in here]
+    assert not ahead.running()
+    assert ahead.result(time.perf_counter()) is jobs  # read once, kept
+
+
+def test_a_child_that_has_not_answered_by_the_deadline_is_not_waited_for_and_is_killed() -> None:
+    ahead = Forked.start(lambda: time.sleep(30))
+    assert ahead is not None
+    pid = ahead._pid
+    assert pid is not None
+    started = time.perf_counter()
+    assert ahead.result(started + 0.3) is None
+    assert 0.25 <= time.perf_counter() - started < 5
+    assert ahead.running()
+    ahead.stop()
+    assert _gone(pid) and not ahead.running()
+
+
+def test_a_child_that_fails_answers_nothing_at_once() -> None:
+    ahead = Forked.start(lambda: 1 / 0)
+    assert ahead is not None
+    started = time.perf_counter()
+    assert ahead.result(started + 30) is None
+    assert time.perf_counter() - started < 10
+    assert not ahead.running()
+
+
+def test_the_orders_ahead_give_the_floor_the_plan_the_orders_give_on_its_own_thread() -> None:
+    request = _request()
+    problem = problem_of(request)
+    compiled = compile_model(problem, request.policy)
+    floor = Floor(problem, compiled)
+    ahead = fallback.orders_ahead(request, time.perf_counter() + 60)
+    assert ahead is not None
+    found = fallback.FloorOrders(problem, compiled, floor, request, ahead)(time.perf_counter() + 30)
+    here = fallback.FloorOrders(problem, compiled, floor, request)(time.perf_counter() + 30)
+    assert found is not None and here is not None
+    assert found.values == here.values and found.plan == here.plan
+    assert not ahead.running()
+
+
+def test_where_the_orders_go_first_they_run_in_a_child_the_solve_reaps(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """From ``OUTSIDE_FIRST_NODES`` nodes, with a core to spare, the orders are forked before the
+    model is built; the answer is the pipeline's, verified; no child outlives the solve."""
+    request = kit.request(kit.cluster(4), [kit.job(f"j{k}", 1 + k % 4, priority=k % 2) for k in range(8)])
+    pids = tmp_path / "pids"
+    real = fallback.best_of_orders
+
+    def best_of_orders(request, ends):
+        with pids.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return real(request, ends)
+
+    monkeypatch.setattr(fallback, "best_of_orders", best_of_orders)
+    monkeypatch.setattr(pipeline, "OUTSIDE_FIRST_NODES", 1)
+    monkeypatch.setattr(pipeline, "spare_core", lambda policy: True)
+    result = pipeline.solve(request)
+    assert sum(j.placed for j in result.jobs) >= 1
+    (pid,) = (int(line) for line in pids.read_text().split())
+    assert pid != os.getpid() and _gone(pid)
+
+    # Without a spare core nothing is forked, and the orders are drawn on no thread either.
+    pids.unlink()
+    monkeypatch.setattr(pipeline, "spare_core", lambda policy: False)
+    pipeline.solve(request)
+    assert not pids.exists()
