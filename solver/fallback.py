@@ -326,16 +326,18 @@ class FloorOrders:
     def __call__(self, ends: float) -> Candidate | None:
         """None, at once, when the time to ``ends`` cannot pay for the placer's indexes and one
         order (its indexes are not cut short: at 16,384 nodes they would hold the search's answer
-        back by 0.4 s); with the orders ahead, None when they have not answered by ``ends``."""
+        back by 0.4 s). With the orders ahead, their plan, waited for up to ``ends`` (None when it has
+        not come by then); drawn here as without them when their process ended without one."""
         request = self.request
+        jobs = None
         if self.ahead is not None:
             jobs = self.ahead.result(ends)
             self.ahead.stop()
-            if jobs is None:
+            if jobs is None and self.ahead.error is None:
+                return None  # still at work when the time was over
+        if jobs is None:
+            if ends - time.perf_counter() < placing_s(len(request.inventory.nodes), len(request.jobs), 1):
                 return None
-        elif ends - time.perf_counter() < placing_s(len(request.inventory.nodes), len(request.jobs), 1):
-            return None
-        else:
             jobs = best_of_orders(self.request, ends)
         ids = [job.id for job in self.request.jobs]
         back = from_previous(self.problem, self.compiled, self.floor, jobs, ids)

@@ -153,6 +153,11 @@ ROUNDS_LEAST_S = 2 * ROUND_MAX_S
 # (solver.search.floor.Portfolio._exchange_best) and the rounds, which placed more jobs than the
 # orders' last shuffles (session 36: seed 3 342-343 jobs against 336).
 ROUNDS_OUTSIDE_SHARE = 0.5
+# The orders forked ahead of the build (solver.fallback.orders_ahead) end this share of the time to
+# the search's end before the portfolio stops waiting for them (orders_ahead_ends): served warm at
+# 16,384 nodes, with their own share of the time alone, their plan came 0.19 s before that wait
+# ended (session 37).
+AHEAD_MARGIN_SHARE = 0.1
 # With a spare core the floor's own stage stops sooner, the rest of its placers drawn beside the
 # search: at 1,024 nodes x 200 jobs, 5 s, a floor stage of half the window left the search too little
 # to prove any priority level (session 11).
@@ -621,15 +626,22 @@ def orders_ahead_ends(
     their estimates, ``kept_after_search_s`` as the search's end will keep). The share is the one
     the portfolio gives them when they are drawn on its thread (:data:`ROUNDS_OUTSIDE_SHARE` where
     rounds follow them, else ``OUTSIDE_SHARE``): the time after goes to their plan brought closer,
-    its exchanges and the rounds, which read it back once the model is built."""
+    its exchanges and the rounds, which read it back once the model is built. Never later than
+    :data:`AHEAD_MARGIN_SHARE` of that time before the portfolio stops waiting for them (its share
+    of the search's time from the search's start): a stage that runs slower than its estimate
+    brings the search's end forward, and an answer after that wait is lost whole."""
     build_s = estimate.floor_s if built else estimate.build_s
-    before_search = clock.elapsed() + build_s
-    search_ends = deadline - kept_after_search_s(before_search, estimate, explain_budget_s(policy), limit_s)
+    now = time.perf_counter()
+    searched_from = now + build_s
+    search_ends = deadline - kept_after_search_s(
+        clock.elapsed() + build_s, estimate, explain_budget_s(policy), limit_s
+    )
     share = (
         ROUNDS_OUTSIDE_SHARE if len(problem.request.inventory.nodes) < ROUNDS_BELOW_NODES else OUTSIDE_SHARE
     )
-    now = time.perf_counter()
-    return now + share * max(0.0, search_ends - now)
+    window = max(0.0, search_ends - now)
+    waited_until = searched_from + share * max(0.0, search_ends - searched_from)
+    return min(now + share * window, waited_until - AHEAD_MARGIN_SHARE * window)
 
 
 def build(

@@ -8,6 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
+# Before any test module imports gRPC, as the service's entry points do: the service turns gRPC
+# core's fork handlers off before gRPC starts (solver/service/__init__.py), which a solve's forked
+# child needs (solver.domain.forked).
+import solver.service  # noqa: F401
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(

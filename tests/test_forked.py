@@ -15,6 +15,8 @@ from solver.compile import compile_model
 from solver.domain.forked import Forked
 from solver.reduce.chain import problem_of, rewrite
 from solver.search.floor import Floor
+from solver.service.client import solve_remote
+from solver.service.server import serve
 from tests import kit
 
 
@@ -82,13 +84,36 @@ def test_the_orders_ahead_give_the_floor_the_plan_the_orders_give_on_its_own_thr
     assert not ahead.running()
 
 
-def test_where_the_orders_go_first_they_run_in_a_child_the_solve_reaps(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """From ``OUTSIDE_FIRST_NODES`` nodes, with a core to spare, the orders are forked before the
-    model is built; the answer is the pipeline's, verified; no child outlives the solve."""
-    request = kit.request(kit.cluster(4), [kit.job(f"j{k}", 1 + k % 4, priority=k % 2) for k in range(8)])
-    pids = tmp_path / "pids"
+def _floor(request):
+    problem = problem_of(request)
+    compiled = compile_model(problem, request.policy)
+    return problem, compiled, Floor(problem, compiled)
+
+
+def test_a_child_that_died_leaves_the_orders_to_the_floors_own_thread() -> None:
+    request = _request()
+    problem, compiled, floor = _floor(request)
+    ahead = Forked.start(lambda: 1 / 0)
+    found = fallback.FloorOrders(problem, compiled, floor, request, ahead)(time.perf_counter() + 30)
+    here = fallback.FloorOrders(problem, compiled, floor, request)(time.perf_counter() + 30)
+    assert ahead is not None and ahead.error == "ZeroDivisionError: division by zero"
+    assert found is not None and here is not None and found.values == here.values
+
+
+def test_a_child_still_at_work_when_the_wait_ends_gives_nothing_and_is_killed() -> None:
+    request = _request()
+    problem, compiled, floor = _floor(request)
+    ahead = Forked.start(lambda: time.sleep(30))
+    assert ahead is not None
+    pid = ahead._pid
+    started = time.perf_counter()
+    assert fallback.FloorOrders(problem, compiled, floor, request, ahead)(started + 0.3) is None
+    assert time.perf_counter() - started < 5
+    assert pid is not None and _gone(pid)
+
+
+def _pids_of_orders(monkeypatch: pytest.MonkeyPatch, pids: Path) -> None:
+    """Every process that draws the fallback's orders writes its pid to ``pids``."""
     real = fallback.best_of_orders
 
     def best_of_orders(request, ends):
@@ -99,9 +124,19 @@ def test_where_the_orders_go_first_they_run_in_a_child_the_solve_reaps(
     monkeypatch.setattr(fallback, "best_of_orders", best_of_orders)
     monkeypatch.setattr(pipeline, "OUTSIDE_FIRST_NODES", 1)
     monkeypatch.setattr(pipeline, "spare_core", lambda policy: True)
+
+
+def test_where_the_orders_go_first_they_run_in_a_child_the_solve_reaps(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """From ``OUTSIDE_FIRST_NODES`` nodes, with a core to spare, the orders are forked before the
+    model is built; the answer is the pipeline's, verified; no child outlives the solve."""
+    request = kit.request(kit.cluster(4), [kit.job(f"j{k}", 1 + k % 4, priority=k % 2) for k in range(8)])
+    pids = tmp_path / "pids"
+    _pids_of_orders(monkeypatch, pids)
     result = pipeline.solve(request)
     assert sum(j.placed for j in result.jobs) >= 1
-    (pid,) = (int(line) for line in pids.read_text().split())
+    (pid,) = (int(line) for line in pids.read_text().split())  # drawn once: not again in the parent
     assert pid != os.getpid() and _gone(pid)
 
     # Without a spare core nothing is forked, and the orders are drawn on no thread either.
@@ -109,3 +144,23 @@ def test_where_the_orders_go_first_they_run_in_a_child_the_solve_reaps(
     monkeypatch.setattr(pipeline, "spare_core", lambda policy: False)
     pipeline.solve(request)
     assert not pids.exists()
+
+
+def test_a_served_call_gets_its_orders_from_the_child(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Over gRPC too: a server's threads are inside gRPC when a call forks, and gRPC core's own fork
+    handlers then killed the child (SIGSEGV) in one fork out of a few; the service turns them off
+    (solver/service/__init__.py), so the child answers and the orders are drawn once, in it."""
+    request = kit.request(kit.cluster(4), [kit.job(f"j{k}", 1 + k % 4, priority=k % 2) for k in range(8)])
+    pids = tmp_path / "pids"
+    _pids_of_orders(monkeypatch, pids)
+    running = serve("127.0.0.1", 0)
+    try:
+        for _ in range(3):
+            result = solve_remote(f"127.0.0.1:{running.port}", request, timeout_s=30)
+            assert sum(j.placed for j in result.jobs) >= 1
+    finally:
+        running.stop()
+    drawn = [int(line) for line in pids.read_text().split()]
+    assert len(drawn) == 3 and os.getpid() not in drawn and all(_gone(pid) for pid in drawn)

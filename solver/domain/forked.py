@@ -41,6 +41,7 @@ class Forked(Generic[T]):
         self._data = bytearray()
         self._done = False  # the child's answer has been read whole (or it died without one)
         self._value: T | None = None
+        self.error: str | None = None  # why the child ended without an answer, when it did
 
     @classmethod
     def start(cls, work: Callable[[], T]) -> Forked[T] | None:
@@ -54,7 +55,11 @@ class Forked(Generic[T]):
             try:
                 os.close(read)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)  # a terminal's ^C ends it at once
-                data = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
+                try:
+                    answer: tuple[bool, object] = (True, work())
+                except Exception as exc:  # said to the parent, which carries on without it
+                    answer = (False, f"{type(exc).__name__}: {exc}")
+                data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
                 view = memoryview(data)
                 while view:
                     view = view[os.write(write, view) :]
@@ -100,8 +105,15 @@ class Forked(Generic[T]):
         assert self._pid is not None
         _, status = os.waitpid(self._pid, 0)
         self._pid = None
-        if os.waitstatus_to_exitcode(status) == 0:
-            self._value = pickle.loads(bytes(self._data))
+        code = os.waitstatus_to_exitcode(status)
+        if code == 0:
+            ok, value = pickle.loads(bytes(self._data))
+            if ok:
+                self._value = value
+            else:
+                self.error = value
+        else:
+            self.error = f"the child ended with {code} before it answered"
         self._data = bytearray()
         self._done = True
         self.stop()

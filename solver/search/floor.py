@@ -783,6 +783,8 @@ Outside = Callable[[float], "Candidate | None"]
 # Its share of the time the search runs when it is drawn first; the class placers drawn meanwhile and
 # their repairs have the rest (after its plan is brought closer). At 16,384 nodes x 500 jobs, seed 3,
 # its orders started 352-354 jobs in 3 s (half a 15 s call's search) and 356 in 6 s (session 33).
+# Where they already run in a process of their own (solver.fallback.orders_ahead), it is how long
+# their plan is waited for.
 OUTSIDE_SHARE = 0.75
 # A floor plan and a deadline -> the plan with its gangs under lower switches, ranking higher, or
 # None (``solver.search.closer.brought_closer``, given by the pipeline).
