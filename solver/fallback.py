@@ -62,6 +62,7 @@ from solver.domain.model import (
     StageTiming,
     TierValue,
 )
+from solver.reduce.chain import rewrite
 from solver.reduce.normalise import Normalised
 from solver.search.floor import Candidate, Floor, refused_first
 from solver.search.previous import from_previous
@@ -195,21 +196,24 @@ def unsearched(
     estimate: Estimate | str,
     model_size: ModelSize | None = None,
     nodes_sent: int | None = None,
+    ahead: Forked[tuple[JobResult, ...]] | None = None,
 ) -> SolveResult:
     """``request`` (validated, policy chains applied) placed by :data:`FIRST_FIT` before
     ``deadline`` (``time.perf_counter()``) less the time its answer needs, verified, timed on
     ``clock``; see the module docstring. ``estimate``: why no model was built (the estimate, or a
     sentence). ``nodes_sent``: the caller sent more nodes than ``request`` holds, and only these
     were read in time (``solver.service.partial``): the plan uses the first nodes only, and its
-    ``plan_source`` says how many of how many."""
+    ``plan_source`` says how many of how many. ``ahead``: the queue's orders already at work in a
+    process of their own (:func:`orders_ahead`, until :func:`placing_ends`): this process draws
+    a second stream of orders meanwhile, and the better plan answers (:func:`_with_ahead`)."""
     why = estimate if isinstance(estimate, str) else estimate.why(deadline - time.perf_counter())
     with clock.stage("fallback"):
         nodes = len(request.inventory.nodes)
-        ends = deadline - answer_s(nodes, len(request.jobs))
+        ends = placing_ends(request, deadline)
         if ends - time.perf_counter() < PLACER_SETUP_S_PER_NODE * nodes:
             ends = 0.0  # no time even for the placer's indexes: it hands back every job untried
         measure_nodes(request)  # the answer measures its plan's nodes only
-        greedy = best_of_orders(request, ends)
+        greedy = best_of_orders(request, ends) if ahead is None else _with_ahead(request, ends, ahead)
         source = f"unsearched:{FIRST_FIT.name}"
         if nodes_sent is not None and nodes_sent > nodes:
             source += f":read-{nodes}-of-{nodes_sent}-nodes"
@@ -254,7 +258,7 @@ class _Kept(NamedTuple):
     jobs: tuple[JobResult, ...]
 
 
-def best_of_orders(request: SolveRequest, ends: float) -> tuple[JobResult, ...]:
+def best_of_orders(request: SolveRequest, ends: float, *, stream: int = 0) -> tuple[JobResult, ...]:
     """The best plan :data:`FIRST_FIT` places before ``ends`` (``time.perf_counter()``), over the
     orders :func:`next_order` draws while there is time: the most placed work, level by level as
     the model's tiers, then the most jobs, kept (of equals, the earlier order). An order already
@@ -262,9 +266,11 @@ def best_of_orders(request: SolveRequest, ends: float) -> tuple[JobResult, ...]:
     short is dropped: it may lead on the top levels only because the jobs after went untried, and
     105 jobs fewer for a few more top-level GPUs is not a plan an operator would call better (a 2 s
     call at 16,384 nodes, session 16). At 16,384 nodes x 500 jobs an order takes 0.5-1 s. The
-    plans that lead are then exchanged (:func:`_exchanged`, ``solver.baselines.exchange``)."""
+    plans that lead are then exchanged (:func:`_exchanged`, ``solver.baselines.exchange``).
+    ``stream`` 0 starts from the queue's own order; another, from the first of its own shuffles
+    (:func:`shuffled_orders`), for a process drawing orders beside the first."""
     start = Start.of(request.inventory)
-    shuffles = islice(shuffled_orders(request), MAX_DRAWS)
+    shuffles = islice(shuffled_orders(request, stream), MAX_DRAWS)
     tried: set[tuple[int, ...]] = set()
     plans: list[_Kept] = []  # every order's plan that ran to its end
     # An order is started only when it could end before the orders must stop, if it takes as long
@@ -284,7 +290,7 @@ def best_of_orders(request: SolveRequest, ends: float) -> tuple[JobResult, ...]:
     # from 919 to 1015.)
     reserve = longest = 0.0
     work = _work_tiers(request)
-    order: list[int] | None = by_priority(request, range(len(request.jobs)))
+    order: list[int] | None = by_priority(request, range(len(request.jobs))) if not stream else next(shuffles)
     while order is not None and len(tried) < MAX_ORDERS:
         stop = ends - reserve
         if plans and (time.perf_counter() + last >= stop or _all_placed(_best(plans).key, request)):
@@ -344,14 +350,52 @@ class FloorOrders:
         return None if back is None else Candidate(f"{FIRST_FIT.name}-orders", back.plan, back.values)
 
 
-def orders_ahead(request: SolveRequest, ends: float) -> Forked[tuple[JobResult, ...]] | None:
+def orders_ahead(
+    request: SolveRequest, ends: float, *, rewritten: bool = True
+) -> Forked[tuple[JobResult, ...]] | None:
     """:func:`best_of_orders` of ``request`` until ``ends``, started now in a forked process
-    (``solver.domain.forked``), for :class:`FloorOrders` to read back once the model is built. On a
-    thread they shared the interpreter with the model's build and the search's Python: at 16,384
-    nodes x 500 jobs, cold, a 15 s call's orders started after compile and the floor (5.6 s in) and
-    had 4 s of a shared core; forked after normalising, they have a core of their own from 1.5 s.
-    None where processes cannot be forked."""
-    return Forked.start(partial(best_of_orders, request, ends))
+    (``solver.domain.forked``): for :class:`FloorOrders` to read back once the model is built, or
+    for :func:`unsearched` to answer with. On a thread they shared the interpreter with the model's
+    build and the search's Python: at 16,384 nodes x 500 jobs, cold, a 15 s call's orders started
+    after compile and the floor (5.6 s in) and had 4 s of a shared core; forked after normalising,
+    they have a core of their own from 1.5 s. Not ``rewritten``: a request whose policy chains are
+    still to be applied (started before it is validated, the child applies them; a request that is
+    not valid ends the child without an answer). None where processes cannot be forked."""
+    return Forked.start(partial(_queue_orders, request, ends, rewritten))
+
+
+def _queue_orders(request: SolveRequest, ends: float, rewritten: bool) -> tuple[JobResult, ...]:
+    return best_of_orders(request if rewritten else rewrite(request), ends)
+
+
+# What the plan of the orders ahead costs to come back, kept from their time: pickled, piped and read
+# back (500 jobs: 3-6 ms each way at 4,096-16,384 nodes, session 37), the child scheduled again.
+AHEAD_RETURN_S = 0.03
+
+
+def placing_ends(request: SolveRequest, deadline: float) -> float:
+    """When :func:`unsearched`'s placer must stop for its answer to leave by ``deadline``; the orders
+    ahead that it answers with stop :data:`AHEAD_RETURN_S` before."""
+    return deadline - answer_s(len(request.inventory.nodes), len(request.jobs))
+
+
+def _with_ahead(
+    request: SolveRequest, ends: float, ahead: Forked[tuple[JobResult, ...]]
+) -> tuple[JobResult, ...]:
+    """The better plan of two processes, the child's on ties: the queue's orders in the child
+    (``ahead``: the queue order, its lifts, shuffles), the shuffles of a second stream here, both
+    until ``ends``. Two orders drawn at once where one was: a cold 1 s call at 4,096 nodes x 500
+    jobs has time for one order and a half after validating (0.29 s of it), and the lifted second
+    order is the one that places the top priority's work on seed 3 (919 -> 1015 GPUs). When the
+    child has died already (a fork under gRPC's own fork handlers can), the queue's orders here."""
+    if ahead.result(time.perf_counter()) is None and ahead.error is not None:
+        return best_of_orders(request, ends)
+    own = best_of_orders(request, ends, stream=1)
+    theirs = ahead.result(ends)
+    ahead.stop()
+    if theirs is None or ranking(request, own) > ranking(request, theirs):
+        return own
+    return theirs
 
 
 def _work_tiers(request: SolveRequest) -> int:
@@ -420,9 +464,10 @@ def by_priority(request: SolveRequest, rank: Iterable[int]) -> list[int]:
     return sorted(at, key=lambda j: (-request.jobs[j].priority, at[j]))
 
 
-def shuffled_orders(request: SolveRequest) -> Iterator[list[int]]:
-    """Seeded shuffles of each priority's jobs, as a queue's ties could fall."""
-    draw = random.Random(f"{request.policy.seed}/{request.request_id}")
+def shuffled_orders(request: SolveRequest, stream: int = 0) -> Iterator[list[int]]:
+    """Seeded shuffles of each priority's jobs, as a queue's ties could fall; ``stream``: another
+    sequence of them, for orders drawn beside the first (:func:`_with_ahead`)."""
+    draw = random.Random(f"{request.policy.seed}/{request.request_id}" + (f"/{stream}" if stream else ""))
     while True:
         rank = list(range(len(request.jobs)))
         draw.shuffle(rank)

@@ -48,7 +48,7 @@ from solver.domain.model import (
     TierValue,
 )
 from solver.domain.validate import unfit_jobs, validate
-from solver.fallback import COMPILE_LATE, NORMALISE_LATE, unsearched
+from solver.fallback import COMPILE_LATE, NORMALISE_LATE
 from solver.reduce.chain import problem_of, rewrite
 from solver.reduce.normalise import Normalised
 from solver.reduce.pools import Pools
@@ -158,6 +158,11 @@ ROUNDS_OUTSIDE_SHARE = 0.5
 # 16,384 nodes, with their own share of the time alone, their plan came 0.19 s before that wait
 # ended (session 37).
 AHEAD_MARGIN_SHARE = 0.1
+# The fallback's orders get a process of their own where it answers (orders_before_validating,
+# unsearched_with_orders) only when one order is predicted to cost at least this: at 4,096 nodes x 500
+# jobs about 0.37 s, at 1,024 x 200 0.06 s (where the fork and the plan's way back would be a fifth
+# of an order).
+AHEAD_LEAST_ORDER_S = 0.1
 # With a spare core the floor's own stage stops sooner, the rest of its placers drawn beside the
 # search: at 1,024 nodes x 200 jobs, 5 s, a floor stage of half the window left the search too little
 # to prove any priority level (session 11).
@@ -257,10 +262,15 @@ def solve(
 
 def _solve(request: SolveRequest, *, deadline_s: float | None = None) -> SolveResult:
     clock = Stopwatch()
-    unfit = validated(request, clock)
-    if unfit:
-        return solve_without_unfit(request, unfit, clock, deadline_s)
-    return solve_valid(request, clock, deadline_s)
+    early = orders_before_validating(request, clock, deadline_s)
+    try:
+        unfit = validated(request, clock)
+        if unfit:
+            return solve_without_unfit(request, unfit, clock, deadline_s)
+        return solve_valid(request, clock, deadline_s, early)
+    finally:
+        if early is not None:
+            early.stop()
 
 
 def validated(request: SolveRequest, clock: Stopwatch) -> dict[int, tuple[Problem, ...]]:
@@ -275,15 +285,21 @@ def validated(request: SolveRequest, clock: Stopwatch) -> dict[int, tuple[Proble
     return unfit
 
 
-def solve_valid(request: SolveRequest, clock: Stopwatch, deadline_s: float | None = None) -> SolveResult:
-    """:func:`solve` of a validated request in which every member fits some node."""
+def solve_valid(
+    request: SolveRequest,
+    clock: Stopwatch,
+    deadline_s: float | None = None,
+    early: Forked[tuple[JobResult, ...]] | None = None,
+) -> SolveResult:
+    """:func:`solve` of a validated request in which every member fits some node. ``early``: the
+    fallback's orders forked before it was validated (:func:`orders_before_validating`)."""
     if request.policy.batch_order == BatchOrder.LARGEST_FIRST and len(request.jobs) > 1:
         return solve_largest_first(request, clock, deadline_s=deadline_s)
     if request.policy.batch_order == BatchOrder.BEST_OF_ORDERS and len(request.jobs) > 1:
         return solve_best_of_orders(request, clock, deadline_s=deadline_s)
     if (one_pod(request) or one_gang(request)) and (single := solve_single(request, clock)) is not None:
         return single
-    plan = search_valid(request, clock, deadline_s)
+    plan = search_valid(request, clock, deadline_s, early)
     if isinstance(plan, SolveResult):  # answered without a model (solver.fallback)
         return plan
     with clock.stage("explain"):
@@ -366,14 +382,17 @@ class Searched:
 
 
 def search_valid(
-    request: SolveRequest, clock: Stopwatch, deadline_s: float | None = None
+    request: SolveRequest,
+    clock: Stopwatch,
+    deadline_s: float | None = None,
+    early: Forked[tuple[JobResult, ...]] | None = None,
 ) -> Searched | SolveResult:
     """A joint solve of a validated request (every member fits some node) up to its decoded plan;
-    the whole answer when there was no time to build the model (``solver.fallback``)."""
-    limit = request.policy.time_limit_s
-    if deadline_s is not None:
-        limit = min(limit, deadline_s)
-    deadline = clock.started + limit * (1 - DEADLINE_MARGIN_SHARE) - DEADLINE_MARGIN_S  # end to end
+    the whole answer when there was no time to build the model (``solver.fallback``), with the
+    orders forked ``early`` where there are some."""
+    limit = call_limit_s(request, deadline_s)
+    deadline = call_deadline(request, clock, deadline_s)  # end to end
+    unsearched = partial(unsearched_with_orders, early=early)
     with clock.stage("normalise"):
         # Policy chains become tiers and member rules; from here on the rewritten request is the
         # request (the verifier checks against it too, so the chains' filters are checked as well).
@@ -416,6 +435,8 @@ def search_valid(
             shelf.put(problem, request.policy, compiled)
         why = estimate.why_unsearched(search_s, least)
         return unsearched(request, clock, deadline, why, model_size(problem, compiled))
+    if early is not None:  # forked for an answer without a model, until too late for this one
+        early.stop()
     # Where the fallback's orders are drawn first, they start now, in a process of their own, while
     # the model is built (solver.fallback.orders_ahead).
     ahead = (
@@ -450,8 +471,10 @@ def search_model(
     late. ``ahead``: the fallback's orders already running beside it."""
     if compiled is None:
         compiled = build(problem, request, estimate, clock, deadline)
-        if compiled is None:
-            return unsearched(request, clock, deadline, COMPILE_LATE, model_size(problem, None))
+        if compiled is None:  # the orders ahead, when there are some, answer with it
+            return unsearched_with_orders(
+                request, clock, deadline, COMPILE_LATE, model_size(problem, None), early=ahead
+            )
     size = model_size(problem, compiled)
     cancellation.check()
 
@@ -574,6 +597,76 @@ def search_model(
         # served 4,096-node call they took 0.32 s, 2.5x their idle time, where 0.19 s was kept.
         explain_until=deadline - max(0.25 * before_search, estimate.answer_s),
     )
+
+
+def call_limit_s(request: SolveRequest, deadline_s: float | None) -> float:
+    """The call's time: the policy's limit, or the caller's deadline when sooner."""
+    limit = request.policy.time_limit_s
+    return limit if deadline_s is None else min(limit, deadline_s)
+
+
+def call_deadline(request: SolveRequest, clock: Stopwatch, deadline_s: float | None) -> float:
+    """When the answer must be ready (``time.perf_counter()``): the call's time from its start, less
+    what is kept back for the reply (:data:`DEADLINE_MARGIN_S`, :data:`DEADLINE_MARGIN_SHARE`)."""
+    limit = call_limit_s(request, deadline_s)
+    return clock.started + limit * (1 - DEADLINE_MARGIN_SHARE) - DEADLINE_MARGIN_S
+
+
+def ahead_worth(request: SolveRequest) -> bool:
+    """Whether the fallback's orders are worth a process of their own for the answer without a model:
+    one order costs at least :data:`AHEAD_LEAST_ORDER_S`."""
+    nodes, jobs = len(request.inventory.nodes), len(request.jobs)
+    return jobs > 1 and fallback.placing_s(nodes, jobs, 1) >= AHEAD_LEAST_ORDER_S
+
+
+def orders_before_validating(
+    request: SolveRequest, clock: Stopwatch, deadline_s: float | None
+) -> Forked[tuple[JobResult, ...]] | None:
+    """The fallback's orders forked before ``request`` is validated, where the answer will be
+    theirs: normalising is predicted not to start after validating (``fallback.normalise_until``),
+    so no model is built, and the orders run until the fallback's placer must stop
+    (``fallback.placing_ends``) while this process validates. A cold 1 s call at 4,096 nodes x 500
+    jobs spends 0.29 s validating, and its orders then had time for one order and a half. None
+    without a spare core, for a batch placed one job at a time or a request of one job (the
+    enumerators answer those), where an order costs little (:func:`ahead_worth`), or where the
+    model may be built."""
+    if (
+        not spare_core(request.policy)
+        or request.policy.batch_order in (BatchOrder.LARGEST_FIRST, BatchOrder.BEST_OF_ORDERS)
+        or not ahead_worth(request)
+    ):
+        return None
+    deadline = call_deadline(request, clock, deadline_s)
+    nodes = len(request.inventory.nodes)
+    validating = cost.VALIDATE_S_PER_NODE * nodes * cost.PACE.ratio()
+    if fallback.normalise_until(nodes, len(request.jobs), deadline) > time.perf_counter() + validating:
+        return None
+    ends = fallback.placing_ends(request, deadline) - fallback.AHEAD_RETURN_S
+    return fallback.orders_ahead(request, ends, rewritten=False)
+
+
+def unsearched_with_orders(
+    request: SolveRequest,
+    clock: Stopwatch,
+    deadline: float,
+    why: cost.Estimate | str,
+    size: ModelSize | None = None,
+    *,
+    early: Forked[tuple[JobResult, ...]] | None = None,
+) -> SolveResult:
+    """``fallback.unsearched`` with the fallback's queue orders in a process beside it: those forked
+    ``early``, else forked now where a core is spare and an order is worth it (:func:`ahead_worth`;
+    a 5 s call at 16,384 nodes x 500 jobs, cold, answers so after normalising for 2 s)."""
+    ahead = early
+    if ahead is None and spare_core(request.policy) and ahead_worth(request):
+        ahead = fallback.orders_ahead(
+            request, fallback.placing_ends(request, deadline) - fallback.AHEAD_RETURN_S
+        )
+    try:
+        return fallback.unsearched(request, clock, deadline, why, size, ahead=ahead)
+    finally:
+        if ahead is not None:
+            ahead.stop()
 
 
 def explain_budget_s(policy: Policy) -> float:

@@ -220,7 +220,7 @@ def test_the_jobs_an_order_refused_go_first_in_the_next(monkeypatch: pytest.Monk
             return real.plan(request, ends, **orders)  # type: ignore[arg-type]
 
     monkeypatch.setattr(fallback, "FIRST_FIT", Noting())
-    monkeypatch.setattr(fallback, "shuffled_orders", lambda request: iter(()))
+    monkeypatch.setattr(fallback, "shuffled_orders", lambda request, stream=0: iter(()))
     kept = fallback.best_of_orders(request, time.perf_counter() + 30)
     assert {j.job_id for j in kept if j.placed} == {"big-a", "big-b"}
     assert tried[:3] == [

@@ -12,6 +12,7 @@ import pytest
 import solver.solve as pipeline
 from solver import fallback
 from solver.compile import compile_model
+from solver.domain.errors import InvalidRequest
 from solver.domain.forked import Forked
 from solver.reduce.chain import problem_of, rewrite
 from solver.search.floor import Floor
@@ -164,3 +165,69 @@ def test_a_served_call_gets_its_orders_from_the_child(
         running.stop()
     drawn = [int(line) for line in pids.read_text().split()]
     assert len(drawn) == 3 and os.getpid() not in drawn and all(_gone(pid) for pid in drawn)
+
+
+def _streams_of_orders(monkeypatch: pytest.MonkeyPatch, drawn: Path) -> None:
+    """Every process that draws the fallback's orders writes its pid and stream to ``drawn``."""
+    real = fallback.best_of_orders
+
+    def best_of_orders(request, ends, *, stream=0):
+        with drawn.open("a") as out:
+            out.write(f"{os.getpid()} {stream}\n")
+        return real(request, ends, stream=stream)
+
+    monkeypatch.setattr(fallback, "best_of_orders", best_of_orders)
+    monkeypatch.setattr(pipeline, "spare_core", lambda policy: True)
+    monkeypatch.setattr(pipeline, "AHEAD_LEAST_ORDER_S", 0.0)
+
+
+def test_where_normalising_cannot_start_the_orders_are_forked_before_validating_beside_a_second_stream(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The answer will be the fallback's: the queue's orders run in a child from the call's start,
+    this process draws a second stream of orders once validated, and the better plan answers."""
+    request = kit.request(kit.cluster(4), [kit.job(f"j{k}", 1 + k % 4, priority=k % 2) for k in range(8)])
+    drawn = tmp_path / "drawn"
+    _streams_of_orders(monkeypatch, drawn)
+    monkeypatch.setattr(fallback, "normalise_until", lambda nodes, jobs, deadline: 0.0)
+    forked: list[Forked] = []
+    real_start = Forked.start
+
+    def start(work):
+        forked.append(real_start(work))
+        return forked[-1]
+
+    monkeypatch.setattr(Forked, "start", staticmethod(start))
+    result = pipeline.solve(request)
+    assert result.plan_source == "unsearched:first-fit"
+    assert sum(j.placed for j in result.jobs) == len(request.jobs)
+    rows = sorted(tuple(int(x) for x in line.split()) for line in drawn.read_text().splitlines())
+    (child, stream0), (here, stream1) = sorted(rows, key=lambda r: r[1])
+    assert (stream0, stream1) == (0, 1) and here == os.getpid() != child and _gone(child)
+    (ahead,) = forked
+    assert ahead.error is None and not ahead.running()
+
+    # An invalid request is said so, and its child is stopped with the call.
+    drawn.unlink()
+    forked.clear()
+    bad = request.model_copy(update={"jobs": (*request.jobs, request.jobs[0])})  # a job id twice
+    with pytest.raises(InvalidRequest):
+        pipeline.solve(bad)
+    (ahead,) = forked
+    assert not ahead.running()
+
+
+def test_the_second_stream_answers_when_it_ranks_higher_and_the_queue_orders_when_the_child_died() -> None:
+    request = _request()
+    far = time.perf_counter() + 60
+    queue = fallback.best_of_orders(request, far)
+    nothing = tuple(j.model_copy(update={"placed": False, "members": ()}) for j in queue)
+    # A child whose plan ranks below this process's second stream: the second stream answers.
+    ahead = Forked.start(lambda: nothing)
+    assert ahead is not None
+    assert fallback._with_ahead(request, far, ahead) == fallback.best_of_orders(request, far, stream=1)
+    # A child that died before: the queue's own orders, drawn here.
+    ahead = Forked.start(lambda: 1 / 0)
+    assert ahead is not None
+    ahead.result(time.perf_counter() + 30)
+    assert fallback._with_ahead(request, far, ahead) == queue

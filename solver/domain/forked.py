@@ -73,9 +73,9 @@ class Forked(Generic[T]):
         """The child's answer, waiting for it up to ``until`` (``time.perf_counter()``); None when it
         has not answered by then or ended without an answer (an error, a kill)."""
         while not self._done and self._fd is not None:
-            left = until - time.perf_counter()
-            if left <= 0:
-                return None
+            # Looked at once even when ``until`` has passed: an answer (or an end) already there is
+            # taken.
+            left = max(0.0, until - time.perf_counter())
             ready, _, _ = select.select([self._fd], [], [], left)
             if not ready:
                 return None
