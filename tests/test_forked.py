@@ -49,6 +49,15 @@ def test_the_child_answers_with_what_the_call_returns_in_the_parent() -> None:
     assert ahead.result(time.perf_counter()) is jobs  # read once, kept
 
 
+def test_an_answer_larger_than_a_pipe_is_read_whole_once_it_has_begun_to_come() -> None:
+    """The child writes what a pipe holds (64 KiB) and waits for this side to read on; asked when
+    its deadline has passed, this side still reads the answer to its end."""
+    ahead = Forked.start(lambda: b"x" * (2 << 20))
+    assert ahead is not None
+    time.sleep(0.5)  # the child has answered as far as the pipe takes it
+    assert ahead.result(time.perf_counter()) == b"x" * (2 << 20)
+
+
 def test_a_child_that_has_not_answered_by_the_deadline_is_not_waited_for_and_is_killed() -> None:
     ahead = Forked.start(lambda: time.sleep(30))
     assert ahead is not None

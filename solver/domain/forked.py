@@ -30,6 +30,9 @@ T = TypeVar("T")
 
 # How much of the child's answer is read at a time.
 _CHUNK = 1 << 20
+# How long an answer that has begun to come is waited for past the caller's deadline, between two
+# reads: the child is writing it then, milliseconds for a plan.
+READ_ON_S = 0.1
 
 
 class Forked(Generic[T]):
@@ -74,9 +77,14 @@ class Forked(Generic[T]):
         has not answered by then or ended without an answer (an error, a kill)."""
         while not self._done and self._fd is not None:
             # Looked at once even when ``until`` has passed: an answer (or an end) already there is
-            # taken.
-            left = max(0.0, until - time.perf_counter())
-            ready, _, _ = select.select([self._fd], [], [], left)
+            # taken. Once it has begun to come, it is read to its end past ``until`` (by
+            # :data:`READ_ON_S` at most): a pipe holds 64 KiB, a 500-job plan is 130-180 KiB, and
+            # the child writes the rest only as this side reads (a 1 s call at 4,096 nodes lost
+            # its child's plan, the better one, to a look that found its first 64 KiB).
+            left = until - time.perf_counter()
+            if self._data:
+                left = max(left, READ_ON_S)
+            ready, _, _ = select.select([self._fd], [], [], max(0.0, left))
             if not ready:
                 return None
             chunk = os.read(self._fd, _CHUNK)
