@@ -332,19 +332,18 @@ class FloorOrders:
     def __call__(self, ends: float) -> Candidate | None:
         """None, at once, when the time to ``ends`` cannot pay for the placer's indexes and one
         order (its indexes are not cut short: at 16,384 nodes they would hold the search's answer
-        back by 0.4 s). With the orders ahead, their plan, waited for up to ``ends`` (None when it has
-        not come by then); drawn here as without them when their process ended without one."""
+        back by 0.4 s). With the orders ahead, the better of their plan and a second stream's drawn
+        here meanwhile (:func:`_with_ahead`: this thread waited idle for the child before, and at
+        8,192 nodes the search's core waits for the same plan)."""
         request = self.request
-        jobs = None
         if self.ahead is not None:
-            jobs = self.ahead.result(ends)
-            self.ahead.stop()
-            if jobs is None and self.ahead.error is None:
-                return None  # still at work when the time was over
-        if jobs is None:
-            if ends - time.perf_counter() < placing_s(len(request.inventory.nodes), len(request.jobs), 1):
-                return None
+            jobs = _with_ahead(request, ends, self.ahead)
+        elif ends - time.perf_counter() < placing_s(len(request.inventory.nodes), len(request.jobs), 1):
+            return None
+        else:
             jobs = best_of_orders(self.request, ends)
+        if not any(job.placed for job in jobs):
+            return None
         ids = [job.id for job in self.request.jobs]
         back = from_previous(self.problem, self.compiled, self.floor, jobs, ids)
         return None if back is None else Candidate(f"{FIRST_FIT.name}-orders", back.plan, back.values)
@@ -383,19 +382,24 @@ def _with_ahead(
     request: SolveRequest, ends: float, ahead: Forked[tuple[JobResult, ...]]
 ) -> tuple[JobResult, ...]:
     """The better plan of two processes, the child's on ties: the queue's orders in the child
-    (``ahead``: the queue order, its lifts, shuffles), the shuffles of a second stream here, both
-    until ``ends``. Two orders drawn at once where one was: a cold 1 s call at 4,096 nodes x 500
-    jobs has time for one order and a half after validating (0.29 s of it), and the lifted second
-    order is the one that places the top priority's work on seed 3 (919 -> 1015 GPUs). When the
-    child has died already (a fork under gRPC's own fork handlers can), the queue's orders here."""
+    (``ahead``: the queue order, its lifts, shuffles), the shuffles of a second stream here while
+    an order still fits before ``ends``. Two orders drawn at once where one was: a cold 1 s call at
+    4,096 nodes x 500 jobs has time for one order and a half after validating (0.29 s of it), and
+    the second stream's first shuffle starts the best order's 318 jobs on seed 1 where the queue's
+    orders start 316 (session 37). When the child has died already (a fork under gRPC's own fork
+    handlers can), the queue's orders here; when neither has a plan by ``ends``, every job untried."""
     if ahead.result(time.perf_counter()) is None and ahead.error is not None:
         return best_of_orders(request, ends)
-    own = best_of_orders(request, ends, stream=1)
+    nodes, jobs = len(request.inventory.nodes), len(request.jobs)
+    own = None
+    if ends - time.perf_counter() >= placing_s(nodes, jobs, 1):
+        own = best_of_orders(request, ends, stream=1)
     theirs = ahead.result(ends)
     ahead.stop()
-    if theirs is None or ranking(request, own) > ranking(request, theirs):
-        return own
-    return theirs
+    plans = [plan for plan in (theirs, own) if plan is not None]
+    if not plans:
+        return FIRST_FIT.plan(request, 0.0)  # past its deadline: every job untried, at once
+    return max(plans, key=lambda plan: ranking(request, plan))  # of equals, the first: the child's
 
 
 def _work_tiers(request: SolveRequest) -> int:

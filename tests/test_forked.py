@@ -14,8 +14,10 @@ from solver import fallback
 from solver.compile import compile_model
 from solver.domain.errors import InvalidRequest
 from solver.domain.forked import Forked
+from solver.domain.model import ReasonCode
 from solver.reduce.chain import problem_of, rewrite
 from solver.search.floor import Floor
+from solver.search.previous import from_previous
 from solver.service.client import solve_remote
 from solver.service.server import serve
 from tests import kit
@@ -80,100 +82,67 @@ def test_a_child_that_fails_answers_nothing_at_once() -> None:
     assert not ahead.running()
 
 
-def test_the_orders_ahead_give_the_floor_the_plan_the_orders_give_on_its_own_thread() -> None:
-    request = _request()
-    problem = problem_of(request)
-    compiled = compile_model(problem, request.policy)
-    floor = Floor(problem, compiled)
-    ahead = fallback.orders_ahead(request, time.perf_counter() + 60)
-    assert ahead is not None
-    found = fallback.FloorOrders(problem, compiled, floor, request, ahead)(time.perf_counter() + 30)
-    here = fallback.FloorOrders(problem, compiled, floor, request)(time.perf_counter() + 30)
-    assert found is not None and here is not None
-    assert found.values == here.values and found.plan == here.plan
-    assert not ahead.running()
-
-
 def _floor(request):
     problem = problem_of(request)
     compiled = compile_model(problem, request.policy)
     return problem, compiled, Floor(problem, compiled)
 
 
-def test_a_child_that_died_leaves_the_orders_to_the_floors_own_thread() -> None:
+def test_the_orders_ahead_give_the_floor_the_better_of_their_plan_and_a_second_stream() -> None:
+    """The floor gets the queue's orders from the child and a second stream's drawn meanwhile on its
+    own thread: the better of the two, read back, the child's on ties."""
+    request = _request()
+    problem, compiled, floor = _floor(request)
+    far = time.perf_counter() + 60
+    ahead = fallback.orders_ahead(request, far)
+    assert ahead is not None
+    found = fallback.FloorOrders(problem, compiled, floor, request, ahead)(time.perf_counter() + 30)
+    queue = fallback.best_of_orders(request, far)
+    second = fallback.best_of_orders(request, far, stream=1)
+    better = queue if fallback.ranking(request, queue) >= fallback.ranking(request, second) else second
+    back = from_previous(problem, compiled, floor, better, [j.id for j in request.jobs])
+    assert found is not None and back is not None
+    assert found.values == back.values and found.plan == back.plan
+    assert not ahead.running()
+
+
+def test_a_child_that_died_leaves_the_queues_orders_to_the_floors_own_thread() -> None:
     request = _request()
     problem, compiled, floor = _floor(request)
     ahead = Forked.start(lambda: 1 / 0)
+    assert ahead is not None
+    ahead.result(time.perf_counter() + 30)  # it has died
     found = fallback.FloorOrders(problem, compiled, floor, request, ahead)(time.perf_counter() + 30)
     here = fallback.FloorOrders(problem, compiled, floor, request)(time.perf_counter() + 30)
-    assert ahead is not None and ahead.error == "ZeroDivisionError: division by zero"
-    assert found is not None and here is not None and found.values == here.values
+    assert ahead.error == "ZeroDivisionError: division by zero"
+    assert found is not None and here is not None
+    assert found.values == here.values and found.plan == here.plan
 
 
-def test_a_child_still_at_work_when_the_wait_ends_gives_nothing_and_is_killed() -> None:
+def test_a_child_still_at_work_when_the_wait_ends_is_killed_and_the_second_stream_answers() -> None:
     request = _request()
     problem, compiled, floor = _floor(request)
     ahead = Forked.start(lambda: time.sleep(30))
     assert ahead is not None
     pid = ahead._pid
     started = time.perf_counter()
-    assert fallback.FloorOrders(problem, compiled, floor, request, ahead)(started + 0.3) is None
+    found = fallback.FloorOrders(problem, compiled, floor, request, ahead)(started + 0.5)
     assert time.perf_counter() - started < 5
     assert pid is not None and _gone(pid)
+    second = fallback.best_of_orders(request, time.perf_counter() + 60, stream=1)
+    back = from_previous(problem, compiled, floor, second, [j.id for j in request.jobs])
+    assert found is not None and back is not None and found.values == back.values
 
 
-def _pids_of_orders(monkeypatch: pytest.MonkeyPatch, pids: Path) -> None:
-    """Every process that draws the fallback's orders writes its pid to ``pids``."""
-    real = fallback.best_of_orders
-
-    def best_of_orders(request, ends):
-        with pids.open("a") as out:
-            out.write(f"{os.getpid()}\n")
-        return real(request, ends)
-
-    monkeypatch.setattr(fallback, "best_of_orders", best_of_orders)
-    monkeypatch.setattr(pipeline, "OUTSIDE_FIRST_NODES", 1)
-    monkeypatch.setattr(pipeline, "spare_core", lambda policy: True)
-
-
-def test_where_the_orders_go_first_they_run_in_a_child_the_solve_reaps(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """From ``OUTSIDE_FIRST_NODES`` nodes, with a core to spare, the orders are forked before the
-    model is built; the answer is the pipeline's, verified; no child outlives the solve."""
-    request = kit.request(kit.cluster(4), [kit.job(f"j{k}", 1 + k % 4, priority=k % 2) for k in range(8)])
-    pids = tmp_path / "pids"
-    _pids_of_orders(monkeypatch, pids)
-    result = pipeline.solve(request)
-    assert sum(j.placed for j in result.jobs) >= 1
-    (pid,) = (int(line) for line in pids.read_text().split())  # drawn once: not again in the parent
-    assert pid != os.getpid() and _gone(pid)
-
-    # Without a spare core nothing is forked, and the orders are drawn on no thread either.
-    pids.unlink()
-    monkeypatch.setattr(pipeline, "spare_core", lambda policy: False)
-    pipeline.solve(request)
-    assert not pids.exists()
-
-
-def test_a_served_call_gets_its_orders_from_the_child(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """Over gRPC too: a server's threads are inside gRPC when a call forks, and gRPC core's own fork
-    handlers then killed the child (SIGSEGV) in one fork out of a few; the service turns them off
-    (solver/service/__init__.py), so the child answers and the orders are drawn once, in it."""
-    request = kit.request(kit.cluster(4), [kit.job(f"j{k}", 1 + k % 4, priority=k % 2) for k in range(8)])
-    pids = tmp_path / "pids"
-    _pids_of_orders(monkeypatch, pids)
-    running = serve("127.0.0.1", 0)
-    try:
-        for _ in range(3):
-            result = solve_remote(f"127.0.0.1:{running.port}", request, timeout_s=30)
-            assert sum(j.placed for j in result.jobs) >= 1
-    finally:
-        running.stop()
-    drawn = [int(line) for line in pids.read_text().split()]
-    assert len(drawn) == 3 and os.getpid() not in drawn and all(_gone(pid) for pid in drawn)
+def test_with_no_time_for_an_order_and_no_answer_every_job_is_left_untried_at_once() -> None:
+    request = _request()
+    ahead = Forked.start(lambda: time.sleep(30))
+    assert ahead is not None
+    started = time.perf_counter()
+    jobs = fallback._with_ahead(request, started, ahead)
+    assert time.perf_counter() - started < 1
+    assert len(jobs) == len(request.jobs) and not any(j.placed for j in jobs)
+    assert all(j.reason is not None and j.reason.code == ReasonCode.TIME_LIMIT for j in jobs)
 
 
 def _streams_of_orders(monkeypatch: pytest.MonkeyPatch, drawn: Path) -> None:
@@ -188,6 +157,57 @@ def _streams_of_orders(monkeypatch: pytest.MonkeyPatch, drawn: Path) -> None:
     monkeypatch.setattr(fallback, "best_of_orders", best_of_orders)
     monkeypatch.setattr(pipeline, "spare_core", lambda policy: True)
     monkeypatch.setattr(pipeline, "AHEAD_LEAST_ORDER_S", 0.0)
+
+
+def _drawn(drawn: Path) -> list[tuple[int, int]]:
+    """(pid, stream) of every draw of the fallback's orders written to ``drawn``."""
+    return [
+        (int(pid), int(stream)) for pid, stream in (line.split() for line in drawn.read_text().splitlines())
+    ]
+
+
+def test_where_the_orders_go_first_they_run_in_a_child_the_solve_reaps(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """From ``OUTSIDE_FIRST_NODES`` nodes, with a core to spare, the queue's orders are forked
+    before the model is built, and the floor's thread draws the second stream; the answer is the
+    pipeline's, verified; no child outlives the solve."""
+    request = kit.request(kit.cluster(4), [kit.job(f"j{k}", 1 + k % 4, priority=k % 2) for k in range(8)])
+    drawn = tmp_path / "drawn"
+    _streams_of_orders(monkeypatch, drawn)
+    monkeypatch.setattr(pipeline, "OUTSIDE_FIRST_NODES", 1)
+    result = pipeline.solve(request)
+    assert sum(j.placed for j in result.jobs) >= 1
+    ((child, zero), (here, one)) = sorted(_drawn(drawn), key=lambda row: row[1])
+    assert (zero, one) == (0, 1) and here == os.getpid() != child and _gone(child)
+
+    # Without a spare core nothing is forked, and the orders are drawn on no thread either.
+    drawn.unlink()
+    monkeypatch.setattr(pipeline, "spare_core", lambda policy: False)
+    pipeline.solve(request)
+    assert not drawn.exists()
+
+
+def test_a_served_call_gets_the_queues_orders_from_the_child(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Over gRPC too: a server's threads are inside gRPC when a call forks, and gRPC core's own fork
+    handlers then killed the child (SIGSEGV) in one fork out of a few, the queue's orders then
+    drawn in the server; the service turns them off (solver/service/__init__.py), so every call's
+    queue orders are drawn in its child."""
+    request = kit.request(kit.cluster(4), [kit.job(f"j{k}", 1 + k % 4, priority=k % 2) for k in range(8)])
+    drawn = tmp_path / "drawn"
+    _streams_of_orders(monkeypatch, drawn)
+    monkeypatch.setattr(pipeline, "OUTSIDE_FIRST_NODES", 1)
+    running = serve("127.0.0.1", 0)
+    try:
+        for _ in range(3):
+            result = solve_remote(f"127.0.0.1:{running.port}", request, timeout_s=30)
+            assert sum(j.placed for j in result.jobs) >= 1
+    finally:
+        running.stop()
+    queue = [pid for pid, stream in _drawn(drawn) if stream == 0]
+    assert len(queue) == 3 and os.getpid() not in queue and all(_gone(pid) for pid in queue)
 
 
 def test_where_normalising_cannot_start_the_orders_are_forked_before_validating_beside_a_second_stream(
@@ -210,8 +230,7 @@ def test_where_normalising_cannot_start_the_orders_are_forked_before_validating_
     result = pipeline.solve(request)
     assert result.plan_source == "unsearched:first-fit"
     assert sum(j.placed for j in result.jobs) == len(request.jobs)
-    rows = sorted(tuple(int(x) for x in line.split()) for line in drawn.read_text().splitlines())
-    (child, stream0), (here, stream1) = sorted(rows, key=lambda r: r[1])
+    (child, stream0), (here, stream1) = sorted(_drawn(drawn), key=lambda row: row[1])
     assert (stream0, stream1) == (0, 1) and here == os.getpid() != child and _gone(child)
     (ahead,) = forked
     assert ahead.error is None and not ahead.running()
