@@ -653,17 +653,19 @@ def unsearched_with_orders(
     size: ModelSize | None = None,
     *,
     early: Forked[tuple[JobResult, ...]] | None = None,
+    nodes_sent: int | None = None,
 ) -> SolveResult:
     """``fallback.unsearched`` with the fallback's queue orders in a process beside it: those forked
     ``early``, else forked now where a core is spare and an order is worth it (:func:`ahead_worth`;
-    a 5 s call at 16,384 nodes x 500 jobs, cold, answers so after normalising for 2 s)."""
+    a 5 s call at 16,384 nodes x 500 jobs, cold, answers so after normalising for 2 s; served, one
+    that could read only part of its nodes in time, ``nodes_sent``, ``solver.service.partial``)."""
     ahead = early
     if ahead is None and spare_core(request.policy) and ahead_worth(request):
         ahead = fallback.orders_ahead(
             request, fallback.placing_ends(request, deadline) - fallback.AHEAD_RETURN_S
         )
     try:
-        return fallback.unsearched(request, clock, deadline, why, size, ahead=ahead)
+        return fallback.unsearched(request, clock, deadline, why, size, nodes_sent, ahead=ahead)
     finally:
         if ahead is not None:
             ahead.stop()

@@ -250,3 +250,21 @@ def test_the_second_stream_answers_when_it_ranks_higher_and_the_queue_orders_whe
     assert ahead is not None
     ahead.result(time.perf_counter() + 30)
     assert fallback._with_ahead(request, far, ahead) == queue
+
+
+def test_a_served_answer_from_the_nodes_read_in_time_draws_both_streams(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The service's answer when it could read only part of the nodes sent in time
+    (``solver.service.partial``) is the fallback's too: the queue's orders in a child, a second
+    stream here."""
+    from solver.service.partial import answer_from_nodes_read
+
+    request = kit.request(kit.cluster(4), [kit.job(f"j{k}", 1 + k % 4, priority=k % 2) for k in range(8)])
+    drawn = tmp_path / "drawn"
+    _streams_of_orders(monkeypatch, drawn)
+    result = answer_from_nodes_read(request, 8, time.perf_counter() + 5)
+    assert result.plan_source == "unsearched:first-fit:read-4-of-8-nodes"
+    assert sum(j.placed for j in result.jobs) == len(request.jobs)
+    (child, zero), (here, one) = sorted(_drawn(drawn), key=lambda row: row[1])
+    assert (zero, one) == (0, 1) and here == os.getpid() != child and _gone(child)

@@ -29,9 +29,9 @@ from solver.compile.cost import PACE
 from solver.domain.errors import InvalidRequest
 from solver.domain.model import SolveRequest, SolveResult
 from solver.domain.validate import validate
-from solver.fallback import ANSWER_COLD_S_PER_NODE, unsearched
+from solver.fallback import ANSWER_COLD_S_PER_NODE
 from solver.reduce.policy import apply_policy_chains
-from solver.solve import Stopwatch
+from solver.solve import Stopwatch, unsearched_with_orders
 
 
 def answer_from_nodes_read(
@@ -55,4 +55,6 @@ def answer_from_nodes_read(
     # warm 16,384-node call with a 2 s deadline left its placer no time (session 12). Their cold
     # measures are the placer's setup's (solver.answer.measures.measure_nodes), not charged here.
     cold = ANSWER_COLD_S_PER_NODE * (read if misses is None else misses) * PACE.ratio()
-    return unsearched(apply_policy_chains(request), clock, deadline - cold, why, nodes_sent=nodes_sent)
+    return unsearched_with_orders(
+        apply_policy_chains(request), clock, deadline - cold, why, nodes_sent=nodes_sent
+    )
