@@ -252,7 +252,7 @@ def test_a_node_read_is_charged_its_cold_answer_once_and_only_when_never_seen(hg
     PACE.forget()
     deadline = time.perf_counter() + 30.0
     for misses in (0, 100, None):
-        with patch("solver.service.partial.unsearched", placer), pytest.raises(Cancelled):
+        with patch("solver.service.partial.unsearched_with_orders", placer), pytest.raises(Cancelled):
             answer_from_nodes_read(part, 1024, deadline, misses=misses)
     cold = ANSWER_COLD_S_PER_NODE
     assert seen == pytest.approx([deadline, deadline - 100 * cold, deadline - 512 * cold])
