@@ -12,7 +12,9 @@ kills and reaps the child wherever the solve ends (answered, cancelled, failed):
 or dies costs its own answer, never the parent's. The child must not touch what other threads of
 the parent may hold at the fork (a lock, a gRPC channel, a log handler): only the parent's threads
 hold those, and the child has none of them. It leaves by ``os._exit``, so nothing of the parent's
-(atexit hooks, buffered output, gRPC's shutdown) runs twice.
+(atexit hooks, buffered output, gRPC's shutdown) runs twice. Fork handlers registered by libraries
+still run in it: gRPC core's, on by default, killed such children of a gRPC server, and the service
+turns them off before gRPC starts (``solver/service/__init__.py``).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class Forked(Generic[T]):
     """``work()`` running in a forked child; see the module docstring."""
 
     def __init__(self, pid: int, fd: int) -> None:
-        self._pid: int | None = pid  # None once reaped
+        self._pid: int | None = pid  # None once waited for, or handed to the reaper (_reap)
         self._fd: int | None = fd  # the pipe's read end; None once closed
         self._data = bytearray()
         self._done = False  # the child's answer has been read whole (or it died without one)
