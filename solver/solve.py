@@ -392,7 +392,8 @@ def search_valid(
     orders forked ``early`` where there are some."""
     limit = call_limit_s(request, deadline_s)
     deadline = call_deadline(request, clock, deadline_s)  # end to end
-    unsearched = partial(unsearched_with_orders, early=early)
+    # The answer without a model, with the orders forked early where there are some.
+    without_model = partial(unsearched_with_orders, early=early)
     with clock.stage("normalise"):
         # Policy chains become tiers and member rules; from here on the rewritten request is the
         # request (the verifier checks against it too, so the chains' filters are checked as well).
@@ -405,7 +406,7 @@ def search_valid(
         except OutOfBudget:
             problem = None
     if problem is None:
-        return unsearched(request, clock, deadline, NORMALISE_LATE)
+        return without_model(request, clock, deadline, NORMALISE_LATE)
     cancellation.check()
     estimate = cost.estimate(problem)
     # The model of the last request, when nothing that shapes it has changed (solver.compile.shelf):
@@ -420,10 +421,10 @@ def search_valid(
             f"the model was built already, but its first plan was predicted to take {estimate.floor_s:.2f} s "
             f"and answering {estimate.answer_s:.2f} s, and {left:.2f} s were left"
         )
-        return unsearched(request, clock, deadline, why, model_size(problem, compiled))
+        return without_model(request, clock, deadline, why, model_size(problem, compiled))
     if compiled is None and not estimate.fits(deadline - time.perf_counter()):
         # Answer in time, unsearched (solver.fallback).
-        return unsearched(request, clock, deadline, estimate, model_size(problem, None))
+        return without_model(request, clock, deadline, estimate, model_size(problem, None))
     search_s = search_predicted_s(
         estimate, request.policy, limit, deadline, clock, built=compiled is not None
     )
@@ -434,7 +435,7 @@ def search_valid(
         if compiled is not None:  # off the shelf: back on it, for a longer call
             shelf.put(problem, request.policy, compiled)
         why = estimate.why_unsearched(search_s, least)
-        return unsearched(request, clock, deadline, why, model_size(problem, compiled))
+        return without_model(request, clock, deadline, why, model_size(problem, compiled))
     if early is not None:  # forked for an answer without a model, until too late for this one
         early.stop()
     # Where the fallback's orders are drawn first, they start now, in a process of their own, while
