@@ -4,6 +4,7 @@ the model's build (solver/fallback.py ``orders_ahead``, ``FloorOrders.ahead``; s
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -273,3 +274,21 @@ def test_a_served_answer_from_the_nodes_read_in_time_draws_both_streams(
     assert sum(j.placed for j in result.jobs) == len(request.jobs)
     (child, zero), (here, one) = sorted(_drawn(drawn), key=lambda row: row[1])
     assert (zero, one) == (0, 1) and here == os.getpid() != child and _gone(child)
+
+
+def test_a_wait_for_the_child_stops_as_soon_as_the_caller_is_gone() -> None:
+    """The caller's cancel token (solver.domain.cancel) trips while it waits for a child that would
+    answer in 30 s: the wait raises Cancelled at once, and the caller's stop kills the child."""
+    from solver.domain.cancel import Cancel, Cancelled, cancelling
+
+    ahead = Forked.start(lambda: time.sleep(30))
+    assert ahead is not None
+    pid = ahead._pid
+    token = Cancel()
+    threading.Timer(0.2, lambda: token.trip("the caller went away")).start()
+    started = time.perf_counter()
+    with cancelling(token), pytest.raises(Cancelled):
+        ahead.result(started + 30)
+    assert time.perf_counter() - started < 2
+    ahead.stop()
+    assert pid is not None and _gone(pid)

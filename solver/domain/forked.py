@@ -29,6 +29,8 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Generic, TypeVar
 
+from solver.domain import cancel as cancellation
+
 T = TypeVar("T")
 
 # How much of the child's answer is read at a time.
@@ -36,6 +38,8 @@ _CHUNK = 1 << 20
 # How long an answer that has begun to come is waited for past the caller's deadline, between two
 # reads: the child is writing it then, milliseconds for a plan.
 READ_ON_S = 0.1
+# How often a wait for the child looks at the caller's cancel token.
+CHECK_EVERY_S = 0.05
 
 
 class Forked(Generic[T]):
@@ -45,6 +49,7 @@ class Forked(Generic[T]):
         self._pid: int | None = pid  # None once waited for, or handed to the reaper (_reap)
         self._fd: int | None = fd  # the pipe's read end; None once closed
         self._data = bytearray()
+        self._last_read = 0.0  # when the last part of the answer came
         self._done = False  # the child's answer has been read whole (or it died without one)
         self._value: T | None = None
         self.error: str | None = None  # why the child ended without an answer, when it did
@@ -77,22 +82,30 @@ class Forked(Generic[T]):
 
     def result(self, until: float) -> T | None:
         """The child's answer, waiting for it up to ``until`` (``time.perf_counter()``); None when it
-        has not answered by then or ended without an answer (an error, a kill)."""
+        has not answered by then or ended without an answer (an error, a kill). Raises
+        ``Cancelled`` when the caller's cancel token trips while it waits."""
+        limit = until
         while not self._done and self._fd is not None:
             # Looked at once even when ``until`` has passed: an answer (or an end) already there is
-            # taken. Once it has begun to come, it is read to its end past ``until`` (by
-            # :data:`READ_ON_S` at most): a pipe holds 64 KiB, a 500-job plan is 130-180 KiB, and
-            # the child writes the rest only as this side reads (a 1 s call at 4,096 nodes lost
-            # its child's plan, the better one, to a look that found its first 64 KiB).
-            left = until - time.perf_counter()
+            # taken. Once it has begun to come, it is read to its end past ``until``, each read
+            # waited for :data:`READ_ON_S` at most: a pipe holds 64 KiB, a 500-job plan is 130-180
+            # KiB, and the child writes the rest only as this side reads (a 1 s call at 4,096 nodes
+            # lost its child's plan, the better one, to a look that found its first 64 KiB).
             if self._data:
-                left = max(left, READ_ON_S)
-            ready, _, _ = select.select([self._fd], [], [], max(0.0, left))
+                limit = max(limit, self._last_read + READ_ON_S)
+            left = max(0.0, limit - time.perf_counter())
+            # In slices, the caller's cancel token looked at between them: a caller gone stops the
+            # wait at once (solver.domain.cancel), not when the child's time is over.
+            ready, _, _ = select.select([self._fd], [], [], min(left, CHECK_EVERY_S))
             if not ready:
-                return None
+                cancellation.check()
+                if time.perf_counter() >= limit:
+                    return None
+                continue
             chunk = os.read(self._fd, _CHUNK)
             if chunk:
                 self._data += chunk
+                self._last_read = time.perf_counter()
                 continue
             self._finish()  # the child closed its end: answered whole, or died
         return self._value
