@@ -204,7 +204,7 @@ def unsearched(
     sentence). ``nodes_sent``: the caller sent more nodes than ``request`` holds, and only these
     were read in time (``solver.service.partial``): the plan uses the first nodes only, and its
     ``plan_source`` says how many of how many. ``ahead``: the queue's orders already at work in a
-    process of their own (:func:`orders_ahead`, until :func:`placing_ends`): this process draws
+    process of their own (:func:`orders_ahead`, until :func:`ahead_ends`): this process draws
     a second stream of orders meanwhile, and the better plan answers (:func:`_with_ahead`)."""
     why = estimate if isinstance(estimate, str) else estimate.why(deadline - time.perf_counter())
     with clock.stage("fallback"):
@@ -377,9 +377,14 @@ AHEAD_RETURN_S = 0.03
 
 
 def placing_ends(request: SolveRequest, deadline: float) -> float:
-    """When :func:`unsearched`'s placer must stop for its answer to leave by ``deadline``; the orders
-    ahead that it answers with stop :data:`AHEAD_RETURN_S` before."""
+    """When :func:`unsearched`'s placer must stop for its answer to leave by ``deadline``."""
     return deadline - answer_s(len(request.inventory.nodes), len(request.jobs))
+
+
+def ahead_ends(request: SolveRequest, deadline: float) -> float:
+    """When the orders ahead that :func:`unsearched` answers with stop: :data:`AHEAD_RETURN_S` before
+    its placer (:func:`placing_ends`), so that their plan is back by then."""
+    return placing_ends(request, deadline) - AHEAD_RETURN_S
 
 
 def _with_ahead(

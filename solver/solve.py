@@ -626,7 +626,7 @@ def orders_before_validating(
     """The fallback's orders forked before ``request`` is validated, where the answer will be
     theirs: normalising is predicted not to start after validating (``fallback.normalise_until``),
     so no model is built, and the orders run until the fallback's placer must stop
-    (``fallback.placing_ends``) while this process validates. A cold 1 s call at 4,096 nodes x 500
+    (``fallback.ahead_ends``) while this process validates. A cold 1 s call at 4,096 nodes x 500
     jobs spends 0.29 s validating, and its orders then had time for one order and a half. None
     without a spare core, for a batch placed one job at a time or a request of one job (the
     enumerators answer those), where an order costs little (:func:`ahead_worth`), or where the
@@ -642,8 +642,7 @@ def orders_before_validating(
     validating = cost.VALIDATE_S_PER_NODE * nodes * cost.PACE.ratio()
     if fallback.normalise_until(nodes, len(request.jobs), deadline) > time.perf_counter() + validating:
         return None
-    ends = fallback.placing_ends(request, deadline) - fallback.AHEAD_RETURN_S
-    return fallback.orders_ahead(request, ends, rewritten=False)
+    return fallback.orders_ahead(request, fallback.ahead_ends(request, deadline), rewritten=False)
 
 
 def unsearched_with_orders(
@@ -662,9 +661,7 @@ def unsearched_with_orders(
     that could read only part of its nodes in time, ``nodes_sent``, ``solver.service.partial``)."""
     ahead = early
     if ahead is None and spare_core(request.policy) and ahead_worth(request):
-        ahead = fallback.orders_ahead(
-            request, fallback.placing_ends(request, deadline) - fallback.AHEAD_RETURN_S
-        )
+        ahead = fallback.orders_ahead(request, fallback.ahead_ends(request, deadline))
     try:
         return fallback.unsearched(request, clock, deadline, why, size, nodes_sent, ahead=ahead)
     finally:

@@ -7,7 +7,8 @@ the machine waits. A child forked from the solving process has the request in it
 spare core while the parent builds the model. It answers through a pipe, pickled, once, when its call
 returns.
 
-The parent never waits past the deadline it gives :meth:`Forked.result`, and :meth:`Forked.stop`
+The parent never waits past the deadline it gives :meth:`Forked.result` (but to read to its end an
+answer that has begun to come), nor past its caller's cancel, and :meth:`Forked.stop`
 kills and reaps the child wherever the solve ends (answered, cancelled, failed): a child that hangs
 or dies costs its own answer, never the parent's. The child must not touch what other threads of
 the parent may hold at the fork (a lock, a gRPC channel, a log handler): only the parent's threads
@@ -50,7 +51,6 @@ class Forked(Generic[T]):
         self._fd: int | None = fd  # the pipe's read end; None once closed
         self._data = bytearray()
         self._last_read = 0.0  # when the last part of the answer came
-        self._done = False  # the child's answer has been read whole (or it died without one)
         self._value: T | None = None
         self.error: str | None = None  # why the child ended without an answer, when it did
 
@@ -85,7 +85,7 @@ class Forked(Generic[T]):
         has not answered by then or ended without an answer (an error, a kill). Raises
         ``Cancelled`` when the caller's cancel token trips while it waits."""
         limit = until
-        while not self._done and self._fd is not None:
+        while self._fd is not None:  # closed once the answer is read whole, or the child stopped
             # Looked at once even when ``until`` has passed: an answer (or an end) already there is
             # taken. Once it has begun to come, it is read to its end past ``until``, each read
             # waited for :data:`READ_ON_S` at most: a pipe holds 64 KiB, a 500-job plan is 130-180
@@ -111,8 +111,8 @@ class Forked(Generic[T]):
         return self._value
 
     def running(self) -> bool:
-        """Whether the child has not answered (nor died) yet."""
-        return not self._done and self._fd is not None
+        """Whether the child has not answered yet, nor died, nor been stopped."""
+        return self._fd is not None
 
     def stop(self) -> None:
         """Kill the child if it still runs, and have it reaped; its answer, if read whole, stays.
@@ -131,7 +131,7 @@ class Forked(Generic[T]):
     def _finish(self) -> None:
         """The child closed its end: its answer whole (a pickle that reads), or it ended without
         one, and then how (it is waited for here: it has ended)."""
-        data, self._data, self._done = bytes(self._data), bytearray(), True
+        data, self._data = bytes(self._data), bytearray()
         try:
             ok, value = pickle.loads(data)
         except Exception:  # nothing or a part: it ended before its answer was written whole
