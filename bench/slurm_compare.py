@@ -750,7 +750,11 @@ def hook_cost(
             if comment:  # queued, not started yet: squeue shows it (adapters/slurm/pending.py's format)
                 stamp = datetime.now().isoformat(timespec="seconds")
                 with pending.open("a") as file:
-                    file.write(f"{len(out['client_ms'])}|{stamp}|Priority|N/A|(null)|{comment}\n")
+                    tres = _job_description(submit)["tres_per_node"]
+                    number = len(out["client_ms"])
+                    file.write(
+                        f"{number}|{stamp}|Priority|N/A|(null)|{submit.nodes}|{tres}|1:00:00|{comment}\n"
+                    )
     finally:
         if lua is not None:
             lua.kill()

@@ -66,7 +66,15 @@ from adapters.slurm.inventory import (
     with_reservations,
 )
 from adapters.slurm.jobdesc import JobSpec, Unsupported, job_from_description, untyped_model_request
-from adapters.slurm.later import NodeViews, gpus_by_type, later_comment, later_signature, waiting_demand
+from adapters.slurm.later import (
+    NodeViews,
+    claims_ahead,
+    gpus_by_type,
+    later_comment,
+    later_signature,
+    untyped_ahead,
+    waiting_demand,
+)
 from adapters.slurm.nodetypes import TopoDir
 from adapters.slurm.pending import (
     BACKFILL_RESOLUTION_S,
@@ -171,6 +179,8 @@ class _Snapshot:
     waiting: Counter[str] = field(default_factory=Counter)  # GPUs per GRES type of later-typed jobs
     # Node → GPU GRES index → when the running job holding it ends (read only with later_types).
     ends: dict[str, dict[int, float]] | None = None
+    # Node → GPU GRES index → when the untyped job queued ahead that will take it ends (later.py).
+    claims: dict[str, dict[int, float]] = field(default_factory=dict)
     # The inventory's nodes grouped alike, for choosing a submit's candidate nodes (candidates.py).
     index: NodeIndex | None = None
 
@@ -398,6 +408,9 @@ class Agent:
             awaiting=tuple(awaiting_backfill(kept, now, self.config.unpin_window_s)),
             waiting=waiting_demand(job.comment for job in pending),
             ends=ends,
+            claims=claims_ahead(inventory, ends, untyped_ahead(pending), now)
+            if ends is not None and inventory
+            else {},
             index=NodeIndex(
                 inventory.inventory.nodes, {name: t.source for name, t in inventory.node_types.items()}
             )
@@ -405,7 +418,7 @@ class Agent:
             else None,
         )
         if ends is not None and inventory:
-            self._views.warm(inventory, ends, now)
+            self._views.warm(inventory, ends, now, self._snapshot.claims)
         if work is not None:  # after the snapshot: the follow-up plans on this read
             down = frozenset(n.name for n in nodes if not n.schedulable)
             self._following = self._solves.submit(self._follow, work, down, kept)
@@ -1002,6 +1015,7 @@ class Agent:
                 frozenset(self._promised_ahead(spec)),
                 self._views,
                 gangs=self.config.later_gangs,
+                claims=self._snapshot.claims if self._snapshot is not None else None,
             )
             if self.config.later_types and not spec.gpu_type
             else None

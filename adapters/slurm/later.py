@@ -18,7 +18,10 @@ job may land on (schedulable, GPUs enough, labels, not excluded):
    at which some node has the signature's GPUs free after the jobs already waiting typed for the
    same groups (:data:`LATER_TAG` in their comment) — each node offers a slot each time another
    multiple of the counts frees there, the jobs ahead take the soonest — so a group held by long jobs
-   is not chosen because it looks no busier now than one freeing in a minute;
+   is not chosen because it looks no busier now than one freeing in a minute. Untyped jobs waiting
+   ahead (:func:`claims_ahead`) take their GPUs first: each the nodes where its GPUs free soonest and
+   there a node's lowest free indices, as Slurm gives an untyped request — so a group whose GPUs free
+   only on the nodes whole-node jobs ahead wait for is not chosen for being free there soonest;
 5. the least pressed: the largest share, over the types used, of that type's GPUs in use now, asked
    by jobs already waiting typed or by this one, so waiting jobs spread over the switch groups
    instead of queueing on the first.
@@ -44,12 +47,13 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adapters.slurm.fastplan import strongest_nvlink_groups
 from adapters.slurm.inventory import DeviceMap, SlurmInventory
 from adapters.slurm.jobdesc import JobSpec
+from adapters.slurm.pending import PendingJob
 from adapters.slurm.plan import Signature, format_signature
 from solver.domain.model import NicMode, Node
 
@@ -61,6 +65,9 @@ START_GRAIN_S = 30.0
 # A GPU in use by no job the agent has read (a pending plan's reservation, a job started since the
 # last read) is counted as freeing this far ahead.
 UNKNOWN_END_S = 300.0
+# Untyped jobs ahead followed by :func:`claims_ahead`, queue order: each costs a pass over the nodes in
+# the agent's refresh (1,024 nodes: ~0.5 ms a job); the jobs behind these claim later still.
+MAX_AHEAD = 32
 _LATER = re.compile(rf"{re.escape(LATER_TAG)} id=\S+ n=(\d+) (\S+)")
 
 
@@ -136,6 +143,91 @@ def _eligible(inventory: SlurmInventory, spec: JobSpec) -> list[Node]:
     ]
 
 
+def index_frees(
+    node: Node, device_map: DeviceMap, held: Mapping[int, float] | None, promised: bool, now: float
+) -> list[float]:
+    """When each GPU of the node (by GRES index) is free: ``-inf`` free now, its holder's end (or
+    :data:`UNKNOWN_END_S` ahead when unknown, or the node is promised to a job ahead), ``inf`` for a
+    broken GPU."""
+    in_use = {g for a in node.allocations for g in a.gpus}
+    broken = {g.id for g in node.gpus if not g.healthy}
+    unknown = now + UNKNOWN_END_S
+    out = []
+    for idx, gpu in enumerate(device_map.gpu_by_idx):
+        if gpu in broken:
+            out.append(math.inf)
+        elif gpu not in in_use and not promised:
+            out.append(-math.inf)
+        else:
+            out.append(unknown if held is None else held.get(idx, unknown))
+    return out
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """An untyped job waiting ahead in Slurm's queue: its nodes, GPUs a node, and how long it holds
+    them once started (its time limit)."""
+
+    nodes: int
+    gpus: int
+    hold_s: float
+
+
+def untyped_ahead(jobs: Iterable[PendingJob]) -> list[Ahead]:
+    """The eligible pending jobs Slurm will fill with a node's lowest free GPUs, queue order: asking
+    ``gres:gpu:N`` untyped, with no plan (a plan's devices are held already) and no later-start type
+    (counted by type: :func:`waiting_demand`)."""
+    out = []
+    for job in jobs:
+        gpus = job.gpus_per_node
+        if job.eligible and gpus and job.plan is None and LATER_TAG not in job.comment:
+            out.append(Ahead(nodes=job.nodes, gpus=gpus, hold_s=job.time_limit_s))
+    return out
+
+
+def claims_ahead(
+    inventory: SlurmInventory,
+    ends: Mapping[str, Mapping[int, float]],
+    ahead: Sequence[Ahead],
+    now: float,
+) -> dict[str, dict[int, float]]:
+    """Node → GRES index → when the untyped job ahead that takes that GPU ends: what rule 4 counts
+    before a typed job. Each job in queue order (the first :data:`MAX_AHEAD`) starts on the nodes
+    where its GPUs a node are free soonest and takes there the lowest indices free by then, as
+    Slurm's backfill reserves for it and fills an untyped request. On a cluster whose long-running
+    jobs hold the low indices (Slurm's own first choice), the nodes where a low group can free are
+    those a whole-node job ahead waits for: on the churn bench (64 nodes, seed 2) two jobs typed for
+    ``sw0`` waited behind whole-node gangs to the window's end, where typed GRES alone started them
+    at once (bench/RESULTS-slurm.md, sessions 35 and 38). Backfill may still start a short job
+    before such a claim; the choice is among groups, and a claimed one is the likelier to wait."""
+    frees: dict[str, list[float]] = {
+        node.name: index_frees(
+            node,
+            inventory.device_maps[node.name],
+            ends.get(node.name, {}),
+            False,  # backfill's promises are these jobs' own claims, found again here
+            now,
+        )
+        for node in inventory.inventory.nodes
+        if node.schedulable and node.name in inventory.device_maps
+    }
+    claims: dict[str, dict[int, float]] = {}
+    for job in ahead[:MAX_AHEAD]:
+        starts = [
+            (sorted(times)[job.gpus - 1], name) for name, times in frees.items() if len(times) >= job.gpus
+        ]
+        chosen = heapq.nsmallest(job.nodes, starts)
+        if len(chosen) < job.nodes or chosen[-1][0] == math.inf:
+            continue  # never fits: it claims nothing
+        start = max(chosen[-1][0], now)
+        for _, name in chosen:
+            times = frees[name]
+            taken = [idx for idx, t in enumerate(times) if t <= start][: job.gpus]
+            for idx in taken:
+                times[idx] = claims.setdefault(name, {})[idx] = start + job.hold_s
+    return claims
+
+
 @dataclass(frozen=True)
 class NodeView:
     """One node as rules 2-5 see it: its layout, GPUs in use per type, and when each GPU of a type
@@ -169,9 +261,9 @@ class NodeViews:
     backfill promise changed. (The agent's refresh thread and its submits may both make views: a
     race makes one twice, each whole.)"""
 
-    _views: dict[str, tuple[Node, DeviceMap, Mapping[int, float] | None, bool, NodeView]] = field(
-        default_factory=dict
-    )
+    _views: dict[
+        str, tuple[Node, DeviceMap, Mapping[int, float] | None, bool, Mapping[int, float], NodeView]
+    ] = field(default_factory=dict)
     # (the node's devices, their types) → layout: nodes of one kind share it, so a kind's NVLink
     # groups are found once, not once per node, and rules 2-3 look at each kind once. By value (a
     # node's device tuples are new whenever the node is read changed), so it holds one per kind.
@@ -181,12 +273,26 @@ class NodeViews:
     # again was most of re-making its view (session 30 profile). Held, so identity is safe.
     _layout_of: dict[str, tuple[object, object, object, DeviceMap, Layout]] = field(default_factory=dict)
 
-    def warm(self, inventory: SlurmInventory, ends: Mapping[str, Mapping[int, float]], now: float) -> None:
+    def warm(
+        self,
+        inventory: SlurmInventory,
+        ends: Mapping[str, Mapping[int, float]],
+        now: float,
+        claims: Mapping[str, Mapping[int, float]] | None = None,
+    ) -> None:
         """Make every node's view ahead of the submits (the agent's refresh thread, after a read):
         a submit then re-derives only the nodes its own plans changed since."""
+        claims = claims or {}
         for node in inventory.inventory.nodes:
             if node.name in inventory.device_maps:
-                self.view(node, inventory.device_maps[node.name], ends.get(node.name, {}), False, now)
+                self.view(
+                    node,
+                    inventory.device_maps[node.name],
+                    ends.get(node.name, {}),
+                    False,
+                    now,
+                    claims.get(node.name),
+                )
 
     def _layout(self, node: Node, device_map: DeviceMap) -> Layout:
         same = self._layout_of.get(node.name)
@@ -206,10 +312,19 @@ class NodeViews:
         return kept
 
     def view(
-        self, node: Node, device_map: DeviceMap, held: Mapping[int, float] | None, promised: bool, now: float
+        self,
+        node: Node,
+        device_map: DeviceMap,
+        held: Mapping[int, float] | None,
+        promised: bool,
+        now: float,
+        claimed: Mapping[int, float] | None = None,
     ) -> NodeView:
         """``held``: GRES index → when its job ends (None: the ends were not read; rule 4 is then
-        skipped). A GPU in use by no job read frees :data:`UNKNOWN_END_S` after the view was made."""
+        skipped). A GPU in use by no job read frees :data:`UNKNOWN_END_S` after the view was made.
+        ``claimed``: GRES index → when an untyped job ahead that will take it ends
+        (:func:`claims_ahead`): the GPU frees for this job then."""
+        claimed = claimed or {}
         kept = self._views.get(node.name)
         if (
             kept is not None
@@ -217,27 +332,22 @@ class NodeViews:
             and kept[1] is device_map
             and kept[3] == promised
             and (kept[2] is held or kept[2] == held)
+            and (kept[4] is claimed or kept[4] == claimed)
         ):
-            return kept[4]
+            return kept[5]
         shape = self._layout(node, device_map)
-        in_use = {g for a in node.allocations for g in a.gpus}
-        broken = {g.id for g in node.gpus if not g.healthy}
+        ends = index_frees(node, device_map, held, promised, now)
         frees: dict[str, list[float]] = {}
         for idx, gpu in enumerate(device_map.gpu_by_idx):
-            if gpu in broken:
-                continue
-            unknown = now + UNKNOWN_END_S
-            if gpu not in in_use and not promised:
-                end = -math.inf  # free now
-            else:
-                end = unknown if held is None else held.get(idx, unknown)
-            frees.setdefault(device_map.type_of.get(gpu, ""), []).append(end)
+            if ends[idx] < math.inf or idx in claimed:
+                frees.setdefault(device_map.type_of.get(gpu, ""), []).append(claimed.get(idx, ends[idx]))
+        in_use = {g for a in node.allocations for g in a.gpus}
         made = NodeView(
             layout=shape,
             used=Counter(device_map.type_of.get(g, "") for g in in_use),
             frees={t: tuple(sorted(times)) for t, times in frees.items()},
         )
-        self._views[node.name] = (node, device_map, held, promised, made)
+        self._views[node.name] = (node, device_map, held, promised, claimed, made)
         return made
 
 
@@ -250,6 +360,7 @@ def later_signature(
     promised: frozenset[str] = frozenset(),
     views: NodeViews | None = None,
     gangs: bool = False,
+    claims: Mapping[str, Mapping[int, float]] | None = None,
 ) -> Signature | None:
     """The switch-typed signature of one member for a start on whichever node Slurm picks later, or
     None (see the module's docstring). ``ends``: node → GPU GRES index → when its holder ends (epoch
@@ -257,7 +368,8 @@ def later_signature(
     ``promised``: nodes backfill has promised to a job ahead — their free GPUs are that job's, not
     free for this one (counted as freeing in :data:`UNKNOWN_END_S`). ``views``: kept between calls
     (the agent's), else made for this one. ``gangs``: a job of several nodes is typed too (its
-    members on distinct nodes, each with the signature)."""
+    members on distinct nodes, each with the signature). ``claims``: GPUs untyped jobs ahead will
+    take (:func:`claims_ahead`), counted as freeing when they end."""
     member = spec.job.roles[0].member
     nic_mode = member.nics.mode
     with_nics = nic_mode == NicMode.PER_GPU or (
@@ -278,6 +390,7 @@ def later_signature(
             ends.get(node.name, {}) if ends is not None else None,
             node.name in promised,
             now,
+            claims.get(node.name) if claims is not None and ends is not None else None,
         )
         for node in nodes
     ]

@@ -13,12 +13,14 @@ Three questions, all about jobs that wait:
   steers anything useful, so their node list is cleared and Slurm chooses (their switch-typed GRES
   stay, and with them GPU↔NIC alignment).
 
-The lines are ``squeue -h -t PD -o "%i|%V|%r|%S|%Y|%k"``: job id, submit time, pending reason,
-expected start, scheduled nodes, comment (last: a comment may hold anything, "|" included).
+The lines are ``squeue -h -t PD -o "%i|%V|%r|%S|%Y|%D|%b|%l|%k"``: job id, submit time, pending
+reason, expected start, scheduled nodes, node count, GRES a node (``TresPerNode``), time limit, comment
+(last: a comment may hold anything, "|" included).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -30,7 +32,8 @@ from adapters.slurm.scontrol import SlurmNode
 
 _log = structlog.get_logger("topoplace.slurm.pending")
 
-SQUEUE_FORMAT = "%i|%V|%r|%S|%Y|%k"
+SQUEUE_FORMAT = "%i|%V|%r|%S|%Y|%D|%b|%l|%k"
+_FIELDS = SQUEUE_FORMAT.count("|") + 1
 RELEASED_TAG = "topoplace/released"  # what a released plan's tag becomes in the comment
 # Pending reasons that mean "cannot start now whatever is free": such a job's plan holds nothing.
 NOT_ELIGIBLE = ("JobHeld", "Dependency", "BeginTime", "DependencyNeverSatisfied", "PartitionDown")
@@ -45,10 +48,26 @@ class PendingJob:
     sched_nodes: tuple[str, ...]  # backfill's planned nodes for it ("SchedNodeList")
     comment: str
     plan: ParsedPlan | None
+    nodes: int = 1  # nodes asked (squeue's %D: the minimum while pending)
+    tres_per_node: str = ""  # e.g. ``gres:gpu:8,gres:nic:8``; "" when none (``N/A``)
+    time_limit_s: float = math.inf  # UNLIMITED or unreadable: inf
 
     @property
     def eligible(self) -> bool:
         return not self.reason.startswith(NOT_ELIGIBLE)
+
+    @property
+    def gpus_per_node(self) -> int | None:
+        """GPUs a node when the job asks them untyped (``gres:gpu:N``): the request Slurm fills
+        with a node's lowest free indices. None: no GPUs a node, a typed or unreadable ask."""
+        counts = []
+        for text in self.tres_per_node.split(","):
+            name, _, rest = text.removeprefix("gres:").removeprefix("gres/").partition(":")
+            if name == "gpu":
+                if not rest.isdigit():
+                    return None  # typed (gpu:sw0:2) or a count with a suffix: not guessed
+                counts.append(int(rest))
+        return sum(counts) or None
 
 
 def _epoch(text: str) -> float | None:
@@ -58,16 +77,30 @@ def _epoch(text: str) -> float | None:
         return None
 
 
+def slurm_seconds(text: str) -> float:
+    """A Slurm duration as squeue prints it (``[D-][[H:]M:]S``, or minutes alone) in seconds; inf for
+    UNLIMITED, NOT_SET, INVALID or anything else unreadable (held for good: the safe side)."""
+    days, _, clock = text.strip().rpartition("-")
+    parts = clock.split(":")
+    if (days and not days.isdigit()) or not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        return math.inf
+    numbers = [int(p) for p in parts]
+    if len(numbers) == 1:
+        numbers = [numbers[0], 0]  # minutes alone, as Slurm reads a bare number
+    seconds = sum(n * 60**i for i, n in enumerate(reversed(numbers)))
+    return float(int(days or 0) * 86400 + seconds)
+
+
 def parse_pending(text: str) -> list[PendingJob]:
-    """Lines of :data:`SQUEUE_FORMAT`; a line that does not have its six fields is skipped (logged)."""
+    """Lines of :data:`SQUEUE_FORMAT`; a line that does not have its fields is skipped (logged)."""
     jobs = []
     for number, line in enumerate(text.splitlines(), start=1):
-        fields = line.split("|", 5)
-        if len(fields) != 6 or not fields[0].strip():
+        fields = line.split("|", _FIELDS - 1)
+        if len(fields) != _FIELDS or not fields[0].strip():
             if line.strip():
                 _log.warning("squeue line not understood", line=number, text=line[:200])
             continue
-        job_id, submitted, reason, start, sched, comment = fields
+        job_id, submitted, reason, start, sched, count, tres, limit, comment = fields
         try:
             nodes = tuple(expand(sched)) if sched and sched not in ("(null)", "N/A") else ()
         except HostlistError:
@@ -81,6 +114,9 @@ def parse_pending(text: str) -> list[PendingJob]:
                 sched_nodes=nodes,
                 comment=comment,
                 plan=parse_plan_comment(comment),
+                nodes=int(count) if count.strip().isdigit() else 1,
+                tres_per_node="" if tres.strip() in ("N/A", "(null)") else tres.strip(),
+                time_limit_s=slurm_seconds(limit),
             )
         )
     return jobs

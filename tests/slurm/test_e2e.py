@@ -24,7 +24,9 @@ import pytest
 from adapters.slurm.emulate import ClusterSpec, EmulatedCluster, missing_binaries
 from adapters.slurm.gres import node_devices, parse_gres_conf, parse_gres_item, split_outside_parens
 from adapters.slurm.hostlist import compress, expand
+from adapters.slurm.later import Ahead, untyped_ahead
 from adapters.slurm.nodetypes import load_node_type
+from adapters.slurm.pending import SQUEUE_FORMAT, parse_pending
 from adapters.slurm.plan import parse_plan_comment
 from solver.domain.model import Distance
 from solver.domain.topology import device_distance
@@ -391,6 +393,15 @@ def test_a_job_with_no_room_now_is_typed_for_later_and_starts_aligned_where_slur
             assert code == 0, err
         for blocker in blockers.values():
             harness.wait_running(blocker)
+        # an untyped job queued ahead, as the agent reads it (later.untyped_ahead): its GPUs a node,
+        # nodes and time limit from the real squeue's %D|%b|%l
+        code, ahead, err, _ = harness.sbatch("--gpus-per-node=5", "-t", "10")
+        assert code == 0, err
+        listed = harness.cluster.run("squeue", "-h", "-t", "PD", "-o", SQUEUE_FORMAT).stdout
+        assert untyped_ahead(j for j in parse_pending(listed) if j.job_id == ahead) == [
+            Ahead(nodes=1, gpus=5, hold_s=600.0)
+        ], listed
+        harness.cluster.run("scancel", ahead)
     finally:
         harness.cluster.write_hook_conf({"enabled": "yes"})
     harness.agent.refresh()

@@ -356,7 +356,7 @@ def test_stale_pending_plans_do_not_hold_devices(fixtures: Path) -> None:
     old = (now - timedelta(seconds=600)).isoformat(timespec="seconds")
 
     def plan(pid: str, node: str = "gpu01") -> str:
-        return f"N/A|(null)|my run|x topoplace/v1 id={pid} {node}:gpu=0:nic="
+        return f"N/A|(null)|1|N/A|5:00|my run|x topoplace/v1 id={pid} {node}:gpu=0:nic="
 
     squeue = "\n".join(
         [
@@ -366,7 +366,7 @@ def test_stale_pending_plans_do_not_hold_devices(fixtures: Path) -> None:
             f"4|{fresh}|BeginTime|{plan('later')}",
             f"5|{old}|Resources|{plan('old')}",
             f"6|{fresh}|Resources|{plan('drained', 'gpu04')}",
-            f"7|{fresh}|Resources|N/A|(null)|no plan in this comment",
+            f"7|{fresh}|Resources|N/A|(null)|1|N/A|5:00|no plan in this comment",
         ]
     )
     kept = held_plans(parse_pending(squeue), nodes, now.timestamp(), ttl_s=120)
@@ -424,12 +424,13 @@ def test_pending_jobs_promised_nodes_and_releases() -> None:
 
     squeue = "\n".join(
         [
-            f"146|{at(-1)}|Priority|{at(56)}|gn[25-26]|",
-            f"147|{at(-1)}|Resources|{at(40)}|gn[27-28]|",
-            f"153|{at(-1)}|Priority|{at(120)}|gn28|run 3 topoplace/v1 id=abc gn28:gpu=4,5:nic=mlx5_4,mlx5_5",
-            f"154|{at(-1)}|Priority|N/A|(null)|topoplace/v1 id=new gn30:gpu=0:nic=",
-            f"155|{at(-1)}|JobHeldUser|{at(120)}|gn31|topoplace/v1 id=held gn31:gpu=0:nic=",
-            f"156|{at(-1)}|Priority|{at(0.2)}|gn32|topoplace/v1 id=soon gn32:gpu=0:nic=",
+            f"146|{at(-1)}|Priority|{at(56)}|gn[25-26]|1|N/A|5:00|",
+            f"147|{at(-1)}|Resources|{at(40)}|gn[27-28]|1|N/A|5:00|",
+            f"153|{at(-1)}|Priority|{at(120)}|gn28|1|N/A|5:00|"
+            "run 3 topoplace/v1 id=abc gn28:gpu=4,5:nic=mlx5_4,mlx5_5",
+            f"154|{at(-1)}|Priority|N/A|(null)|1|N/A|5:00|topoplace/v1 id=new gn30:gpu=0:nic=",
+            f"155|{at(-1)}|JobHeldUser|{at(120)}|gn31|1|N/A|5:00|topoplace/v1 id=held gn31:gpu=0:nic=",
+            f"156|{at(-1)}|Priority|{at(0.2)}|gn32|1|N/A|5:00|topoplace/v1 id=soon gn32:gpu=0:nic=",
             "not|enough|fields",
         ]
     )
@@ -443,7 +444,9 @@ def test_pending_jobs_promised_nodes_and_releases() -> None:
     assert [j.job_id for j in released] == ["153"]  # not: unplanned, not computed, held, starting soon
     comment = released_comment(released[0].comment)
     assert comment == "run 3 topoplace/released id=abc gn28:gpu=4,5:nic=mlx5_4,mlx5_5"
-    assert parse_pending(f"153|{at(-1)}|Priority|{at(120)}|gn28|{comment}")[0].plan is None
+    assert (
+        parse_pending(f"153|{at(-1)}|Priority|{at(120)}|gn28|1|N/A|5:00|{comment}")[0].plan is None
+    )
 
 
 def test_plans_gone_stale_are_released_at_once_with_the_reason() -> None:
@@ -470,12 +473,12 @@ def test_plans_gone_stale_are_released_at_once_with_the_reason() -> None:
     jobs = parse_pending(
         "\n".join(
             [
-                f"201|{stamp}|JobHeldUser|N/A|(null)|topoplace/v1 id=held gn01:gpu=0,1:nic=",
-                f"202|{stamp}|Priority|N/A|(null)|topoplace/v1 id=filled gn02:gpu=4,5:nic=",
-                f"203|{stamp}|Priority|N/A|(null)|topoplace/v1 id=fine gn03:gpu=0,1:nic=",
-                f"204|{stamp}|JobHeldUser|N/A|(null)|topoplace/v1 id=heldfull gn02:gpu=4,5:nic=",
-                f"205|{just_now}|Priority|N/A|(null)|topoplace/v1 id=new gn02:gpu=4,5:nic=",
-                f"206|{stamp}|Priority|N/A|(null)|topoplace/v1 id=gone gn99:gpu=0:nic=",
+                f"201|{stamp}|JobHeldUser|N/A|(null)|1|N/A|5:00|topoplace/v1 id=held gn01:gpu=0,1:nic=",
+                f"202|{stamp}|Priority|N/A|(null)|1|N/A|5:00|topoplace/v1 id=filled gn02:gpu=4,5:nic=",
+                f"203|{stamp}|Priority|N/A|(null)|1|N/A|5:00|topoplace/v1 id=fine gn03:gpu=0,1:nic=",
+                f"204|{stamp}|JobHeldUser|N/A|(null)|1|N/A|5:00|topoplace/v1 id=heldfull gn02:gpu=4,5:nic=",
+                f"205|{just_now}|Priority|N/A|(null)|1|N/A|5:00|topoplace/v1 id=new gn02:gpu=4,5:nic=",
+                f"206|{stamp}|Priority|N/A|(null)|1|N/A|5:00|topoplace/v1 id=gone gn99:gpu=0:nic=",
             ]
         )
     )
@@ -497,7 +500,7 @@ def test_agent_does_not_pin_a_job_to_nodes_promised_to_earlier_jobs(tmp_path: Pa
     scontrol, _ = fake_slurm(tmp_path, fixtures)
     squeue = tmp_path / "squeue-promised"
     start = (datetime.now() + timedelta(minutes=30)).isoformat(timespec="seconds")
-    squeue.write_text(f"#!/bin/sh\necho '9|{start}|Resources|{start}|gpu02|'\n")
+    squeue.write_text(f"#!/bin/sh\necho '9|{start}|Resources|{start}|gpu02|1|N/A|5:00|'\n")
     squeue.chmod(0o755)
     agent = agent_on(fixtures, scontrol, squeue, topology=False)
     agent.refresh()
@@ -602,7 +605,7 @@ def test_a_one_node_job_is_not_pinned_while_an_earlier_job_waits_for_backfill(
 
     scontrol, squeue = fake_slurm(tmp_path, fixtures)
     just_now = datetime.now().isoformat(timespec="seconds")
-    Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|N/A|(null)|'\n")
+    Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|N/A|(null)|1|N/A|5:00|'\n")
     agent = agent_on(fixtures, scontrol, squeue, unpin_window_s=30.0)
     agent.refresh()
     one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2,gres:nic:2", "comment": "mine"})
@@ -615,7 +618,7 @@ def test_a_one_node_job_is_not_pinned_while_an_earlier_job_waits_for_backfill(
     gang = agent.place({"min_nodes": 2, "max_nodes": 2, "tres_per_node": "gres:gpu:2"})
     assert gang["action"] == "apply" and gang["set"]["req_nodes"] == "gpu[01-02]", gang
     # Once Slurm has given job 7 a start (its reservation is made), plans pin again.
-    Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|{just_now}|gpu01|'\n")
+    Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|{just_now}|gpu01|1|N/A|5:00|'\n")
     agent.refresh()
     again = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1"})
     assert again["action"] == "apply" and not again.get("unpinned") and "req_nodes" in again["set"], again
@@ -632,7 +635,7 @@ def test_by_default_a_one_node_job_is_pinned_while_an_earlier_job_waits_for_back
     planned again or released)."""
     scontrol, squeue = fake_slurm(tmp_path, fixtures)
     just_now = datetime.now().isoformat(timespec="seconds")
-    Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|N/A|(null)|'\n")
+    Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|Priority|N/A|(null)|1|N/A|5:00|'\n")
     agent = agent_on(fixtures, scontrol, squeue, unpin_window_s=AgentConfig.unpin_window_s)
     agent.refresh()
     one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:2,gres:nic:2"})
@@ -660,7 +663,9 @@ def _slurm_with_a_planned_job(tmp_path: Path, fixtures: Path, tres: str) -> tupl
     scontrol.chmod(0o755)
     stamp = (datetime.now() - timedelta(minutes=1)).isoformat(timespec="seconds")
     squeue = tmp_path / "squeue"
-    squeue.write_text(f"#!/bin/sh\necho '9|{stamp}|Resources|N/A|(null)|mine {PLANNED}'\n")
+    squeue.write_text(
+        f"#!/bin/sh\necho '9|{stamp}|Resources|N/A|(null)|1|N/A|5:00|mine {PLANNED}'\n"
+    )
     squeue.chmod(0o755)
     return scontrol, squeue, updates
 
@@ -757,7 +762,9 @@ def test_only_an_earlier_job_slurm_may_place_elsewhere_unpins_the_next_one(
 
     scontrol, squeue = fake_slurm(tmp_path, fixtures)
     just_now = datetime.now().isoformat(timespec="seconds")
-    Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|None|N/A|(null)|{earlier}'\n")
+    Path(squeue).write_text(
+        f"#!/bin/sh\necho '7|{just_now}|None|N/A|(null)|1|N/A|5:00|{earlier}'\n"
+    )
     agent = agent_on(fixtures, scontrol, squeue, unpin_window_s=30.0)
     agent.refresh()
     one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1"})

@@ -6,6 +6,7 @@ keep together."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections import Counter
 from datetime import datetime
@@ -20,8 +21,18 @@ from hypothesis import strategies as st
 from adapters.slurm.agent import Agent
 from adapters.slurm.inventory import DeviceMap, SlurmInventory
 from adapters.slurm.jobdesc import job_from_description
-from adapters.slurm.later import LATER_TAG, NodeViews, later_comment, later_signature, waiting_demand
+from adapters.slurm.later import (
+    LATER_TAG,
+    Ahead,
+    NodeViews,
+    claims_ahead,
+    later_comment,
+    later_signature,
+    untyped_ahead,
+    waiting_demand,
+)
 from adapters.slurm.nodetypes import NodeType, switch_groups
+from adapters.slurm.pending import parse_pending
 from bench.slurm_compare import halves_capture
 from solver.domain.model import Allocation, Inventory
 from solver.ingest.nvidia_smi import parse_topology
@@ -117,6 +128,90 @@ def test_gpus_free_on_a_node_promised_to_a_job_ahead_are_not_counted_free() -> N
     )
 
 
+def test_a_group_that_frees_only_where_an_untyped_job_ahead_waits_is_not_chosen() -> None:
+    """Churn bench seed 2 (sessions 28, 35, 38): background jobs Slurm placed hold the low indices
+    (sw0) for good on most nodes, so sw0 frees soonest only on a node about to empty — the node the
+    whole-node jobs queued ahead, untyped, wait for. Two jobs typed for sw0 waited there to the
+    window's end; typed GRES alone started them at once elsewhere."""
+    now = 1_000_000.0
+    used = {name: tuple(f"GPU{i}" for i in range(8)) for name in ALIGNED}
+    busy = cluster(ALIGNED, used)
+    ends = {
+        name: dict.fromkeys(range(4), now + 86400) | dict.fromkeys(range(4, 8), now + 90) for name in ALIGNED
+    }
+    ends["a0"] = {0: now + 30, 1: now + 30} | dict.fromkeys(range(2, 8), now + 600)  # empties in 10 min
+    job = spec("gres:gpu:2,gres:nic:2")
+    assert later_signature(job, busy, ends=ends, now=now)[0] == ("gpu", "sw0", 2)  # a0's sw0, in 30 s
+    whole = [Ahead(nodes=1, gpus=8, hold_s=600)]
+    claims = claims_ahead(busy, ends, whole, now)
+    assert claims == {"a0": dict.fromkeys(range(8), now + 1200)}  # where all eight free soonest
+    assert later_signature(job, busy, ends=ends, now=now, claims=claims)[0] in (
+        ("gpu", "sw2", 2),
+        ("gpu", "sw3", 2),
+    )
+    # the same with the views kept from one submit to the next (the agent's)
+    views = NodeViews()
+    assert later_signature(job, busy, ends=ends, now=now, views=views)[0] == ("gpu", "sw0", 2)
+    assert later_signature(job, busy, ends=ends, now=now, views=views, claims=claims)[0] != ("gpu", "sw0", 2)
+
+
+def test_untyped_jobs_ahead_claim_the_lowest_free_indices_where_they_fit_soonest() -> None:
+    """As Slurm fills an untyped request: the nodes whose GPUs free soonest (a gang: as many as it
+    has members, starting together), there the lowest indices free by then; a job that can never
+    fit claims nothing."""
+    now = 1_000_000.0
+    nodes = cluster(
+        {"a0": "aligned", "a1": "aligned", "a2": "aligned"},
+        {"a0": ("GPU0", "GPU1", "GPU2", "GPU3"), "a1": tuple(f"GPU{i}" for i in range(8)), "a2": ("GPU0",)},
+    )
+    ends = {
+        "a0": dict.fromkeys(range(4), now + 100),
+        "a1": dict.fromkeys(range(8), now + 50),
+        "a2": {0: now + 3600},
+    }
+    ahead = [
+        Ahead(nodes=1, gpus=2, hold_s=60),  # free now on a0 (4-7) and a2 (1-7): a0 by name, 4 and 5
+        Ahead(nodes=2, gpus=8, hold_s=300),  # a1 in 50 s, a0 in 100 s: both, from 100 s
+        Ahead(nodes=1, gpus=9, hold_s=60),  # fits no node
+        Ahead(nodes=1, gpus=7, hold_s=math.inf),  # a2's seven free now: held for good
+    ]
+    assert claims_ahead(nodes, ends, ahead[:1], now) == {"a0": {4: now + 60, 5: now + 60}}
+    claims = claims_ahead(nodes, ends, ahead, now)
+    assert claims["a0"] == claims["a1"] == dict.fromkeys(range(8), now + 400)  # the gang's, after
+    assert claims["a2"] == dict.fromkeys(range(1, 8), math.inf)
+    assert claims_ahead(nodes, ends, [], now) == {}
+
+
+def test_the_untyped_jobs_ahead_are_read_from_squeue() -> None:
+    """``%D|%b|%l``: nodes, GRES a node, time limit. Only eligible, unplanned, untyped GPU asks count
+    (a typed or later-typed ask is counted by its type; a plan holds its devices already)."""
+    at = "2026-12-08T00:28:01"
+    jobs = parse_pending(
+        "\n".join(
+            [
+                f"184|{at}|Resources|N/A|(null)|2|gres:gpu:8,gres:nic:8|3:00|",
+                f"185|{at}|Priority|N/A|(null)|1|gres:gpu:2|1:00:00|",
+                f"186|{at}|Priority|N/A|(null)|1|gres:gpu:sw0:2|2:00|{LATER_TAG} id=a n=1 gpu:sw0:2",
+                f"187|{at}|JobHeldUser|N/A|(null)|1|gres:gpu:4|2:00|",
+                f"188|{at}|Priority|N/A|(null)|1|gres:gpu:sw1:1|2:00|a user's own type",
+                f"189|{at}|Priority|N/A|(null)|1|gres:gpu:1|2:00|topoplace/v1 id=p gn01:gpu=0:nic=",
+                f"190|{at}|Priority|N/A|(null)|1|N/A|UNLIMITED|",
+                f"191|{at}|Priority|N/A|(null)|3|gres/gpu:4|1-00:00:00|",
+            ]
+        )
+    )
+    assert [(j.nodes, j.tres_per_node, j.time_limit_s) for j in jobs][:2] == [
+        (2, "gres:gpu:8,gres:nic:8", 180.0),
+        (1, "gres:gpu:2", 3600.0),
+    ]
+    assert untyped_ahead(jobs) == [
+        Ahead(nodes=2, gpus=8, hold_s=180.0),
+        Ahead(nodes=1, gpus=2, hold_s=3600.0),
+        Ahead(nodes=3, gpus=4, hold_s=86400.0),
+    ]
+    assert jobs[6].time_limit_s == math.inf and jobs[6].gpus_per_node is None
+
+
 KINDS = ("aligned", "crossed", "rotated", "reversed")
 
 
@@ -124,10 +219,10 @@ KINDS = ("aligned", "crossed", "rotated", "reversed")
 @given(
     steps=st.lists(
         st.tuples(
-            st.sampled_from(("allocate", "ends", "promise", "rekind", "none")),
+            st.sampled_from(("allocate", "ends", "promise", "rekind", "claim", "none")),
             st.integers(0, 5),  # node
-            st.lists(st.integers(0, 7), max_size=8),  # GPUs (allocate) or indices (ends)
-            st.integers(0, 4000),  # seconds (ends)
+            st.lists(st.integers(0, 7), max_size=8),  # GPUs (allocate) or indices (ends, claim)
+            st.integers(0, 4000),  # seconds (ends, claim)
         ),
         min_size=1,
         max_size=8,
@@ -138,7 +233,8 @@ def test_views_kept_from_submit_to_submit_give_what_fresh_views_give(steps, tres
     """Session 29: the nodes' views are kept between submits (120-150 ms a submit at 1,024 nodes
     when made afresh); a node changed since — its allocations, its jobs' ends, a backfill promise —
     must be seen changed, so each answer is the one views made for it alone would give. Also a node
-    read again as another kind under its name (other devices, another device map): its layout too."""
+    read again as another kind under its name (other devices, another device map): its layout too,
+    and the GPUs untyped jobs ahead claim there (session 38)."""
     now = 1_000_000.0
     names = [f"n{i}" for i in range(6)]
     # every node busy but for one GPU, its jobs ending over the hour: rule 4 (when they free) decides
@@ -151,6 +247,7 @@ def test_views_kept_from_submit_to_submit_give_what_fresh_views_give(steps, tres
     maps = dict(base.device_maps)
     kind = {name: i % 4 for i, name in enumerate(names)}
     promised: set[str] = set()
+    claims: dict[str, dict[int, float]] = {}
     views = NodeViews()
     job = spec(tres)
     for action, i, values, seconds in steps:
@@ -162,6 +259,8 @@ def test_views_kept_from_submit_to_submit_give_what_fresh_views_give(steps, tres
             ends[name] = {idx: now + seconds for idx in values}  # a new dict, as each read makes
         elif action == "promise":
             promised ^= {name}
+        elif action == "claim":  # a new read's claims: a new dict (or none) for the node
+            claims = {**claims, name: {idx: now + seconds for idx in values}}
         elif action == "rekind":
             kind[name] = (kind[name] + 1) % 4
             other = cluster({name: KINDS[kind[name]]})
@@ -169,7 +268,7 @@ def test_views_kept_from_submit_to_submit_give_what_fresh_views_give(steps, tres
             maps[name] = other.device_maps[name]
         inventory = SlurmInventory(Inventory(nodes=tuple(nodes.values())), maps, base.node_types)
         args = (job, inventory, Counter({"sw1": 2}), ends, now, frozenset(promised))
-        assert later_signature(*args, views=views) == later_signature(*args)
+        assert later_signature(*args, views=views, claims=claims) == later_signature(*args, claims=claims)
 
 
 def test_a_gang_typed_for_later_waits_for_groups_free_on_as_many_nodes_as_it_has_members() -> None:
