@@ -211,11 +211,11 @@ def claims_ahead(
         for node in inventory.inventory.nodes
         if node.schedulable and node.name in inventory.device_maps
     }
+    ordered = {name: sorted(times) for name, times in frees.items()}  # kept sorted: a job reads one rank
     claims: dict[str, dict[int, float]] = {}
     for job in ahead[:MAX_AHEAD]:
-        starts = [
-            (sorted(times)[job.gpus - 1], name) for name, times in frees.items() if len(times) >= job.gpus
-        ]
+        rank = job.gpus - 1
+        starts = [(times[rank], name) for name, times in ordered.items() if len(times) > rank]
         chosen = heapq.nsmallest(job.nodes, starts)
         if len(chosen) < job.nodes or chosen[-1][0] == math.inf:
             continue  # never fits: it claims nothing
@@ -225,6 +225,7 @@ def claims_ahead(
             taken = [idx for idx, t in enumerate(times) if t <= start][: job.gpus]
             for idx in taken:
                 times[idx] = claims.setdefault(name, {})[idx] = start + job.hold_s
+            ordered[name] = sorted(times)
     return claims
 
 
