@@ -68,6 +68,7 @@ from adapters.slurm.gres import (
 from adapters.slurm.gresconf import gres_string
 from adapters.slurm.later import LATER_TAG
 from adapters.slurm.nodetypes import load_node_type
+from adapters.slurm.pending import SQUEUE_FORMAT
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("slurm", "typed", "hook", "hook-later", "hook-untyped", "hook-later-gangs")
@@ -622,6 +623,23 @@ def _job_description(submit: Submit) -> dict[str, Any]:
     return {"submit_uid": 0, "min_nodes": submit.nodes, "max_nodes": submit.nodes, "tres_per_node": tres}
 
 
+def _pending_line(number: int, submit: Submit, comment: str) -> str:
+    """The job as ``squeue -t PD -o SQUEUE_FORMAT`` prints it while it waits (field by field, so the
+    stand-in follows the agent's format): an hour's limit, no start estimate yet."""
+    fields = {
+        "%i": str(number),
+        "%V": datetime.now().isoformat(timespec="seconds"),
+        "%r": "Priority",
+        "%S": "N/A",
+        "%Y": "(null)",
+        "%D": str(submit.nodes),
+        "%b": _job_description(submit)["tres_per_node"],
+        "%l": "1:00:00",
+        "%k": comment,
+    }
+    return "|".join(fields[code] for code in SQUEUE_FORMAT.split("|"))
+
+
 def _lua_job_line(submit: Submit) -> str:
     """One job for bench/slurm_hook_harness.lua: the job_desc fields sbatch -N n --gpus-per-node=k sets."""
     return " ".join(f"{k}={v}" for k, v in _job_description(submit).items() if k != "submit_uid") + "\n"
@@ -747,14 +765,11 @@ def hook_cost(
             out["messages"].append(answer.get("message", ""))
             out["agent_ms"].append(answer.get("ms") or out["client_ms"][-1])  # gave up: at least that
             out["stages"].append(answer.get("stages_ms", {}))
-            if comment:  # queued, not started yet: squeue shows it (adapters/slurm/pending.py's format)
-                stamp = datetime.now().isoformat(timespec="seconds")
+            # Queued, not started yet: planned or typed (a comment), or passed on as submitted (no
+            # room now: Slurm queues it untyped). squeue shows each (adapters/slurm/pending.py).
+            if comment or answer.get("action") == "pass":
                 with pending.open("a") as file:
-                    tres = _job_description(submit)["tres_per_node"]
-                    number = len(out["client_ms"])
-                    file.write(
-                        f"{number}|{stamp}|Priority|N/A|(null)|{submit.nodes}|{tres}|1:00:00|{comment}\n"
-                    )
+                    file.write(_pending_line(len(out["client_ms"]), submit, comment) + "\n")
     finally:
         if lua is not None:
             lua.kill()
