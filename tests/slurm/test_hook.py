@@ -444,9 +444,7 @@ def test_pending_jobs_promised_nodes_and_releases() -> None:
     assert [j.job_id for j in released] == ["153"]  # not: unplanned, not computed, held, starting soon
     comment = released_comment(released[0].comment)
     assert comment == "run 3 topoplace/released id=abc gn28:gpu=4,5:nic=mlx5_4,mlx5_5"
-    assert (
-        parse_pending(f"153|{at(-1)}|Priority|{at(120)}|gn28|1|N/A|5:00|{comment}")[0].plan is None
-    )
+    assert parse_pending(f"153|{at(-1)}|Priority|{at(120)}|gn28|1|N/A|5:00|{comment}")[0].plan is None
 
 
 def test_plans_gone_stale_are_released_at_once_with_the_reason() -> None:
@@ -663,9 +661,7 @@ def _slurm_with_a_planned_job(tmp_path: Path, fixtures: Path, tres: str) -> tupl
     scontrol.chmod(0o755)
     stamp = (datetime.now() - timedelta(minutes=1)).isoformat(timespec="seconds")
     squeue = tmp_path / "squeue"
-    squeue.write_text(
-        f"#!/bin/sh\necho '9|{stamp}|Resources|N/A|(null)|1|N/A|5:00|mine {PLANNED}'\n"
-    )
+    squeue.write_text(f"#!/bin/sh\necho '9|{stamp}|Resources|N/A|(null)|1|N/A|5:00|mine {PLANNED}'\n")
     squeue.chmod(0o755)
     return scontrol, squeue, updates
 
@@ -762,9 +758,7 @@ def test_only_an_earlier_job_slurm_may_place_elsewhere_unpins_the_next_one(
 
     scontrol, squeue = fake_slurm(tmp_path, fixtures)
     just_now = datetime.now().isoformat(timespec="seconds")
-    Path(squeue).write_text(
-        f"#!/bin/sh\necho '7|{just_now}|None|N/A|(null)|1|N/A|5:00|{earlier}'\n"
-    )
+    Path(squeue).write_text(f"#!/bin/sh\necho '7|{just_now}|None|N/A|(null)|1|N/A|5:00|{earlier}'\n")
     agent = agent_on(fixtures, scontrol, squeue, unpin_window_s=30.0)
     agent.refresh()
     one = agent.place({"min_nodes": 1, "tres_per_node": "gres:gpu:1"})
