@@ -154,6 +154,25 @@ def _streams_of_orders(monkeypatch: pytest.MonkeyPatch, drawn: Path) -> None:
     monkeypatch.setattr(pipeline, "spare_core", lambda policy: True)
     monkeypatch.setattr(pipeline, "AHEAD_LEAST_ORDER_S", 0.0)
 
+    # These requests are solved in 50-80 ms, and a child forked from a large test process may not
+    # yet have run when the solve stops it (a fresh-clone CI run saw 1 draw in 3 served calls). These
+    # tests ask *where* the orders are drawn, so a stop first waits, up to 10 s, until the child has
+    # drawn or ended. A child killed at its start (gRPC's fork handlers) still ends without a draw.
+    real_stop = Forked.stop
+
+    def stop(self: Forked) -> None:
+        pid, until = self._pid, time.monotonic() + 10
+        while pid is not None and self.running() and time.monotonic() < until:
+            try:
+                if any(p == pid for p, _ in _drawn(drawn)):
+                    break
+            except (FileNotFoundError, ValueError):  # not written yet, or a line half written
+                pass
+            time.sleep(0.005)
+        real_stop(self)
+
+    monkeypatch.setattr(Forked, "stop", stop)
+
 
 def _drawn(drawn: Path) -> list[tuple[int, int]]:
     """(pid, stream) of every draw of the fallback's orders written to ``drawn``."""
