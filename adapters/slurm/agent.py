@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 import os
 import socket
 import socketserver
@@ -88,6 +89,7 @@ from adapters.slurm.pending import (
     promised_nodes,
     released_comment,
     replanned_comment,
+    slurm_seconds,
     to_release,
 )
 from adapters.slurm.place_client import peer_uid
@@ -236,17 +238,6 @@ def untyped_tres(signature: tuple[tuple[str, str, int], ...]) -> str:
     for name, _gtype, count in signature:
         totals[name] += count
     return ",".join(f"gres:{name}:{totals[name]}" for name in ("gpu", "nic") if totals[name])
-
-
-def slurm_minutes(text: str) -> int | None:
-    """Slurm's ``TimeLimit`` (``[D-]HH:MM:SS``) in minutes, a started minute counted; None otherwise
-    (UNLIMITED, Partition_Limit …)."""
-    days, _, clock = text.rpartition("-")
-    parts = clock.split(":")
-    if (days and not days.isdigit()) or len(parts) != 3 or not all(p.isdigit() for p in parts):
-        return None
-    hours, minutes, seconds = (int(p) for p in parts)
-    return int(days or 0) * 1440 + hours * 60 + minutes + (1 if seconds else 0)
 
 
 def only_types(inventory: SlurmInventory, types: set[str], plan_id: str) -> SlurmInventory:
@@ -631,8 +622,8 @@ class Agent:
             return f"its GRES are not typed per switch ({fields.get('TresPerNode', '')})", None
         count = int(fields.get("NumNodes", "1").split("-")[0])
         desc: dict[str, Any] = {"min_nodes": count, "max_nodes": count, "tres_per_node": untyped_tres(typed)}
-        if (minutes := slurm_minutes(fields.get("TimeLimit", ""))) is not None:
-            desc["time_limit"] = minutes
+        if (limit_s := slurm_seconds(fields.get("TimeLimit", ""))) < math.inf:  # UNLIMITED, Partition_Limit…
+            desc["time_limit"] = math.ceil(limit_s / 60)  # a started minute counted
         inventory = only_types(self.inventory(), {gtype for _, gtype, _ in typed}, job.plan.plan_id)
         spec = job_from_description(
             desc,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -306,3 +307,18 @@ def test_a_pending_gang_is_stranded_in_total_but_fits_only_on_whole_rooms() -> N
     assert _stranded(text, Submit(2, 2, True)) == (True, False)  # gn1 has no NIC free
     assert _stranded(text, Submit(2, 4, False)) == (False, False)  # 5 free in total, no room of 4
     assert _stranded(text, Submit(1, 3, False)) == (True, True)
+
+
+def test_slurm_durations_read_as_squeue_and_scontrol_print_them() -> None:
+    """One reader for both: squeue's ``%l`` (``M:SS``, ``H:MM:SS``, ``D-HH:MM:SS``) for the untyped
+    jobs queued ahead, and scontrol's ``TimeLimit`` for a job planned again. What is no duration
+    (UNLIMITED, Partition_Limit, NOT_SET) is held for good."""
+    from adapters.slurm.pending import slurm_seconds
+
+    assert slurm_seconds("2:00") == 120.0
+    assert slurm_seconds("00:02:01") == 121.0
+    assert slurm_seconds("1:00:00") == 3600.0
+    assert slurm_seconds("1-00:00:30") == 86430.0
+    assert slurm_seconds("5") == 300.0  # minutes alone, as Slurm reads a bare number
+    for text in ("UNLIMITED", "Partition_Limit", "NOT_SET", "", "1:xx", "1-2-3:00"):
+        assert slurm_seconds(text) == math.inf, text
